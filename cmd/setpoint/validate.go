@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+)
+
+func newValidateCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "validate DIR|FILE...",
+		Short: "Check specs against their schemas and the cross-document rules",
+		Long: `validate checks every .yaml, .yml and .cue file under each argument: each
+document against its kind's CUE schema, then the rules that span documents
+(duplicate names, two specs of one kind on one target, one Environment).
+Every error is reported as file:line:column: field.path: message (expected ...).
+Exit status 1 if any error was found.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := load.New()
+			if err != nil {
+				return err
+			}
+			var diags load.Diagnostics
+			files, docs := 0, 0
+			for _, a := range args {
+				r := l.LoadDir(a)
+				files += r.Files
+				docs += len(r.Documents)
+				diags = append(diags, r.Diags...)
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if diags == nil {
+					diags = load.Diagnostics{}
+				}
+				if err := enc.Encode(map[string]any{"valid": len(diags) == 0, "files": files, "documents": docs, "errors": diags}); err != nil {
+					return err
+				}
+			} else {
+				for _, d := range diags {
+					fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
+				}
+				if len(diags) == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%d documents in %d files are valid\n", docs, files)
+				} else {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%d errors; %d valid documents in %d files\n", len(diags), docs, files)
+				}
+			}
+			if len(diags) > 0 {
+				return errSilent
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON on stdout")
+	return cmd
+}
+

@@ -1,0 +1,493 @@
+package load
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/token"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+)
+
+// Diagnostic is one problem with a spec, at the position the user wrote.
+type Diagnostic struct {
+	Pos      spec.Pos
+	Path     string // dotted field path within the document, if any
+	Message  string
+	Expected string
+}
+
+func (d Diagnostic) Error() string {
+	var b strings.Builder
+	b.WriteString(d.Pos.String())
+	b.WriteString(": ")
+	if d.Path != "" {
+		b.WriteString(d.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Message)
+	if d.Expected != "" {
+		b.WriteString(" (expected ")
+		b.WriteString(d.Expected)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// MarshalJSON flattens the position for machines.
+func (d Diagnostic) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		File     string `json:"file"`
+		Line     int    `json:"line,omitempty"`
+		Column   int    `json:"column,omitempty"`
+		Path     string `json:"path,omitempty"`
+		Message  string `json:"message"`
+		Expected string `json:"expected,omitempty"`
+	}{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Path, d.Message, d.Expected})
+}
+
+// Diagnostics is a list of problems; it is an error when not empty.
+type Diagnostics []Diagnostic
+
+func (ds Diagnostics) Error() string {
+	lines := make([]string, len(ds))
+	for i, d := range ds {
+		lines[i] = d.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Sort orders by file, line, column, then message, so output is stable.
+func (ds Diagnostics) Sort() {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i], ds[j]
+		if a.Pos.File != b.Pos.File {
+			return a.Pos.File < b.Pos.File
+		}
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line < b.Pos.Line
+		}
+		if a.Pos.Col != b.Pos.Col {
+			return a.Pos.Col < b.Pos.Col
+		}
+		return a.Message < b.Message
+	})
+}
+
+func posOf(p token.Pos, fallback string) spec.Pos {
+	if !p.IsValid() {
+		return spec.Pos{File: fallback}
+	}
+	f := p.Filename()
+	if f == "" {
+		f = fallback
+	}
+	return spec.Pos{File: f, Line: p.Line(), Col: p.Column()}
+}
+
+func at(fields map[string]spec.Pos, path string, fallback spec.Pos) spec.Pos {
+	return spec.NewSource(fallback, "", fields).PosOf(path)
+}
+
+// positions maps each dotted field path of a document's syntax tree to the
+// position of its label. List elements are numbered from 0, as in CUE's
+// error paths.
+func positions(n ast.Node) map[string]spec.Pos {
+	m := map[string]spec.Pos{}
+	var walkExpr func(prefix string, e ast.Node)
+	walkFields := func(prefix string, decls []ast.Decl) {
+		for _, d := range decls {
+			f, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			name, _, err := ast.LabelName(f.Label)
+			if err != nil {
+				continue
+			}
+			p := name
+			if prefix != "" {
+				p = prefix + "." + name
+			}
+			m[p] = posOf(f.Label.Pos(), "")
+			walkExpr(p, f.Value)
+		}
+	}
+	walkExpr = func(prefix string, e ast.Node) {
+		switch x := e.(type) {
+		case *ast.File:
+			walkFields(prefix, x.Decls)
+		case *ast.StructLit:
+			walkFields(prefix, x.Elts)
+		case *ast.ListLit:
+			for i, el := range x.Elts {
+				p := prefix + "." + strconv.Itoa(i)
+				m[p] = posOf(el.Pos(), "")
+				walkExpr(p, el)
+			}
+		}
+	}
+	walkExpr("", n)
+	return m
+}
+
+var (
+	reConflict   = regexp.MustCompile(`^conflicting values (.+?) and (.+?)( \(mismatched types (\w+) and (\w+)\))?$`)
+	reOutOfBound = regexp.MustCompile(`^invalid value (.+) \(out of bound (.+)\)$`)
+	reNotSatisfy = regexp.MustCompile(`^invalid value (.+) \(does not satisfy (.+)\)$`)
+	reIncomplete = regexp.MustCompile(`^incomplete value (.+)$`)
+	reDisjHeader = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	reNumber     = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+)
+
+var typeNames = map[string]bool{"int": true, "float": true, "number": true, "string": true, "bool": true, "bytes": true, "struct": true, "list": true, "null": true}
+
+// describePattern names the schemas' regular expressions in words.
+func describePattern(bound string) string {
+	switch {
+	case strings.Contains(bound, "ns|us|"):
+		return `a duration like "90s", "5m" or "1h30m"`
+	case strings.Contains(bound, ")%$"):
+		return `a percentage from 0% to 100%, like "10%"`
+	case strings.Contains(bound, "Ki|Mi|Gi"):
+		return `a memory quantity like "256Mi" or "1Gi"`
+	case strings.Contains(bound, "[0-9]+m)"):
+		return `a CPU quantity like "500m" or "0.5"`
+	case strings.Contains(bound, "(\\\\.[a-z0-9]"):
+		return "a DNS subdomain: lowercase letters, digits, '-' and '.'"
+	case strings.Contains(bound, "[-a-z0-9]*"):
+		return "a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
+	case strings.Contains(bound, "[0-9a-f]{64}"):
+		return "64 lowercase hexadecimal digits"
+	case strings.Contains(bound, "https?"):
+		return "an http:// or https:// URL"
+	}
+	return bound
+}
+
+// hiddenField maps a schema check on a hidden field (_max) to the field the
+// user wrote (max); such checks compare byte quantities.
+func hiddenField(path []string) (string, bool) {
+	if len(path) >= 2 && path[0] == "#Kinds" {
+		path = path[2:]
+	}
+	out := make([]string, len(path))
+	hidden := false
+	for i, p := range path {
+		if strings.HasPrefix(p, "_") {
+			p = strings.TrimPrefix(p, "_")
+			hidden = true
+		}
+		out[i] = p
+	}
+	return strings.Join(out, "."), hidden
+}
+
+// asBytes prints a byte count the way users write it.
+func asBytes(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return s
+	}
+	return spec.Bytes(f).String()
+}
+
+func boundBytes(bound string) string {
+	i := strings.IndexAny(bound, "0123456789")
+	if i < 0 {
+		return bound
+	}
+	return bound[:i] + " " + asBytes(bound[i:])
+}
+
+// fromCUE turns a CUE error into diagnostics at the user's positions: the
+// position in the user's file is preferred over the schema's; of the several
+// errors a failed disjunction yields for one field, only the most telling
+// kind is kept (a bound or pattern over a type mismatch over a default's
+// literal); disjunctions of literals collapse into one "expected one of"
+// line; closedness errors list the fields that are allowed.
+func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) Diagnostics {
+	docPos := spec.Pos{File: file, Line: 1, Col: 1}
+	if fields == nil {
+		fields = map[string]spec.Pos{}
+	}
+	type cand struct {
+		d        Diagnostic
+		prio     int
+		got, opt string // for literal conflicts (prio 0)
+	}
+	byPath := map[string][]cand{}
+	var order []string
+	for _, e := range cueerrors.Errors(err) {
+		raw := e.Path()
+		path, hidden := hiddenField(raw)
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if reDisjHeader.MatchString(msg) {
+			continue
+		}
+		pos := spec.Pos{}
+		for _, p := range cueerrors.Positions(e) {
+			if p.IsValid() && p.Filename() == file {
+				pos = posOf(p, file)
+				break
+			}
+		}
+		if hidden || pos.Line == 0 {
+			pos = at(fields, path, docPos)
+		}
+		c := cand{d: Diagnostic{Pos: pos, Path: path, Message: msg}, prio: 3}
+		d := &c.d
+		switch {
+		case msg == "field not allowed":
+			d.Message = "unknown field"
+			d.Expected = allowedFields(def, strings.Split(path, "."))
+		case msg == "field is required but not present":
+			d.Message = "missing required field"
+		case reIncomplete.MatchString(msg):
+			m := reIncomplete.FindStringSubmatch(msg)
+			d.Message = "missing value"
+			d.Expected = describeExpected(m[1])
+		case reOutOfBound.MatchString(msg):
+			m := reOutOfBound.FindStringSubmatch(msg)
+			got, bound := m[1], m[2]
+			switch {
+			case strings.HasPrefix(bound, "=~") || strings.HasPrefix(bound, "!~"):
+				d.Message = fmt.Sprintf("invalid value %s", got)
+				d.Expected = describePattern(bound)
+			case hidden:
+				d.Message = fmt.Sprintf("%s is out of range", asBytes(got))
+				d.Expected = boundBytes(bound)
+			default:
+				d.Message = fmt.Sprintf("%s is out of range", got)
+				d.Expected = bound
+			}
+		case reNotSatisfy.MatchString(msg):
+			m := reNotSatisfy.FindStringSubmatch(msg)
+			d.Message = fmt.Sprintf("invalid value %s", m[1])
+			d.Expected = "to satisfy " + m[2]
+		case reConflict.MatchString(msg):
+			m := reConflict.FindStringSubmatch(msg)
+			a, b := m[1], m[2]
+			if m[3] != "" {
+				// A type mismatch: the side that is a bare type or a
+				// pattern is the schema's.
+				got, want := a, b
+				if typeNames[a] || strings.HasPrefix(a, "=~") {
+					got, want = b, a
+				}
+				d.Message = fmt.Sprintf("wrong type: %s", got)
+				d.Expected = describeExpected(want)
+				c.prio = 1
+				if typeNames[want] || strings.HasPrefix(want, "=~") {
+					c.prio = 2
+				}
+				break
+			}
+			c.prio, c.got, c.opt = 0, b, a
+		}
+		if _, ok := byPath[path]; !ok {
+			order = append(order, path)
+		}
+		byPath[path] = append(byPath[path], c)
+	}
+	var out Diagnostics
+	for _, path := range order {
+		cs := byPath[path]
+		best := 0
+		for _, c := range cs {
+			best = max(best, c.prio)
+		}
+		seen := map[string]bool{}
+		var lits []cand
+		for _, c := range cs {
+			if c.prio != best {
+				continue
+			}
+			if best == 0 {
+				lits = append(lits, c)
+				continue
+			}
+			if best < 3 && len(seen) > 0 {
+				break // one type mismatch per field is enough
+			}
+			if k := c.d.Error(); !seen[k] {
+				seen[k] = true
+				out = append(out, c.d)
+			}
+		}
+		if len(lits) > 0 {
+			out = append(out, collapseEnum(lits[0].d, func(yield func(got, opt string) bool) {
+				for _, c := range lits {
+					if !yield(c.got, c.opt) {
+						return
+					}
+				}
+			}))
+		}
+	}
+	return out
+}
+
+// collapseEnum turns the conflicts "A and X", "B and X", "C and X" of one
+// field into "X is not allowed (expected one of A, B, C)". CUE does not say
+// which side is the user's, so the value common to every pair is taken.
+func collapseEnum(d Diagnostic, pairs func(func(got, opt string) bool)) Diagnostic {
+	count := map[string]int{}
+	n := 0
+	pairs(func(a, b string) bool {
+		count[a]++
+		count[b]++
+		n++
+		return true
+	})
+	got := ""
+	for v, c := range count {
+		if c == n && (got == "" || v < got) {
+			got = v
+		}
+	}
+	var opts []string
+	pairs(func(a, b string) bool {
+		if a == got {
+			opts = append(opts, b)
+		} else {
+			opts = append(opts, a)
+		}
+		return true
+	})
+	sort.Strings(opts)
+	opts = compactStrings(opts)
+	d.Message = fmt.Sprintf("%s is not allowed", got)
+	if len(opts) == 1 {
+		d.Expected = opts[0]
+	} else {
+		d.Expected = "one of " + strings.Join(opts, ", ")
+	}
+	return d
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func describeExpected(s string) string {
+	if strings.HasPrefix(s, "=~") {
+		return describePattern(s)
+	}
+	if strings.Contains(s, "=~") {
+		// A disjunction of a type and a pattern, e.g. int | =~"…".
+		for _, part := range strings.Split(s, " | ") {
+			if strings.HasPrefix(part, "=~") {
+				return describePattern(part)
+			}
+		}
+	}
+	return s
+}
+
+// allowedFields lists the fields the schema allows next to an unknown one.
+func allowedFields(def cue.Value, path []string) string {
+	if !def.Exists() || len(path) == 0 {
+		return "a field the schema defines"
+	}
+	sels := make([]cue.Selector, 0, len(path)-1)
+	for _, p := range path[:len(path)-1] {
+		if n, err := strconv.Atoi(p); err == nil {
+			_ = n
+			sels = append(sels, cue.AnyIndex)
+			continue
+		}
+		sels = append(sels, cue.Str(p))
+	}
+	parent := def.LookupPath(cue.MakePath(sels...))
+	it, err := parent.Fields(cue.Optional(true))
+	if err != nil {
+		return "a field the schema defines"
+	}
+	var names []string
+	for it.Next() {
+		names = append(names, it.Selector().Unquoted())
+	}
+	if len(names) == 0 {
+		return "no fields here"
+	}
+	sort.Strings(names)
+	return "one of " + strings.Join(names, ", ")
+}
+
+// CrossCheck runs the rules CUE cannot express because they span documents.
+// They are `setpoint validate`-only: `cue vet` checks one document at a time.
+func CrossCheck(docs []spec.Document) Diagnostics {
+	var out Diagnostics
+	byID := map[string]spec.Document{}
+	byTarget := map[string]spec.Document{}
+	var envs []*spec.Environment
+	for _, d := range docs {
+		h := d.Head()
+		if first, dup := byID[h.ID()]; dup {
+			out = append(out, Diagnostic{Pos: h.Src.PosOf("metadata.name"), Path: "metadata.name",
+				Message:  fmt.Sprintf("duplicate %s, first defined at %s", h.ID(), first.Head().Src.PosOf("metadata.name")),
+				Expected: "a unique kind/namespace/name"})
+			continue
+		}
+		byID[h.ID()] = d
+		if t, ok := d.(spec.Targeter); ok {
+			key := h.Kind + " " + t.TargetKey()
+			if first, dup := byTarget[key]; dup {
+				fh := first.Head()
+				out = append(out, Diagnostic{Pos: h.Src.PosOf("spec.target"), Path: "spec.target",
+					Message:  fmt.Sprintf("%s %s targets the same workload as %s at %s", h.Kind, h.Metadata.Name, fh.Metadata.Name, fh.Src.PosOf("spec.target")),
+					Expected: fmt.Sprintf("one %s per target", h.Kind)})
+			} else {
+				byTarget[key] = d
+			}
+		}
+		if e, ok := d.(*spec.Environment); ok {
+			envs = append(envs, e)
+		}
+	}
+	for i, e := range envs {
+		if i > 0 {
+			out = append(out, Diagnostic{Pos: e.Src.Pos, Path: "kind",
+				Message:  fmt.Sprintf("second Environment %s; the first is %s at %s", e.Metadata.Name, envs[0].Metadata.Name, envs[0].Src.Pos),
+				Expected: "one Environment per directory"})
+		}
+	}
+	if len(envs) > 0 {
+		env := envs[0]
+		names := map[string]bool{}
+		for i, p := range env.Spec.Providers {
+			if names[p.Name] {
+				path := fmt.Sprintf("spec.providers.%d.name", i)
+				out = append(out, Diagnostic{Pos: env.Src.PosOf(path), Path: path, Message: fmt.Sprintf("provider %s listed twice", p.Name), Expected: "unique provider names"})
+			}
+			names[p.Name] = true
+		}
+		for _, d := range docs {
+			n, ok := d.(*spec.NFR)
+			if !ok || n.Spec.Target.Provider == "" || names[n.Spec.Target.Provider] {
+				continue
+			}
+			out = append(out, Diagnostic{Pos: n.Src.PosOf("spec.target.provider"), Path: "spec.target.provider",
+				Message:  fmt.Sprintf("provider %s is not in the Environment", n.Spec.Target.Provider),
+				Expected: "one of the Environment's providers"})
+		}
+	} else if len(docs) > 0 {
+		out = append(out, Diagnostic{Pos: docs[0].Head().Src.Pos, Message: "no Environment among the specs", Expected: "one kind: Environment document per directory"})
+	}
+	return out
+}

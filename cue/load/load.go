@@ -1,0 +1,407 @@
+// Package load walks a spec directory, validates every document against its
+// kind's CUE schema and decodes it into the typed structs of package spec.
+//
+// Documents are streamed: each one is extracted, unified, validated, decoded
+// and dropped before the next, so memory does not grow with the directory.
+package load
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/parser"
+	cueyaml "cuelang.org/go/encoding/yaml"
+
+	"github.com/setpoint-dev/setpoint/cue/schema"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+)
+
+// MaxFileSize bounds a spec file; larger files are refused unread.
+const MaxFileSize = 10 << 20
+
+// Loader validates and decodes spec documents. It is not safe for concurrent
+// use: one CUE context serves every document.
+type Loader struct {
+	ctx    *cue.Context
+	schema cue.Value
+	defs   map[string]cue.Value
+	// MaxFileSize overrides the package default (tests use a small one).
+	MaxFileSize int64
+}
+
+// New compiles the embedded schemas.
+func New() (*Loader, error) {
+	ctx := cuecontext.New()
+	s, err := schema.Compile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &Loader{ctx: ctx, schema: s, defs: map[string]cue.Value{}, MaxFileSize: MaxFileSize}
+	for _, k := range spec.Kinds() {
+		d := s.LookupPath(cue.MakePath(cue.Def("Kinds"), cue.Str(k)))
+		if !d.Exists() {
+			return nil, fmt.Errorf("kind %s is registered in Go but has no #Kinds entry in the schema", k)
+		}
+		l.defs[k] = d
+	}
+	return l, nil
+}
+
+// Result is what loading a directory or file produced.
+type Result struct {
+	Files     int             `json:"files"`
+	Documents []spec.Document `json:"-"`
+	Diags     Diagnostics     `json:"errors"`
+}
+
+// Environment returns the directory's Environment, if exactly one was loaded.
+func (r *Result) Environment() *spec.Environment {
+	var env *spec.Environment
+	for _, d := range r.Documents {
+		if e, ok := d.(*spec.Environment); ok {
+			if env != nil {
+				return nil
+			}
+			env = e
+		}
+	}
+	return env
+}
+
+// LoadDir loads every .yaml, .yml and .cue file under dir (following
+// symlinks, refusing loops), then runs the cross-document checks.
+func (l *Loader) LoadDir(dir string) *Result {
+	r := &Result{}
+	files, diags := walk(dir)
+	r.Diags = append(r.Diags, diags...)
+	for _, f := range files {
+		r.Files++
+		r.Diags = append(r.Diags, l.LoadFile(f, func(d spec.Document) { r.Documents = append(r.Documents, d) })...)
+	}
+	if len(files) == 0 && len(diags) == 0 {
+		r.Diags = append(r.Diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "no spec files found", Expected: "at least one .yaml, .yml or .cue file with an Environment"})
+	}
+	r.Diags = append(r.Diags, CrossCheck(r.Documents)...)
+	r.Diags.Sort()
+	return r
+}
+
+// LoadFile validates and decodes each document of one file, calling emit for
+// every valid one. Errors of one document never stop the next.
+func (l *Loader) LoadFile(path string, emit func(spec.Document)) Diagnostics {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
+	}
+	if fi.Size() > l.MaxFileSize {
+		return Diagnostics{{Pos: spec.Pos{File: path, Line: 1, Col: 1},
+			Message:  fmt.Sprintf("file is %s, too large to be a spec", spec.Bytes(fi.Size())),
+			Expected: fmt.Sprintf("at most %s", spec.Bytes(l.MaxFileSize))}}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
+	}
+	defer f.Close()
+	// Read through a limit too: the file may have grown since the stat.
+	src, err := io.ReadAll(io.LimitReader(f, l.MaxFileSize+1))
+	if err != nil {
+		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
+	}
+	if int64(len(src)) > l.MaxFileSize {
+		return Diagnostics{{Pos: spec.Pos{File: path, Line: 1, Col: 1}, Message: "file grew past the size limit while being read", Expected: fmt.Sprintf("at most %s", spec.Bytes(l.MaxFileSize))}}
+	}
+	return l.LoadBytes(path, src, emit)
+}
+
+// LoadBytes is LoadFile on content already in memory; path names it in
+// positions and picks the format by extension.
+func (l *Loader) LoadBytes(path string, src []byte, emit func(spec.Document)) (diags Diagnostics) {
+	defer func() {
+		// The CUE evaluator is a large body of code fed with user input; a
+		// panic there must cost one file, not the run.
+		if p := recover(); p != nil {
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: path}, Message: fmt.Sprintf("internal error while evaluating this file: %v", p)})
+		}
+	}()
+	if strings.HasSuffix(path, ".cue") {
+		f, err := parser.ParseFile(path, src)
+		if err != nil {
+			return fromCUE(err, path, nil, cue.Value{})
+		}
+		return l.document(path, f, emit)
+	}
+	dec := cueyaml.NewDecoder(path, bytes.NewReader(src))
+	for {
+		expr, err := dec.Extract()
+		if err == io.EOF {
+			return diags
+		}
+		if err != nil {
+			// A syntax error ends the stream: the decoder cannot resync.
+			return append(diags, fromCUE(err, path, nil, cue.Value{})...)
+		}
+		if isEmptyDoc(expr) {
+			continue
+		}
+		diags = append(diags, l.document(path, expr, emit)...)
+	}
+}
+
+func isEmptyDoc(n ast.Node) bool {
+	switch x := n.(type) {
+	case *ast.BasicLit:
+		return x.Value == "null"
+	case *ast.StructLit:
+		return len(x.Elts) == 0
+	}
+	return false
+}
+
+// document validates and decodes one document (a YAML expression or a CUE
+// file).
+func (l *Loader) document(path string, n ast.Node, emit func(spec.Document)) Diagnostics {
+	fields := positions(n)
+	docPos := posOf(n.Pos(), path)
+	v := l.build(n, path)
+	if err := v.Err(); err != nil {
+		return fromCUE(err, path, fields, cue.Value{})
+	}
+	if v.Kind() != cue.StructKind {
+		return Diagnostics{{Pos: docPos, Message: "document is not a mapping", Expected: "a mapping with apiVersion, kind, metadata and spec"}}
+	}
+	kindV := v.LookupPath(cue.MakePath(cue.Str("kind")))
+	expectKinds := "one of " + strings.Join(spec.Kinds(), ", ")
+	if !kindV.Exists() {
+		return Diagnostics{{Pos: docPos, Path: "kind", Message: "missing field", Expected: expectKinds}}
+	}
+	kindName, err := kindV.String()
+	if err != nil {
+		return Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: "not a string", Expected: expectKinds}}
+	}
+	kind, ok := spec.Lookup(kindName)
+	if !ok {
+		return Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: fmt.Sprintf("unknown kind %q", kindName), Expected: expectKinds}}
+	}
+	def := l.defs[kindName]
+	u := def.Unify(v)
+	if err := u.Validate(cue.Concrete(true)); err != nil {
+		return fromCUE(l.unmask(def, n, path, err), path, fields, def)
+	}
+	doc := kind.New()
+	if err := u.Decode(doc); err != nil {
+		return Diagnostics{{Pos: docPos, Message: "decoding: " + err.Error()}}
+	}
+	canon, err := json.Marshal(doc)
+	if err != nil {
+		return Diagnostics{{Pos: docPos, Message: "encoding: " + err.Error()}}
+	}
+	sum := sha256.Sum256(canon)
+	h := doc.Head()
+	h.Src = spec.NewSource(docPos, hex.EncodeToString(sum[:]), fields)
+	emit(doc)
+	return nil
+}
+
+// unmask finds the errors a failed document hides. CUE's evaluator reports
+// some failures of a struct and skips others (a wrong value hides an unknown
+// field beside it), so the fields that failed are cut from the syntax tree
+// and the document is checked again, a few rounds at most; errors about the
+// cut fields themselves are dropped. Only failing documents pay for this.
+func (l *Loader) unmask(def cue.Value, n ast.Node, path string, err error) error {
+	all := err
+	for round := 0; round < 4; round++ {
+		cut := map[string]bool{}
+		for _, e := range cueerrors.Errors(err) {
+			// A check on a hidden field (_limit) is cut through the field
+			// the user wrote (limit).
+			p, _ := hiddenField(e.Path())
+			if p != "" && deleteField(n, strings.Split(p, ".")) {
+				cut[p] = true
+			}
+		}
+		if len(cut) == 0 {
+			return all
+		}
+		v := l.build(n, path)
+		if v.Err() != nil {
+			return all
+		}
+		err = def.Unify(v).Validate(cue.Concrete(true))
+		if err == nil {
+			return all
+		}
+		var fresh error
+		for _, e := range cueerrors.Errors(err) {
+			p, _ := hiddenField(e.Path())
+			if underAny(p, cut) {
+				continue
+			}
+			fresh = joinErr(fresh, e)
+		}
+		if fresh == nil {
+			return all
+		}
+		all = joinErr(all, fresh)
+	}
+	return all
+}
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return cueerrors.Append(cueerrors.Promote(a, ""), cueerrors.Promote(b, ""))
+}
+
+func underAny(p string, set map[string]bool) bool {
+	for q := range set {
+		if p == q || strings.HasPrefix(p, q+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteField removes the struct field at path from a syntax tree; list
+// elements are never removed (that would renumber their siblings).
+func deleteField(n ast.Node, path []string) bool {
+	var decls *[]ast.Decl
+	switch x := n.(type) {
+	case *ast.File:
+		decls = &x.Decls
+	case *ast.StructLit:
+		decls = &x.Elts
+	case *ast.ListLit:
+		i, err := strconv.Atoi(path[0])
+		if err != nil || i < 0 || i >= len(x.Elts) || len(path) == 1 {
+			return false
+		}
+		return deleteField(x.Elts[i], path[1:])
+	default:
+		return false
+	}
+	for i, d := range *decls {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		name, _, err := ast.LabelName(f.Label)
+		if err != nil || name != path[0] {
+			continue
+		}
+		if len(path) == 1 {
+			*decls = append((*decls)[:i:i], (*decls)[i+1:]...)
+			return true
+		}
+		return deleteField(f.Value, path[1:])
+	}
+	return false
+}
+
+func (l *Loader) build(n ast.Node, path string) cue.Value {
+	switch x := n.(type) {
+	case *ast.File:
+		return l.ctx.BuildFile(x, cue.Filename(path))
+	case ast.Expr:
+		return l.ctx.BuildExpr(x, cue.Filename(path))
+	}
+	return cue.Value{}
+}
+
+func unwrapPathError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// walk lists spec files under root in a stable order. Symlinks are followed;
+// a directory reached twice (a loop) is reported, not entered. Hidden
+// directories (.git, .setpoint) and cue.mod are skipped.
+func walk(root string) ([]string, Diagnostics) {
+	var files []string
+	var diags Diagnostics
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, Diagnostics{{Pos: spec.Pos{File: root}, Message: "cannot read: " + unwrapPathError(err)}}
+	}
+	if !fi.IsDir() {
+		return []string{root}, nil
+	}
+	seen := map[string]string{}
+	var visit func(dir string)
+	visit = func(dir string) {
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot resolve: " + unwrapPathError(err)})
+			return
+		}
+		if first, dup := seen[real]; dup {
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: fmt.Sprintf("directory already visited as %s (symlink loop?); skipped", first)})
+			return
+		}
+		seen[real] = dir
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot read directory: " + unwrapPathError(err)})
+			return
+		}
+		for _, e := range ents {
+			name := e.Name()
+			p := filepath.Join(dir, name)
+			typ := e.Type()
+			if typ&os.ModeSymlink != 0 {
+				st, err := os.Stat(p)
+				if err != nil {
+					if isSpecName(name) {
+						diags = append(diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "cannot follow symlink: " + unwrapPathError(err)})
+					}
+					continue
+				}
+				typ = st.Mode().Type()
+			}
+			switch {
+			case typ.IsDir():
+				if strings.HasPrefix(name, ".") || name == "cue.mod" {
+					continue
+				}
+				visit(p)
+			case typ.IsRegular() && isSpecName(name):
+				files = append(files, p)
+			}
+		}
+	}
+	visit(root)
+	sort.Strings(files)
+	return files, diags
+}
+
+func isSpecName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".cue":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,127 @@
+// Package spec holds the Go types of every spec kind, kept in step with the
+// CUE schemas in cue/schema by a test, and the scalar types (quantities,
+// durations, percentages) that the schemas accept as strings.
+package spec
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// APIVersion is the only apiVersion this release reads.
+const APIVersion = "setpoint.dev/v1alpha1"
+
+// Pos is a position in a user's file, 1-based.
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"column"`
+}
+
+func (p Pos) String() string {
+	if p.Line == 0 {
+		return p.File
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+}
+
+// Source records where a document came from and where each of its fields
+// sits, so later stages (diff, plan, apply failures) can point at the line a
+// user wrote long after the CUE value is gone.
+type Source struct {
+	Pos    Pos
+	Digest string // sha256 of the document's canonical JSON
+	fields map[string]Pos
+}
+
+// NewSource returns a Source whose fields are the dotted paths of fields.
+func NewSource(pos Pos, digest string, fields map[string]Pos) Source {
+	return Source{Pos: pos, Digest: digest, fields: fields}
+}
+
+// PosOf returns the position of the dotted field path, or of its nearest
+// ancestor that the user wrote, or of the document.
+func (s Source) PosOf(path string) Pos {
+	for path != "" {
+		if p, ok := s.fields[path]; ok {
+			return p
+		}
+		i := strings.LastIndexByte(path, '.')
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return s.Pos
+}
+
+// Metadata names a spec, as Kubernetes objects are named.
+type Metadata struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Header is the part every document shares.
+type Header struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+	Src        Source   `json:"-"`
+}
+
+// Document is one decoded spec of any kind.
+type Document interface {
+	Head() *Header
+}
+
+// Head returns the shared header; embedding Header makes a kind a Document.
+func (h *Header) Head() *Header { return h }
+
+// ID is the kind/namespace/name that names a document uniquely.
+func (h *Header) ID() string {
+	return h.Kind + "/" + h.Metadata.Namespace + "/" + h.Metadata.Name
+}
+
+// Targeter is implemented by kinds that act on one workload; two specs of one
+// kind on one target are a validation error.
+type Targeter interface {
+	Document
+	// TargetKey identifies the target within the document's kind.
+	TargetKey() string
+}
+
+// Kind describes one registered spec kind.
+type Kind struct {
+	Name string
+	// New returns a zero document of this kind to decode into.
+	New func() Document
+}
+
+var kinds = map[string]Kind{}
+
+// Register adds a kind; each kind's file calls it from init.
+func Register(k Kind) {
+	if _, dup := kinds[k.Name]; dup {
+		panic("spec: kind registered twice: " + k.Name)
+	}
+	kinds[k.Name] = k
+}
+
+// Lookup returns the registered kind of that name.
+func Lookup(name string) (Kind, bool) {
+	k, ok := kinds[name]
+	return k, ok
+}
+
+// Kinds returns the registered kind names, sorted.
+func Kinds() []string {
+	names := make([]string, 0, len(kinds))
+	for n := range kinds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
