@@ -181,6 +181,12 @@ func hiddenField(path []string) (string, bool) {
 	out := make([]string, len(path))
 	hidden := false
 	for i, p := range path {
+		if strings.HasPrefix(p, "_") && i < len(path)-1 {
+			// Inside a hidden copy of a user's field (_providers:
+			// providers & list.MinItems(1)): the error is reported at
+			// the field itself too, so this one is dropped.
+			return "", true
+		}
 		if strings.HasPrefix(p, "_") {
 			p = strings.TrimPrefix(p, "_")
 			hidden = true
@@ -225,13 +231,23 @@ func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) 
 	}
 	byPath := map[string][]cand{}
 	var order []string
+	var out Diagnostics
 	for _, e := range cueerrors.Errors(err) {
 		raw := e.Path()
 		path, hidden := hiddenField(raw)
+		if hidden && path == "" {
+			continue
+		}
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
 		if reDisjHeader.MatchString(msg) {
 			continue
+		}
+		if len(raw) == 0 {
+			if d, ok := syntaxError(e.Error(), file); ok {
+				out = append(out, d)
+				continue
+			}
 		}
 		pos := spec.Pos{}
 		for _, p := range cueerrors.Positions(e) {
@@ -272,7 +288,7 @@ func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) 
 		case reNotSatisfy.MatchString(msg):
 			m := reNotSatisfy.FindStringSubmatch(msg)
 			d.Message = fmt.Sprintf("invalid value %s", m[1])
-			d.Expected = "to satisfy " + m[2]
+			d.Expected = describeValidator(m[2])
 		case reConflict.MatchString(msg):
 			m := reConflict.FindStringSubmatch(msg)
 			a, b := m[1], m[2]
@@ -298,7 +314,6 @@ func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) 
 		}
 		byPath[path] = append(byPath[path], c)
 	}
-	var out Diagnostics
 	for _, path := range order {
 		cs := byPath[path]
 		best := 0
@@ -334,6 +349,35 @@ func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) 
 		}
 	}
 	return out
+}
+
+var reSyntax = regexp.MustCompile(`^(.*?):(\d+)(?::(\d+))?: (.*)$`)
+
+// syntaxError reads the YAML decoder's "file:line: message" errors, which
+// carry no structured position.
+func syntaxError(text, file string) (Diagnostic, bool) {
+	m := reSyntax.FindStringSubmatch(text)
+	if m == nil {
+		return Diagnostic{}, false
+	}
+	line, _ := strconv.Atoi(m[2])
+	col := 1
+	if m[3] != "" {
+		col, _ = strconv.Atoi(m[3])
+	}
+	msg := m[4]
+	// The YAML parser reports an unclosed flow collection at the 0-based
+	// line where it opened.
+	if strings.HasPrefix(msg, "did not find expected") {
+		line++
+		msg += ": an unclosed [ or { starts here"
+	}
+	d := Diagnostic{Pos: spec.Pos{File: file, Line: line, Col: col}, Message: "syntax error: " + msg}
+	if strings.Contains(msg, "aliases expand") {
+		d.Message = "YAML aliases " + strings.TrimPrefix(msg, "aliases ")
+		d.Expected = "a document without an alias bomb"
+	}
+	return d, true
 }
 
 // collapseEnum turns the conflicts "A and X", "B and X", "C and X" of one
@@ -384,6 +428,26 @@ func compactStrings(s []string) []string {
 	return out
 }
 
+var reValidator = regexp.MustCompile(`^(list\.MinItems|list\.MaxItems|strings\.MinRunes|strings\.MaxRunes)\((\d+)\)$`)
+
+var validatorWords = map[string]string{
+	"list.MinItems":    "at least %s items",
+	"list.MaxItems":    "at most %s items",
+	"strings.MinRunes": "at least %s characters",
+	"strings.MaxRunes": "at most %s characters",
+}
+
+// describeValidator names the schemas' builtin validators in words.
+func describeValidator(v string) string {
+	if strings.HasPrefix(v, "list.UniqueItems") {
+		return "no duplicate items"
+	}
+	if m := reValidator.FindStringSubmatch(v); m != nil {
+		return fmt.Sprintf(validatorWords[m[1]], m[2])
+	}
+	return "to satisfy " + v
+}
+
 func describeExpected(s string) string {
 	if strings.HasPrefix(s, "=~") {
 		return describePattern(s)
@@ -399,31 +463,47 @@ func describeExpected(s string) string {
 	return s
 }
 
-// allowedFields lists the fields the schema allows next to an unknown one.
-func allowedFields(def cue.Value, path []string) string {
-	if !def.Exists() || len(path) == 0 {
-		return "a field the schema defines"
-	}
-	sels := make([]cue.Selector, 0, len(path)-1)
-	for _, p := range path[:len(path)-1] {
-		if n, err := strconv.Atoi(p); err == nil {
-			_ = n
-			sels = append(sels, cue.AnyIndex)
+// lookupDef finds path in a schema value, through optional fields and list
+// element types, which a plain LookupPath does not enter.
+func lookupDef(def cue.Value, path []string) cue.Value {
+	v := def
+	for _, p := range path {
+		if _, err := strconv.Atoi(p); err == nil {
+			v = v.LookupPath(cue.MakePath(cue.AnyIndex))
 			continue
 		}
-		sels = append(sels, cue.Str(p))
+		next := v.LookupPath(cue.MakePath(cue.Str(p)))
+		if !next.Exists() {
+			next = v.LookupPath(cue.MakePath(cue.Str(p).Optional()))
+		}
+		v = next
+		if !v.Exists() {
+			return v
+		}
 	}
-	parent := def.LookupPath(cue.MakePath(sels...))
+	return v
+}
+
+// allowedFields lists the fields the schema allows next to an unknown one.
+func allowedFields(def cue.Value, path []string) string {
+	const vague = "a field the schema defines"
+	if !def.Exists() || len(path) == 0 {
+		return vague
+	}
+	parent := lookupDef(def, path[:len(path)-1])
+	if !parent.Exists() {
+		return vague
+	}
 	it, err := parent.Fields(cue.Optional(true))
 	if err != nil {
-		return "a field the schema defines"
+		return vague
 	}
 	var names []string
 	for it.Next() {
 		names = append(names, it.Selector().Unquoted())
 	}
 	if len(names) == 0 {
-		return "no fields here"
+		return vague
 	}
 	sort.Strings(names)
 	return "one of " + strings.Join(names, ", ")

@@ -224,8 +224,9 @@ func (l *Loader) document(path string, n ast.Node, emit func(spec.Document)) Dia
 // cut fields themselves are dropped. Only failing documents pay for this.
 func (l *Loader) unmask(def cue.Value, n ast.Node, path string, err error) error {
 	all := err
-	for round := 0; round < 4; round++ {
-		cut := map[string]bool{}
+	cut := map[string]bool{}
+	for round := 0; round < 16; round++ {
+		before := len(cut)
 		for _, e := range cueerrors.Errors(err) {
 			// A check on a hidden field (_limit) is cut through the field
 			// the user wrote (limit).
@@ -234,7 +235,7 @@ func (l *Loader) unmask(def cue.Value, n ast.Node, path string, err error) error
 				cut[p] = true
 			}
 		}
-		if len(cut) == 0 {
+		if len(cut) == before {
 			return all
 		}
 		v := l.build(n, path)
