@@ -25,14 +25,8 @@ Exit status 1 if any error was found.`,
 			if err != nil {
 				return err
 			}
-			var diags load.Diagnostics
-			files, docs := 0, 0
-			for _, a := range args {
-				r := l.LoadDir(a)
-				files += r.Files
-				docs += len(r.Documents)
-				diags = append(diags, r.Diags...)
-			}
+			r := l.Load(args...)
+			diags, files, docs := r.Diags, r.Files, len(r.Documents)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")

@@ -511,7 +511,7 @@ func allowedFields(def cue.Value, path []string) string {
 
 // CrossCheck runs the rules CUE cannot express because they span documents.
 // They are `setpoint validate`-only: `cue vet` checks one document at a time.
-func CrossCheck(docs []spec.Document) Diagnostics {
+func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 	var out Diagnostics
 	byID := map[string]spec.Document{}
 	byTarget := map[string]spec.Document{}
@@ -566,7 +566,7 @@ func CrossCheck(docs []spec.Document) Diagnostics {
 				Message:  fmt.Sprintf("provider %s is not in the Environment", n.Spec.Target.Provider),
 				Expected: "one of the Environment's providers"})
 		}
-	} else if len(docs) > 0 {
+	} else if needEnv && len(docs) > 0 {
 		out = append(out, Diagnostic{Pos: docs[0].Head().Src.Pos, Message: "no Environment among the specs", Expected: "one kind: Environment document per directory"})
 	}
 	return out

@@ -84,18 +84,27 @@ func (r *Result) Environment() *spec.Environment {
 
 // LoadDir loads every .yaml, .yml and .cue file under dir (following
 // symlinks, refusing loops), then runs the cross-document checks.
-func (l *Loader) LoadDir(dir string) *Result {
+func (l *Loader) LoadDir(dir string) *Result { return l.Load(dir) }
+
+// Load loads the spec files under each path (a directory or a file) as one
+// set and runs the cross-document checks over all of them. An Environment is
+// required when a directory is named; named files may be checked alone.
+func (l *Loader) Load(paths ...string) *Result {
 	r := &Result{}
-	files, diags := walk(dir)
-	r.Diags = append(r.Diags, diags...)
-	for _, f := range files {
-		r.Files++
-		r.Diags = append(r.Diags, l.LoadFile(f, func(d spec.Document) { r.Documents = append(r.Documents, d) })...)
+	needEnv := false
+	for _, p := range paths {
+		files, isDir, diags := walk(p)
+		needEnv = needEnv || isDir
+		r.Diags = append(r.Diags, diags...)
+		for _, f := range files {
+			r.Files++
+			r.Diags = append(r.Diags, l.LoadFile(f, func(d spec.Document) { r.Documents = append(r.Documents, d) })...)
+		}
+		if isDir && len(files) == 0 && len(diags) == 0 {
+			r.Diags = append(r.Diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "no spec files found", Expected: "at least one .yaml, .yml or .cue file with an Environment"})
+		}
 	}
-	if len(files) == 0 && len(diags) == 0 {
-		r.Diags = append(r.Diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "no spec files found", Expected: "at least one .yaml, .yml or .cue file with an Environment"})
-	}
-	r.Diags = append(r.Diags, CrossCheck(r.Documents)...)
+	r.Diags = append(r.Diags, CrossCheck(r.Documents, needEnv)...)
 	r.Diags.Sort()
 	return r
 }
@@ -338,15 +347,13 @@ func unwrapPathError(err error) string {
 // walk lists spec files under root in a stable order. Symlinks are followed;
 // a directory reached twice (a loop) is reported, not entered. Hidden
 // directories (.git, .setpoint) and cue.mod are skipped.
-func walk(root string) ([]string, Diagnostics) {
-	var files []string
-	var diags Diagnostics
+func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, Diagnostics{{Pos: spec.Pos{File: root}, Message: "cannot read: " + unwrapPathError(err)}}
+		return nil, false, Diagnostics{{Pos: spec.Pos{File: root}, Message: "cannot read: " + unwrapPathError(err)}}
 	}
 	if !fi.IsDir() {
-		return []string{root}, nil
+		return []string{root}, false, nil
 	}
 	seen := map[string]string{}
 	var visit func(dir string)
@@ -393,7 +400,7 @@ func walk(root string) ([]string, Diagnostics) {
 	}
 	visit(root)
 	sort.Strings(files)
-	return files, diags
+	return files, true, diags
 }
 
 func isSpecName(name string) bool {
