@@ -249,6 +249,10 @@ func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) 
 				continue
 			}
 		}
+		if strings.TrimSpace(msg) == "" {
+			// Some decoder errors carry their text only in Error().
+			msg = strings.TrimPrefix(strings.TrimPrefix(e.Error(), file), ": ")
+		}
 		pos := spec.Pos{}
 		for _, p := range cueerrors.Positions(e) {
 			if p.IsValid() && p.Filename() == file {

@@ -1,0 +1,61 @@
+# setpoint — see README.md. Every target works on a fresh machine with Go;
+# `make testenv` installs the tools the tests drive (idempotent).
+
+GO        ?= go
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+CUE_VER   := $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
+STATICCHECK_VER := v0.8.2
+BIN       := bin/setpoint
+PKGS      := ./...
+FUZZTIME  ?= 60s
+
+export PATH := $(GOBIN):$(PATH)
+
+.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/setpoint
+
+# All tests, including the cue CLI parity test and the fuzz seed corpus.
+test: testenv
+	$(GO) test -count=1 $(PKGS)
+
+test-short:
+	$(GO) test -short $(PKGS)
+
+# Go benchmarks plus whole-process figures (CPU, peak RSS, and `cue vet` on
+# the same files); see docs/benchmarks.md.
+bench: testenv build
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	bash hack/bench-validate.sh $(BIN)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VER)
+	staticcheck $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+# Today: validates the shipped example directory and prints what it holds.
+# With the engine loop (roadmap step 3) this becomes `setpoint sim specs/`
+# over the whole shipped trace.
+demo: build
+	./$(BIN) validate specs/
+	./$(BIN) validate --json specs/
+
+# Tools the tests run for real. Today: the cue CLI at the library's version
+# (for the `cue vet` parity test). Later: kube-apiserver + etcd, prometheus,
+# clang/bpf2go (see ../shared/testenv/README.md).
+testenv:
+	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
+		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
+
+fuzz:
+	$(GO) test ./cue/load -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,64 @@
+package load
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeBenchDir writes one Environment and n small NFR documents, ten per
+// file, as hack/gendocs does for the whole-process figures.
+func writeBenchDir(b *testing.B, n int) string {
+	dir := b.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "setpoint.yaml"), []byte(env), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var body []byte
+	for i := 0; i < n; i++ {
+		if i%10 != 0 {
+			body = append(body, "---\n"...)
+		}
+		body = fmt.Appendf(body, "apiVersion: setpoint.dev/v1alpha1\nkind: NFR\nmetadata: {name: svc-%d, namespace: ns-%d}\nspec:\n  target: {kind: Deployment, name: svc-%d}\n  throughput: {minRPS: %d}\n  latency: {p99: 250ms}\n  memory: {headroom: 1.2, containers: [app]}\n  enforcement: {replicas: enforce, memory: observe}\n", i, i%50, i, 10+i%400)
+		if i%10 == 9 || i == n-1 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("nfr-%05d.yaml", i/10)), body, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			body = body[:0]
+		}
+	}
+	return dir
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkLoadDir loads and validates 1,000 and 10,000 documents with a
+// fresh loader each time, as `setpoint validate` does; cpu-s/op counts both
+// cores (the goal is ≤ 1.5 s CPU for 10,000).
+func BenchmarkLoadDir(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("docs=%d", n), func(b *testing.B) {
+			dir := writeBenchDir(b, n)
+			b.ResetTimer()
+			start := cpuTime()
+			for i := 0; i < b.N; i++ {
+				l, err := New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r := l.LoadDir(dir)
+				if len(r.Diags) > 0 || len(r.Documents) != n+1 {
+					b.Fatalf("want %d valid documents, got %d and %v", n+1, len(r.Documents), r.Diags[:min(3, len(r.Diags))])
+				}
+			}
+			b.ReportMetric((cpuTime() - start).Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "docs/s")
+		})
+	}
+}
