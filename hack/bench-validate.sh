@@ -10,10 +10,13 @@ go build -o "$tmp/gendocs" ./hack/gendocs
 mkdir -p "$tmp/schema"
 for f in cue/schema/*.cue; do cp "$f" "$tmp/schema/"; done
 cue=$(go env GOPATH)/bin/cue
-for n in 1000 10000; do
-	"$tmp/gendocs" -n $n -out "$tmp/d$n"
-	printf 'setpoint validate, %5d documents: ' $n
-	"$tmp/measure" "$bin" validate "$tmp/d$n"
-	printf 'cue vet -c,        %5d documents: ' $n
-	"$tmp/measure" "$cue" vet -c -d '#Spec' "$tmp"/schema/*.cue "$tmp/d$n"/nfr-*.yaml
+for mode in shared unique; do
+	for n in 1000 10000; do
+		flag=""; [ $mode = unique ] && flag=-unique
+		"$tmp/gendocs" -n $n $flag -out "$tmp/$mode$n"
+		printf 'setpoint validate, %5d %s documents: ' $n $mode
+		"$tmp/measure" "$bin" validate "$tmp/$mode$n"
+		printf 'cue vet -c,        %5d %s documents: ' $n $mode
+		"$tmp/measure" "$cue" vet -c -d '#Spec' "$tmp"/schema/*.cue "$tmp/$mode$n"/nfr-*.yaml
+	done
 done

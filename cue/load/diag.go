@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,15 +93,24 @@ func posOf(p token.Pos, fallback string) spec.Pos {
 	return spec.Pos{File: f, Line: p.Line(), Col: p.Column()}
 }
 
-func at(fields map[string]spec.Pos, path string, fallback spec.Pos) spec.Pos {
-	return spec.NewSource(fallback, "", fields).PosOf(path)
+func at(fields []spec.FieldPos, path string, fallback spec.Pos) spec.Pos {
+	return spec.NewSource(fallback, fields).PosOf(path)
 }
 
-// positions maps each dotted field path of a document's syntax tree to the
-// position of its label. List elements are numbered from 0, as in CUE's
-// error paths.
-func positions(n ast.Node) map[string]spec.Pos {
-	m := map[string]spec.Pos{}
+// positions lists each dotted field path of a document's syntax tree with
+// the position of its label, sorted by path. List elements are numbered from
+// 0, as in CUE's error paths. Paths are interned: across a directory the
+// same few dozen repeat.
+func (l *Loader) positions(n ast.Node) []spec.FieldPos {
+	var out []spec.FieldPos
+	add := func(path string, p token.Pos) {
+		if s, ok := l.paths[path]; ok {
+			path = s
+		} else {
+			l.paths[path] = path
+		}
+		out = append(out, spec.FieldPos{Path: path, Line: int32(p.Line()), Col: int32(p.Column())})
+	}
 	var walkExpr func(prefix string, e ast.Node)
 	walkFields := func(prefix string, decls []ast.Decl) {
 		for _, d := range decls {
@@ -116,7 +126,7 @@ func positions(n ast.Node) map[string]spec.Pos {
 			if prefix != "" {
 				p = prefix + "." + name
 			}
-			m[p] = posOf(f.Label.Pos(), "")
+			add(p, f.Label.Pos())
 			walkExpr(p, f.Value)
 		}
 	}
@@ -129,13 +139,14 @@ func positions(n ast.Node) map[string]spec.Pos {
 		case *ast.ListLit:
 			for i, el := range x.Elts {
 				p := prefix + "." + strconv.Itoa(i)
-				m[p] = posOf(el.Pos(), "")
+				add(p, el.Pos())
 				walkExpr(p, el)
 			}
 		}
 	}
 	walkExpr("", n)
-	return m
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return slices.Clip(out)
 }
 
 var (
@@ -219,11 +230,8 @@ func boundBytes(bound string) string {
 // kind is kept (a bound or pattern over a type mismatch over a default's
 // literal); disjunctions of literals collapse into one "expected one of"
 // line; closedness errors list the fields that are allowed.
-func fromCUE(err error, file string, fields map[string]spec.Pos, def cue.Value) Diagnostics {
+func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diagnostics {
 	docPos := spec.Pos{File: file, Line: 1, Col: 1}
-	if fields == nil {
-		fields = map[string]spec.Pos{}
-	}
 	type cand struct {
 		d        Diagnostic
 		prio     int

@@ -7,8 +7,6 @@ package load
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"cuelang.org/go/cue/cuecontext"
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"github.com/setpoint-dev/setpoint/cue/schema"
@@ -39,6 +38,13 @@ type Loader struct {
 	ctx    *cue.Context
 	schema cue.Value
 	defs   map[string]cue.Value
+	// The fast path's per-kind sections and its cache of validated sections
+	// (see fast.go).
+	sections map[string]*kindSections
+	cache    map[string][]byte
+	paths    map[string]string // interned field paths
+	// NoFastPath validates every document whole (tests compare the paths).
+	NoFastPath bool
 	// MaxFileSize overrides the package default (tests use a small one).
 	MaxFileSize int64
 }
@@ -50,13 +56,15 @@ func New() (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loader{ctx: ctx, schema: s, defs: map[string]cue.Value{}, MaxFileSize: MaxFileSize}
+	l := &Loader{ctx: ctx, schema: s, defs: map[string]cue.Value{}, MaxFileSize: MaxFileSize,
+		sections: map[string]*kindSections{}, cache: map[string][]byte{}, paths: map[string]string{}}
 	for _, k := range spec.Kinds() {
 		d := s.LookupPath(cue.MakePath(cue.Def("Kinds"), cue.Str(k)))
 		if !d.Exists() {
 			return nil, fmt.Errorf("kind %s is registered in Go but has no #Kinds entry in the schema", k)
 		}
 		l.defs[k] = d
+		l.prepareSections(k, d)
 	}
 	return l, nil
 }
@@ -184,46 +192,82 @@ func isEmptyDoc(n ast.Node) bool {
 // document validates and decodes one document (a YAML expression or a CUE
 // file).
 func (l *Loader) document(path string, n ast.Node, emit func(spec.Document)) Diagnostics {
-	fields := positions(n)
+	fields := l.positions(n)
 	docPos := posOf(n.Pos(), path)
-	v := l.build(n, path)
-	if err := v.Err(); err != nil {
-		return fromCUE(err, path, fields, cue.Value{})
+	kindName, diags := l.kindOf(n, fields, docPos)
+	if diags != nil {
+		return diags
 	}
-	if v.Kind() != cue.StructKind {
-		return Diagnostics{{Pos: docPos, Message: "document is not a mapping", Expected: "a mapping with apiVersion, kind, metadata and spec"}}
+	canon, ok := []byte(nil), false
+	if !l.NoFastPath {
+		canon, ok = l.fast(kindName, n)
 	}
-	kindV := v.LookupPath(cue.MakePath(cue.Str("kind")))
-	expectKinds := "one of " + strings.Join(spec.Kinds(), ", ")
-	if !kindV.Exists() {
-		return Diagnostics{{Pos: docPos, Path: "kind", Message: "missing field", Expected: expectKinds}}
-	}
-	kindName, err := kindV.String()
-	if err != nil {
-		return Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: "not a string", Expected: expectKinds}}
-	}
-	kind, ok := spec.Lookup(kindName)
 	if !ok {
-		return Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: fmt.Sprintf("unknown kind %q", kindName), Expected: expectKinds}}
+		var diags Diagnostics
+		if canon, diags = l.full(kindName, path, n, fields, docPos); diags != nil {
+			return diags
+		}
 	}
-	def := l.defs[kindName]
-	u := def.Unify(v)
-	if err := u.Validate(cue.Concrete(true)); err != nil {
-		return fromCUE(l.unmask(def, n, path, err), path, fields, def)
-	}
+	kind, _ := spec.Lookup(kindName)
 	doc := kind.New()
-	if err := u.Decode(doc); err != nil {
+	if err := json.Unmarshal(canon, doc); err != nil {
 		return Diagnostics{{Pos: docPos, Message: "decoding: " + err.Error()}}
 	}
-	canon, err := json.Marshal(doc)
-	if err != nil {
-		return Diagnostics{{Pos: docPos, Message: "encoding: " + err.Error()}}
-	}
-	sum := sha256.Sum256(canon)
-	h := doc.Head()
-	h.Src = spec.NewSource(docPos, hex.EncodeToString(sum[:]), fields)
+	doc.Head().Src = spec.NewSource(docPos, fields)
 	emit(doc)
 	return nil
+}
+
+// kindOf reads the document's kind from its syntax, without evaluating it.
+func (l *Loader) kindOf(n ast.Node, fields []spec.FieldPos, docPos spec.Pos) (string, Diagnostics) {
+	expect := "one of " + strings.Join(spec.Kinds(), ", ")
+	var decls []ast.Decl
+	switch x := n.(type) {
+	case *ast.File:
+		decls = x.Decls
+	case *ast.StructLit:
+		decls = x.Elts
+	default:
+		return "", Diagnostics{{Pos: docPos, Message: "document is not a mapping", Expected: "a mapping with apiVersion, kind, metadata and spec"}}
+	}
+	for _, d := range decls {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			continue
+		}
+		if name, _, err := ast.LabelName(f.Label); err != nil || name != "kind" {
+			continue
+		}
+		lit, ok := f.Value.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: "not a string", Expected: expect}}
+		}
+		k := unquote(lit.Value)
+		if _, ok := spec.Lookup(k); !ok {
+			return "", Diagnostics{{Pos: at(fields, "kind", docPos), Path: "kind", Message: fmt.Sprintf("unknown kind %q", k), Expected: expect}}
+		}
+		return k, nil
+	}
+	return "", Diagnostics{{Pos: docPos, Path: "kind", Message: "missing field", Expected: expect}}
+}
+
+// full validates a whole document against its kind's schema and returns its
+// JSON with defaults applied, or every error it has.
+func (l *Loader) full(kind, path string, n ast.Node, fields []spec.FieldPos, docPos spec.Pos) ([]byte, Diagnostics) {
+	v := l.build(n, path)
+	if err := v.Err(); err != nil {
+		return nil, fromCUE(err, path, fields, cue.Value{})
+	}
+	def := l.defs[kind]
+	u := def.Unify(v)
+	if err := u.Validate(cue.Concrete(true)); err != nil {
+		return nil, fromCUE(l.unmask(def, n, path, err), path, fields, def)
+	}
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return nil, Diagnostics{{Pos: docPos, Message: "encoding: " + err.Error()}}
+	}
+	return b, nil
 }
 
 // unmask finds the errors a failed document hides. CUE's evaluator reports

@@ -162,8 +162,8 @@ spec:
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	if len(got.Src.Digest) != 64 {
-		t.Errorf("digest %q", got.Src.Digest)
+	if d := spec.Digest(got); len(d) != 64 {
+		t.Errorf("digest %q", d)
 	}
 }
 

@@ -4,6 +4,9 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -31,27 +34,35 @@ func (p Pos) String() string {
 // user wrote long after the CUE value is gone.
 type Source struct {
 	Pos    Pos
-	Digest string // sha256 of the document's canonical JSON
-	fields map[string]Pos
+	fields []FieldPos
 }
 
-// NewSource returns a Source whose fields are the dotted paths of fields.
-func NewSource(pos Pos, digest string, fields map[string]Pos) Source {
-	return Source{Pos: pos, Digest: digest, fields: fields}
+// FieldPos is the position of one field of a document. Positions are kept
+// compact (10,000 documents of twenty fields each): the file is the
+// document's, and loaders intern the paths.
+type FieldPos struct {
+	Path      string // dotted, list elements numbered from 0
+	Line, Col int32
+}
+
+// NewSource returns a Source; fields must be sorted by Path.
+func NewSource(pos Pos, fields []FieldPos) Source {
+	return Source{Pos: pos, fields: fields}
 }
 
 // PosOf returns the position of the dotted field path, or of its nearest
 // ancestor that the user wrote, or of the document.
 func (s Source) PosOf(path string) Pos {
 	for path != "" {
-		if p, ok := s.fields[path]; ok {
-			return p
+		i := sort.Search(len(s.fields), func(i int) bool { return s.fields[i].Path >= path })
+		if i < len(s.fields) && s.fields[i].Path == path {
+			return Pos{File: s.Pos.File, Line: int(s.fields[i].Line), Col: int(s.fields[i].Col)}
 		}
-		i := strings.LastIndexByte(path, '.')
-		if i < 0 {
+		j := strings.LastIndexByte(path, '.')
+		if j < 0 {
 			break
 		}
-		path = path[:i]
+		path = path[:j]
 	}
 	return s.Pos
 }
@@ -91,6 +102,18 @@ type Targeter interface {
 	Document
 	// TargetKey identifies the target within the document's kind.
 	TargetKey() string
+}
+
+// Digest is the SHA-256 of a document's JSON encoding: equal for equal
+// values however they were written. Saved plans record it per spec.
+func Digest(d Document) string {
+	b, err := json.Marshal(d)
+	if err != nil {
+		// Every kind's types encode; a failure is a programming error.
+		panic(fmt.Sprintf("spec: encoding %s: %v", d.Head().ID(), err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Kind describes one registered spec kind.

@@ -144,9 +144,9 @@ func TestJSONRoundTrip(t *testing.T) {
 }
 
 func TestSourcePosOf(t *testing.T) {
-	s := NewSource(Pos{File: "a.yaml", Line: 2, Col: 1}, "", map[string]Pos{
-		"spec":        {File: "a.yaml", Line: 4, Col: 1},
-		"spec.memory": {File: "a.yaml", Line: 5, Col: 3},
+	s := NewSource(Pos{File: "a.yaml", Line: 2, Col: 1}, []FieldPos{
+		{"spec", 4, 1},
+		{"spec.memory", 5, 3},
 	})
 	for path, want := range map[string]string{
 		"spec.memory":           "a.yaml:5:3",
