@@ -73,16 +73,18 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 		return nil, false
 	}
 	var meta, specLit ast.Expr
-	seen := 0
+	seen := map[string]bool{}
 	for _, d := range doc.Elts {
 		f, ok := d.(*ast.Field)
 		if !ok {
 			return nil, false
 		}
 		name, _, err := ast.LabelName(f.Label)
-		if err != nil {
+		if err != nil || seen[name] {
+			// A key given twice unifies both values: the full path decides.
 			return nil, false
 		}
+		seen[name] = true
 		switch name {
 		case "apiVersion":
 			if lit, ok := f.Value.(*ast.BasicLit); !ok || lit.Kind != token.STRING || unquote(lit.Value) != ks.apiVersion {
@@ -99,9 +101,8 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 		default:
 			return nil, false
 		}
-		seen++
 	}
-	if seen != 4 || meta == nil || specLit == nil {
+	if len(seen) != 4 || meta == nil || specLit == nil {
 		return nil, false
 	}
 	sl, ok := specLit.(*ast.StructLit)
