@@ -155,7 +155,6 @@ var (
 	reNotSatisfy = regexp.MustCompile(`^invalid value (.+) \(does not satisfy (.+)\)$`)
 	reIncomplete = regexp.MustCompile(`^incomplete value (.+)$`)
 	reDisjHeader = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
-	reNumber     = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
 )
 
 var typeNames = map[string]bool{"int": true, "float": true, "number": true, "string": true, "bool": true, "bytes": true, "struct": true, "list": true, "null": true}

@@ -83,6 +83,7 @@ type SimWorkload struct {
 	Knative       *SimKnative       `json:"knative,omitempty"`
 	PerPodRPS     float64           `json:"perPodRPS"`
 	CPUPerRequest MilliCPU          `json:"cpuPerRequest"`
+	CPURequest    MilliCPU          `json:"cpuRequest"`
 	Startup       Duration          `json:"startup"`
 	ServiceTime   Duration          `json:"serviceTime"`
 	Share         float64           `json:"share"`

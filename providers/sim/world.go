@@ -1,0 +1,554 @@
+// Package sim is the sim world: Deployments, HPAs and Knative services whose
+// pods serve a real request trace, exposing the metrics a cluster with
+// cAdvisor, kube-state-metrics and instrumented apps would. It is a
+// deterministic function of (trace, options, seed, applied changes, time).
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+)
+
+// Sink receives the world's samples: the embedded store in process, the
+// provider Signals buffer out of process. cache is the sink's own handle for
+// the series, kept by the world between calls so repeated appends skip
+// hashing labels.
+type Sink interface {
+	AppendCached(l labels.Labels, cache *any, t int64, v float64) error
+}
+
+// ScrapeInterval is how often the world's metrics are written, as a
+// Prometheus scrape would sample them.
+const ScrapeInterval = 5
+
+// Buckets of http_request_duration_seconds, as client libraries default.
+var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Options configure a world beyond the Environment's sim config.
+type Options struct {
+	// BaseDir resolves the trace path (the Environment file's directory).
+	BaseDir string
+	// Sink receives metrics; nil discards them.
+	Sink Sink
+	// Changes are applied changes to replay (from the sim state file).
+	Changes []Change
+}
+
+// World is the simulated cluster.
+type World struct {
+	cfg     spec.SimConfig
+	trace   *Trace
+	sink    Sink
+	rng     *rand.Rand
+	wls     []*workload
+	byKey   map[string]*object
+	changes []Change
+	applied int
+	sec     int // seconds simulated: the world is at Start + sec
+}
+
+// Totals are a workload's request accounting since the start.
+type Totals struct {
+	Arrived, Served, Dropped, Backlog float64
+}
+
+// New builds a world at the trace's start.
+func New(cfg spec.SimConfig, o Options) (*World, error) {
+	path := cfg.Trace
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(o.BaseDir, path)
+	}
+	to := TraceOptions{RateScale: cfg.RateScale, Thin: cfg.Thin, Seed: uint64(cfg.Seed)}
+	if cfg.Window != nil {
+		to.From = cfg.Window.From.D()
+		if cfg.Window.Until != nil {
+			to.Until = cfg.Window.Until.D()
+		}
+	}
+	tr, err := LoadTrace(path, to)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithTrace(cfg, tr, o)
+}
+
+// NewWithTrace builds a world over a trace already loaded.
+func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
+	w := &World{
+		cfg:   cfg,
+		trace: tr,
+		sink:  o.Sink,
+		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
+		byKey: map[string]*object{},
+	}
+	for i := range cfg.Workloads {
+		wl, err := newWorkload(w, &cfg.Workloads[i])
+		if err != nil {
+			return nil, err
+		}
+		w.wls = append(w.wls, wl)
+	}
+	w.changes = append(w.changes, o.Changes...)
+	sort.SliceStable(w.changes, func(i, j int) bool { return w.changes[i].At < w.changes[j].At })
+	return w, nil
+}
+
+// Start is the virtual time at which the trace begins.
+func (w *World) Start() time.Time { return w.trace.Start }
+
+// End is the virtual time at which the trace ends.
+func (w *World) End() time.Time { return w.trace.Start.Add(w.trace.Duration()) }
+
+// Now is the world's virtual time.
+func (w *World) Now() time.Time { return w.trace.Start.Add(time.Duration(w.sec) * time.Second) }
+
+// Trace is the trace the world replays.
+func (w *World) Trace() *Trace { return w.trace }
+
+// AdvanceTo simulates every second up to t (virtual). Time never goes back.
+func (w *World) AdvanceTo(t time.Time) {
+	target := int(t.Sub(w.trace.Start) / time.Second)
+	for w.sec < target {
+		w.step()
+	}
+	w.applyDue(w.sec)
+}
+
+// Totals returns a workload's request accounting.
+func (w *World) Totals(namespace, name string) (Totals, bool) {
+	for _, wl := range w.wls {
+		if wl.cfg.Namespace == namespace && wl.cfg.Name == name {
+			return Totals{Arrived: wl.arrived, Served: wl.served, Dropped: wl.dropped, Backlog: wl.backlog}, true
+		}
+	}
+	return Totals{}, false
+}
+
+// step simulates second w.sec and moves to the next.
+func (w *World) step() {
+	s := w.sec
+	w.applyDue(s)
+	rate := w.trace.At(time.Duration(s) * time.Second)
+	for _, wl := range w.wls {
+		wl.step(s, rate*wl.cfg.Share)
+	}
+	w.sec++
+	if w.sec%ScrapeInterval == 0 && w.sink != nil {
+		t := w.Now().UnixMilli()
+		for _, wl := range w.wls {
+			wl.emit(t)
+		}
+	}
+}
+
+func (w *World) applyDue(upTo int) {
+	for w.applied < len(w.changes) && w.changes[w.applied].At <= upTo {
+		c := w.changes[w.applied]
+		if o := w.byKey[c.Address]; o != nil {
+			// A replayed change was valid when it was applied; if the
+			// config changed since, a change that no longer fits is skipped.
+			_ = o.set(c.Attribute, c.Value, c.Manager)
+		}
+		w.applied++
+	}
+}
+
+type workload struct {
+	w      *World
+	cfg    *spec.SimWorkload
+	deploy *object // Deployment (or the KnativeService's revision)
+	hpa    *object
+	ksvc   *object
+	// template is the object holding the pod template (Deployment or
+	// KnativeService); its generation drives rollouts.
+	template *object
+
+	replicas int
+	pods     []*pod
+	podSeq   int
+	gen      int64
+
+	backlog                  float64
+	arrived, served, dropped float64
+	syncServed, syncArrived  float64 // since the last autoscaler sync
+	hpaRecs                  []rec
+	kpaConc                  []float64 // per-second concurrency, last 60 s
+	lastTraffic              int
+	lastWait, lastMean       time.Duration
+	cpuPerReq, cpuReq        float64 // cores
+	startup                  int     // seconds
+}
+
+type rec struct {
+	sec, replicas int
+}
+
+type pod struct {
+	name    string
+	readyAt int
+	gen     int64
+	old     bool // replaced by a rollout; removed when a new pod is ready
+
+	ok, failed, sum, count float64
+	buckets                []float64
+	cpu                    []float64 // per container, CPU-seconds
+	series                 []*ser
+}
+
+type ser struct {
+	l     labels.Labels
+	cache any
+}
+
+func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
+	wl := &workload{w: w, cfg: c, replicas: c.Replicas, startup: int(c.Startup.D() / time.Second),
+		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30}
+	managers := func(attr string) string {
+		if m, ok := c.Managers[attr]; ok {
+			return m
+		}
+		return DefaultManager
+	}
+	containers := map[string]string{}
+	for _, ct := range c.Containers {
+		containers[ContainerAttr(ct.Name, "requests")] = ct.Request.String()
+		containers[ContainerAttr(ct.Name, "limits")] = ct.Limit.String()
+	}
+	switch c.Kind {
+	case "Deployment":
+		wl.deploy = w.newObject("Deployment", c, managers)
+		wl.deploy.attrs[AttrReplicas] = strconv.Itoa(c.Replicas)
+		for k, v := range containers {
+			wl.deploy.attrs[k] = v
+		}
+		wl.template = wl.deploy
+		if c.HPA != nil {
+			wl.hpa = w.newObject("HorizontalPodAutoscaler", c, managers)
+			wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(c.HPA.Min)
+			wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(c.HPA.Max)
+			wl.replicas = min(max(c.Replicas, c.HPA.Min), c.HPA.Max)
+			wl.deploy.attrs[AttrReplicas] = strconv.Itoa(wl.replicas)
+			// The HPA writes spec.replicas.
+			wl.deploy.managers[AttrReplicas] = "horizontal-pod-autoscaler"
+		}
+	case "KnativeService":
+		k := c.Knative
+		if k == nil {
+			k = &spec.SimKnative{TargetConcurrency: 100}
+		}
+		wl.ksvc = w.newObject("KnativeService", c, managers)
+		wl.ksvc.attrs[AttrMinScale] = strconv.Itoa(k.MinScale)
+		if k.MaxScale > 0 {
+			wl.ksvc.attrs[AttrMaxScale] = strconv.Itoa(k.MaxScale)
+		}
+		for k, v := range containers {
+			wl.ksvc.attrs[k] = v
+		}
+		wl.template = wl.ksvc
+		wl.replicas = max(c.Replicas, k.MinScale)
+	default:
+		return nil, fmt.Errorf("sim workload %s/%s: unknown kind %q", c.Namespace, c.Name, c.Kind)
+	}
+	wl.gen = wl.template.templateGen
+	for i := 0; i < wl.replicas; i++ {
+		wl.addPod(-wl.startup) // running since before the trace
+	}
+	return wl, nil
+}
+
+func (w *World) newObject(kind string, c *spec.SimWorkload, managers func(string) string) *object {
+	o := &object{kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[string]string{},
+		managers: map[string]string{}, annotations: map[string]string{}, generation: 1, managerOf: managers}
+	for k, v := range c.Annotations {
+		o.annotations[k] = v
+	}
+	w.byKey[o.key()] = o
+	return o
+}
+
+// knativeScale reads an annotation the way Knative does: absent or bad is 0.
+func (wl *workload) knativeScale(attr string) int {
+	n, _ := strconv.Atoi(wl.ksvc.attrs[attr])
+	return max(n, 0)
+}
+
+func (wl *workload) intAttr(o *object, attr string) int {
+	n, _ := strconv.Atoi(o.attrs[attr])
+	return n
+}
+
+func (wl *workload) ready(s int) int {
+	n := 0
+	for _, p := range wl.pods {
+		if p.readyAt <= s {
+			n++
+		}
+	}
+	return n
+}
+
+func (wl *workload) addPod(readyFrom int) {
+	wl.podSeq++
+	p := &pod{name: fmt.Sprintf("%s-%x-%d", wl.cfg.Name, wl.gen, wl.podSeq), readyAt: readyFrom + wl.startup, gen: wl.gen,
+		buckets: make([]float64, len(Buckets)), cpu: make([]float64, len(wl.cfg.Containers))}
+	wl.pods = append(wl.pods, p)
+}
+
+// step runs second s of this workload with the given arrival rate.
+func (wl *workload) step(s int, arrivals float64) {
+	wl.autoscale(s, arrivals)
+	wl.reconcilePods(s)
+
+	ready := wl.ready(s)
+	out := Step(SecondIn{Arrivals: arrivals, Backlog: wl.backlog, Ready: ready, PerPodRPS: wl.cfg.PerPodRPS, ServiceTime: wl.cfg.ServiceTime.D()})
+	wl.arrived += arrivals
+	wl.served += out.Served
+	wl.dropped += out.Dropped
+	wl.backlog = out.Backlog
+	wl.syncServed += out.Served
+	wl.syncArrived += arrivals
+	wl.lastWait, wl.lastMean = out.Wait, out.Mean
+	if arrivals > 0 {
+		wl.lastTraffic = s
+	}
+	// Knative's concurrency: requests in flight, by Little's law.
+	conc := out.Served*(out.Wait+out.Mean).Seconds() + out.Backlog
+	wl.kpaConc = append(wl.kpaConc, conc)
+	if len(wl.kpaConc) > 60 {
+		wl.kpaConc = wl.kpaConc[1:]
+	}
+
+	var perPod, failPerPod float64
+	if ready > 0 {
+		perPod = out.Served / float64(ready)
+	}
+	if len(wl.pods) > 0 {
+		failPerPod = out.Dropped / float64(len(wl.pods))
+	}
+	for _, p := range wl.pods {
+		p.failed += failPerPod
+		if p.readyAt > s {
+			continue
+		}
+		p.ok += perPod
+		p.count += perPod
+		p.sum += perPod * (out.Wait + out.Mean).Seconds()
+		for i, le := range Buckets {
+			p.buckets[i] += perPod * FractionWithin(le, out.Wait, out.Mean)
+		}
+		for i := range p.cpu {
+			idle := 0.002
+			if i == 0 {
+				p.cpu[i] += perPod*wl.cpuPerReq + idle
+			} else {
+				p.cpu[i] += idle
+			}
+		}
+	}
+}
+
+// autoscale runs the workload's autoscaler on its own period.
+func (wl *workload) autoscale(s int, arrivals float64) {
+	switch {
+	case wl.hpa != nil:
+		if s%15 == 0 {
+			wl.hpaSync(s)
+		}
+	case wl.ksvc != nil:
+		if wl.replicas == 0 && arrivals > 0 {
+			wl.replicas = 1 // the activator wakes a scaled-to-zero service at once
+		}
+		if s%2 == 0 {
+			wl.kpaSync(s)
+		}
+	default:
+		wl.replicas = max(wl.intAttr(wl.deploy, AttrReplicas), 0)
+	}
+}
+
+// hpaSync is the Kubernetes HPA algorithm on CPU utilisation of requests or
+// on requests per second per pod: a 10% tolerance, scale-up limited to
+// max(+4 pods, ×2) per sync, scale-down stabilised over 300 s, clamped to
+// [minReplicas, maxReplicas].
+func (wl *workload) hpaSync(s int) {
+	minR, maxR := wl.intAttr(wl.hpa, AttrMinReplicas), wl.intAttr(wl.hpa, AttrMaxReplicas)
+	current := wl.replicas
+	ready := wl.ready(s)
+	desired := current
+	if ready > 0 && (wl.syncServed > 0 || wl.syncArrived > 0) {
+		h := wl.cfg.HPA
+		var ratio float64
+		if h.TargetRPS > 0 {
+			ratio = wl.syncArrived / 15 / float64(ready) / h.TargetRPS
+		} else {
+			target := 0.8
+			if h.TargetCPU != nil {
+				target = float64(*h.TargetCPU)
+			}
+			cpuPerPod := (wl.syncServed/15/float64(ready))*wl.cpuPerReq + 0.002*float64(len(wl.cfg.Containers))
+			ratio = cpuPerPod / wl.cpuReq / target
+		}
+		if math.Abs(ratio-1) > 0.1 {
+			desired = int(math.Ceil(float64(ready) * ratio))
+		}
+	} else if ready > 0 {
+		desired = 0 // no load at all: as low as allowed
+	}
+	desired = min(desired, max(2*current, current+4))
+	wl.hpaRecs = append(wl.hpaRecs, rec{s, desired})
+	kept := wl.hpaRecs[:0]
+	stab := desired
+	for _, r := range wl.hpaRecs {
+		if r.sec > s-300 {
+			kept = append(kept, r)
+			stab = max(stab, r.replicas)
+		}
+	}
+	wl.hpaRecs = kept
+	if stab < current {
+		desired = stab
+	}
+	desired = min(max(desired, minR), maxR)
+	wl.replicas = desired
+	wl.deploy.attrs[AttrReplicas] = strconv.Itoa(desired)
+	wl.hpa.attrs[AttrCurrentReplicas] = strconv.Itoa(current)
+	wl.hpa.attrs[AttrDesiredReplicas] = strconv.Itoa(desired)
+	wl.syncServed, wl.syncArrived = 0, 0
+}
+
+// kpaSync is Knative's autoscaler in its stable mode: the average
+// concurrency over 60 s divided by the target, at least min-scale, at most
+// max-scale; zero only after 60 s without a request.
+func (wl *workload) kpaSync(s int) {
+	var sum float64
+	for _, c := range wl.kpaConc {
+		sum += c
+	}
+	target := 100.0
+	if wl.cfg.Knative != nil && wl.cfg.Knative.TargetConcurrency > 0 {
+		target = wl.cfg.Knative.TargetConcurrency
+	}
+	desired := 0
+	if len(wl.kpaConc) > 0 {
+		desired = int(math.Ceil(sum / float64(len(wl.kpaConc)) / target))
+	}
+	if desired == 0 && s-wl.lastTraffic < 60 {
+		desired = 1
+	}
+	desired = max(desired, wl.knativeScale(AttrMinScale))
+	if m := wl.knativeScale(AttrMaxScale); m > 0 {
+		desired = min(desired, m)
+	}
+	wl.replicas = desired
+}
+
+// reconcilePods makes the pods match replicas and the pod template: a
+// template change (memory) rolls every pod, a new one first.
+func (wl *workload) reconcilePods(s int) {
+	if g := wl.template.templateGen; g != wl.gen {
+		wl.gen = g
+		for _, p := range wl.pods {
+			p.old = true
+		}
+	}
+	var cur, old []*pod
+	for _, p := range wl.pods {
+		if p.old {
+			old = append(old, p)
+		} else {
+			cur = append(cur, p)
+		}
+	}
+	for len(cur) < wl.replicas {
+		wl.addPod(s)
+		cur = append(cur, wl.pods[len(wl.pods)-1])
+	}
+	if len(cur) > wl.replicas {
+		// Remove pods not yet ready first, then the newest.
+		sort.SliceStable(cur, func(i, j int) bool {
+			ri, rj := cur[i].readyAt > s, cur[j].readyAt > s
+			if ri != rj {
+				return ri
+			}
+			return cur[i].readyAt > cur[j].readyAt
+		})
+		cur = cur[len(cur)-wl.replicas:]
+	}
+	readyNew := 0
+	for _, p := range cur {
+		if p.readyAt <= s {
+			readyNew++
+		}
+	}
+	// Old pods stay until as many new ones are ready (maxUnavailable 0).
+	keepOld := max(0, min(len(old), wl.replicas-readyNew))
+	wl.pods = append(cur, old[:keepOld]...)
+}
+
+// emit writes every pod's metrics at t (ms).
+func (wl *workload) emit(t int64) {
+	for _, p := range wl.pods {
+		if p.series == nil {
+			p.series = wl.podSeries(p)
+		}
+		vals := make([]float64, 0, len(p.series))
+		vals = append(vals, p.ok, p.failed)
+		for i := range Buckets {
+			vals = append(vals, p.buckets[i])
+		}
+		vals = append(vals, p.count, p.sum, p.count, 1)
+		for i, ct := range wl.cfg.Containers {
+			ws := float64(ct.WorkingSet) * (1 + 0.02*(wl.w.rng.Float64()-0.5))
+			req, lim := wl.memory(ct.Name)
+			vals = append(vals, p.cpu[i], ws, float64(req), float64(lim), wl.cpuReq)
+		}
+		for i, sr := range p.series {
+			_ = wl.w.sink.AppendCached(sr.l, &sr.cache, t, vals[i])
+		}
+	}
+}
+
+// memory returns a container's current request and limit.
+func (wl *workload) memory(container string) (spec.Bytes, spec.Bytes) {
+	req, _ := spec.ParseBytes(wl.template.attrs[ContainerAttr(container, "requests")])
+	lim, _ := spec.ParseBytes(wl.template.attrs[ContainerAttr(container, "limits")])
+	return req, lim
+}
+
+// podSeries builds the labels of every series a pod exposes, once.
+func (wl *workload) podSeries(p *pod) []*ser {
+	ns, app := wl.cfg.Namespace, wl.cfg.Name
+	mk := func(kv ...string) *ser { return &ser{l: labels.FromStrings(kv...)} }
+	out := []*ser{
+		mk("__name__", "http_requests_total", "namespace", ns, "app", app, "pod", p.name, "code", "200"),
+		mk("__name__", "http_requests_total", "namespace", ns, "app", app, "pod", p.name, "code", "503"),
+	}
+	for _, le := range Buckets {
+		out = append(out, mk("__name__", "http_request_duration_seconds_bucket", "namespace", ns, "app", app, "pod", p.name, "le", strconv.FormatFloat(le, 'f', -1, 64)))
+	}
+	out = append(out,
+		mk("__name__", "http_request_duration_seconds_bucket", "namespace", ns, "app", app, "pod", p.name, "le", "+Inf"),
+		mk("__name__", "http_request_duration_seconds_sum", "namespace", ns, "app", app, "pod", p.name),
+		mk("__name__", "http_request_duration_seconds_count", "namespace", ns, "app", app, "pod", p.name),
+		mk("__name__", "kube_pod_labels", "namespace", ns, "pod", p.name, "label_app", app),
+	)
+	for _, ct := range wl.cfg.Containers {
+		out = append(out,
+			mk("__name__", "container_cpu_usage_seconds_total", "namespace", ns, "pod", p.name, "container", ct.Name),
+			mk("__name__", "container_memory_working_set_bytes", "namespace", ns, "pod", p.name, "container", ct.Name),
+			mk("__name__", "kube_pod_container_resource_requests", "namespace", ns, "pod", p.name, "container", ct.Name, "resource", "memory", "unit", "byte"),
+			mk("__name__", "kube_pod_container_resource_limits", "namespace", ns, "pod", p.name, "container", ct.Name, "resource", "memory", "unit", "byte"),
+			mk("__name__", "kube_pod_container_resource_requests", "namespace", ns, "pod", p.name, "container", ct.Name, "resource", "cpu", "unit", "core"),
+		)
+	}
+	return out
+}
