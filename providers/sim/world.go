@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 )
@@ -174,6 +175,7 @@ type workload struct {
 
 	replicas int
 	pods     []*pod
+	gone     []*pod // removed since the last scrape
 	podSeq   int
 	gen      int64
 
@@ -414,8 +416,10 @@ func (wl *workload) hpaSync(s int) {
 		}
 	}
 	wl.hpaRecs = kept
-	if stab < current {
-		desired = stab
+	if desired < current {
+		// Scale down only as far as the highest recommendation of the
+		// window allows.
+		desired = min(stab, current)
 	}
 	desired = min(max(desired, minR), maxR)
 	wl.replicas = desired
@@ -491,11 +495,31 @@ func (wl *workload) reconcilePods(s int) {
 	}
 	// Old pods stay until as many new ones are ready (maxUnavailable 0).
 	keepOld := max(0, min(len(old), wl.replicas-readyNew))
-	wl.pods = append(cur, old[:keepOld]...)
+	kept := append(cur, old[:keepOld]...)
+	if len(kept) < len(wl.pods) {
+		in := make(map[*pod]bool, len(kept))
+		for _, p := range kept {
+			in[p] = true
+		}
+		for _, p := range wl.pods {
+			if !in[p] && p.series != nil {
+				wl.gone = append(wl.gone, p)
+			}
+		}
+	}
+	wl.pods = kept
 }
 
-// emit writes every pod's metrics at t (ms).
+// emit writes every pod's metrics at t (ms). A pod that went away gets a
+// staleness marker on each of its series, as Prometheus writes when a
+// target disappears, so instant queries stop seeing it at once.
 func (wl *workload) emit(t int64) {
+	for _, p := range wl.gone {
+		for _, sr := range p.series {
+			_ = wl.w.sink.AppendCached(sr.l, &sr.cache, t, math.Float64frombits(value.StaleNaN))
+		}
+	}
+	wl.gone = wl.gone[:0]
 	for _, p := range wl.pods {
 		if p.series == nil {
 			p.series = wl.podSeries(p)

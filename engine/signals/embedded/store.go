@@ -34,6 +34,7 @@ type Store struct {
 	requested map[string]bool
 	nseries   int
 	lastSweep int64
+	maxT      int64 // newest sample: the retention window ends here
 }
 
 type memSeries struct {
@@ -152,6 +153,7 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) error {
 	}
 	ms.ts = append(ms.ts, t)
 	ms.vs = append(ms.vs, v)
+	s.maxT = max(s.maxT, t)
 	ms.expire(t - s.retention)
 	// Series nobody writes any more are swept a few times per retention.
 	if t-s.lastSweep > s.retention/4 {
@@ -207,20 +209,24 @@ type Stats struct {
 	MinT, MaxT      int64
 }
 
-// Stats counts live series and samples.
+// Stats counts the series and samples inside the retention window. Samples
+// of series no longer written leave memory at the next sweep, within a
+// quarter of the retention; they are never visible to queries.
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st := Stats{MinT: 1<<63 - 1}
+	floor := s.maxT - s.retention
 	for _, list := range s.series {
 		for _, ms := range list {
-			n := len(ms.ts) - ms.start
+			lo := ms.start + sort.Search(len(ms.ts)-ms.start, func(i int) bool { return ms.ts[ms.start+i] >= floor })
+			n := len(ms.ts) - lo
 			if n == 0 {
 				continue
 			}
 			st.Series++
 			st.Samples += n
-			st.MinT = min(st.MinT, ms.ts[ms.start])
+			st.MinT = min(st.MinT, ms.ts[lo])
 			st.MaxT = max(st.MaxT, ms.ts[len(ms.ts)-1])
 		}
 	}
@@ -243,6 +249,7 @@ type querier struct {
 func (q *querier) Select(_ context.Context, sortSeries bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	q.s.mu.RLock()
 	defer q.s.mu.RUnlock()
+	mint := max(q.mint, q.s.maxT-q.s.retention)
 	var candidates []*memSeries
 	named := false
 	for _, m := range ms {
@@ -262,7 +269,7 @@ func (q *querier) Select(_ context.Context, sortSeries bool, _ *storage.SelectHi
 			continue
 		}
 		// Copy the window: appends after this call must not move it.
-		lo := c.start + sort.Search(len(c.ts)-c.start, func(i int) bool { return c.ts[c.start+i] >= q.mint })
+		lo := c.start + sort.Search(len(c.ts)-c.start, func(i int) bool { return c.ts[c.start+i] >= mint })
 		hi := c.start + sort.Search(len(c.ts)-c.start, func(i int) bool { return c.ts[c.start+i] > q.maxt })
 		if lo >= hi {
 			continue

@@ -1,0 +1,339 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+var simStart = time.Date(2023, 11, 16, 18, 0, 0, 0, time.UTC)
+
+func constTrace(rps float64, seconds int) *Trace {
+	tr := &Trace{Start: simStart, Rate: make([]float64, seconds)}
+	for i := range tr.Rate {
+		tr.Rate[i] = rps
+	}
+	return tr
+}
+
+func pct(p float64) *spec.Percent { v := spec.Percent(p); return &v }
+
+func deployment(name string, replicas int) spec.SimWorkload {
+	return spec.SimWorkload{Kind: "Deployment", Namespace: "shop", Name: name, Replicas: replicas,
+		PerPodRPS: 100, CPUPerRequest: 5, CPURequest: 500, Startup: spec.Duration(20 * time.Second),
+		ServiceTime: spec.Duration(50 * time.Millisecond), Share: 1,
+		Containers: []spec.SimContainer{{Name: "app", Request: 256 * spec.MiB, Limit: 512 * spec.MiB, WorkingSet: 100 * spec.MiB}}}
+}
+
+type rig struct {
+	w   *World
+	src *embedded.Source
+	p   *Provider
+}
+
+func newRig(t *testing.T, tr *Trace, wls ...spec.SimWorkload) *rig {
+	t.Helper()
+	store := embedded.NewStore(0)
+	w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, tr, Options{Sink: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{w: w, src: embedded.NewSource(store), p: &Provider{World: w, Name: "sim"}}
+}
+
+func (r *rig) at(sec int) time.Time { return r.w.Start().Add(time.Duration(sec) * time.Second) }
+
+func (r *rig) value(t *testing.T, expr string, sec int) float64 {
+	t.Helper()
+	r.w.AdvanceTo(r.at(sec))
+	res, err := r.src.Query(context.Background(), expr, r.at(sec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := res.Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func (r *rig) read(t *testing.T, kind, name string, sec int) providers.Object {
+	t.Helper()
+	resp := r.p.Read(context.Background(), providers.ReadRequest{Now: r.at(sec), Addresses: []providers.Address{{Provider: "sim", Kind: kind, Namespace: "shop", Name: name}}})
+	return resp.Objects[0]
+}
+
+// TestMetricsAtHalfUtilisation: 2 pods × 100 req/s serving 100 req/s, so
+// u = 0.5, latency ~ Exp(60 ms). Every figure is read back through PromQL.
+func TestMetricsAtHalfUtilisation(t *testing.T) {
+	r := newRig(t, constTrace(100, 600), deployment("api", 2))
+	if v := r.value(t, `sum(rate(http_requests_total{code="200"}[1m]))`, 300); !approx(v, 100, 1e-6) {
+		t.Errorf("served rate %v, want 100", v)
+	}
+	if v := r.value(t, `sum(rate(http_requests_total{code="503"}[1m]))`, 300); v != 0 {
+		t.Errorf("dropped rate %v, want 0", v)
+	}
+	// Buckets 0.25 and 0.5 hold 1−e^(−0.25/0.06) and 1−e^(−0.5/0.06) of the
+	// requests; rank 0.99 interpolates linearly between them.
+	f25, f50 := 1-math.Exp(-0.25/0.06), 1-math.Exp(-0.5/0.06)
+	want := 0.25 + 0.25*(0.99-f25)/(f50-f25)
+	if v := r.value(t, `histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{app="api"}[1m])))`, 300); !approx(v, want, 1e-9) {
+		t.Errorf("p99 %v, want %v", v, want)
+	}
+	// 50 req/s per pod × 5m CPU + 2m idle = 0.252 cores per pod.
+	if v := r.value(t, `sum(rate(container_cpu_usage_seconds_total{namespace="shop"}[1m]))`, 300); !approx(v, 2*0.252, 1e-9) {
+		t.Errorf("cpu %v, want 0.504", v)
+	}
+	// CPU joined to the workload through kube_pod_labels, as the engine's
+	// default queries do.
+	join := `sum by (label_app) (rate(container_cpu_usage_seconds_total[1m]) * on(namespace, pod) group_left(label_app) kube_pod_labels)`
+	if v := r.value(t, join, 300); !approx(v, 0.504, 1e-9) {
+		t.Errorf("joined cpu %v", v)
+	}
+	ws := r.value(t, `avg(avg_over_time(container_memory_working_set_bytes{container="app"}[5m]))`, 300)
+	if ws < 99*float64(spec.MiB) || ws > 101*float64(spec.MiB) {
+		t.Errorf("working set %v, want ~100Mi", ws)
+	}
+	if v := r.value(t, `sum(kube_pod_container_resource_requests{resource="memory", container="app"})`, 300); v != float64(512*spec.MiB) {
+		t.Errorf("memory requests %v, want 2 × 256Mi", v)
+	}
+	tot, _ := r.w.Totals("shop", "api")
+	if tot.Arrived != 30000 || tot.Served != 30000 || tot.Dropped != 0 {
+		t.Errorf("totals %+v", tot)
+	}
+}
+
+// TestUtilisation compares p99 at 0.5, 0.95 and 1.2 of capacity: it climbs,
+// and past 1 requests queue and then drop.
+func TestUtilisation(t *testing.T) {
+	var p99s []float64
+	for _, rps := range []float64{100, 190, 240} {
+		r := newRig(t, constTrace(rps, 600), deployment("api", 2))
+		p99s = append(p99s, r.value(t, `histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket[1m])))`, 120))
+		tot, _ := r.w.Totals("shop", "api")
+		if rps < 200 && (tot.Backlog != 0 || tot.Dropped != 0) {
+			t.Errorf("%v rps: nothing should queue: %+v", rps, tot)
+		}
+		if rps > 200 {
+			// 40 req/s over capacity: the backlog reaches 2,000 (10 s of
+			// capacity) after 50 s, then 40 req/s drop.
+			if !approx(tot.Backlog, 2000, 1e-9) || !approx(tot.Dropped, 40*(120-50), 1e-9) {
+				t.Errorf("%v rps: %+v", rps, tot)
+			}
+			if v := r.value(t, `sum(rate(http_requests_total{code="503"}[1m]))`, 120); !approx(v, 40, 1e-9) {
+				t.Errorf("503 rate %v, want 40", v)
+			}
+		}
+		if !approx(tot.Arrived, tot.Served+tot.Backlog+tot.Dropped, 1e-6) {
+			t.Errorf("%v rps: requests lost: %+v", rps, tot)
+		}
+	}
+	if !(p99s[0] < p99s[1] && p99s[1] < p99s[2]) {
+		t.Errorf("p99 should climb with utilisation: %v", p99s)
+	}
+	// At 1.2 the backlog adds 10 s of waiting: everything is in +Inf's
+	// neighbourhood, above the 10 s bucket.
+	if p99s[2] < 10 {
+		t.Errorf("saturated p99 %v, want > 10 s", p99s[2])
+	}
+}
+
+// TestHPAOnCPU: 300 req/s on 2 pods, 5m CPU each at a 500m request and a 70%
+// target: util = (150 × 0.005 + 0.002)/0.5 = 150.4% → ×2.149 → 5 pods at the
+// first sync with traffic (15 s); they are ready 20 s later and the ratio
+// falls to 0.863 (ceil(5 × 0.863) = 5): stable.
+func TestHPAOnCPU(t *testing.T) {
+	wl := deployment("checkout", 2)
+	wl.PerPodRPS = 200
+	wl.HPA = &spec.SimHPA{Min: 2, Max: 50, TargetCPU: pct(0.7)}
+	r := newRig(t, constTrace(300, 600), wl)
+	checks := []struct{ sec, replicas, ready int }{{14, 2, 2}, {16, 5, 2}, {34, 5, 2}, {35, 5, 5}, {120, 5, 5}}
+	for _, c := range checks {
+		d := r.read(t, "Deployment", "checkout", c.sec)
+		if d.Attributes[AttrReplicas] != itoa(c.replicas) || d.Attributes[AttrReadyReplicas] != itoa(c.ready) {
+			t.Errorf("at %ds: replicas %s ready %s, want %d %d", c.sec, d.Attributes[AttrReplicas], d.Attributes[AttrReadyReplicas], c.replicas, c.ready)
+		}
+	}
+	h := r.read(t, "HorizontalPodAutoscaler", "checkout", 120)
+	if h.Attributes[AttrMinReplicas] != "2" || h.Managers[AttrMinReplicas] != DefaultManager {
+		t.Errorf("hpa %+v", h)
+	}
+	// setpoint raises minReplicas: the HPA honours it at its next sync.
+	resp := r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(120), Changes: []providers.Change{
+		{Address: h.Address, Attribute: AttrMinReplicas, Value: "8", Manager: "setpoint"}}})
+	if resp.Results[0].Err != "" {
+		t.Fatal(resp.Results[0].Err)
+	}
+	h2 := r.read(t, "HorizontalPodAutoscaler", "checkout", 135)
+	if h2.Managers[AttrMinReplicas] != "setpoint" || h2.Generation != h.Generation+1 {
+		t.Errorf("after apply: %+v", h2)
+	}
+	if d := r.read(t, "Deployment", "checkout", 136); d.Attributes[AttrReplicas] != "8" {
+		t.Errorf("replicas %s, want 8", d.Attributes[AttrReplicas])
+	}
+	// The load falls away: the HPA scales down only after its 300 s window.
+	r2 := newRig(t, &Trace{Start: simStart, Rate: append(constTrace(300, 120).Rate, constTrace(10, 900).Rate...)}, wl)
+	if d := r2.read(t, "Deployment", "checkout", 400); d.Attributes[AttrReplicas] != "5" {
+		t.Errorf("scaled down inside the stabilisation window: %s", d.Attributes[AttrReplicas])
+	}
+	if d := r2.read(t, "Deployment", "checkout", 600); d.Attributes[AttrReplicas] != "2" {
+		t.Errorf("at 600 s want min 2, got %s", d.Attributes[AttrReplicas])
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestKnativeScalesFromAndToZero: traffic for 60 s then none.
+func TestKnativeScalesFromAndToZero(t *testing.T) {
+	tr := &Trace{Start: simStart, Rate: make([]float64, 400)}
+	for i := 100; i < 160; i++ {
+		tr.Rate[i] = 50
+	}
+	wl := deployment("fib", 0)
+	wl.Kind = "KnativeService"
+	wl.Namespace = "shop"
+	wl.Startup = spec.Duration(5 * time.Second)
+	wl.Knative = &spec.SimKnative{TargetConcurrency: 1}
+	r := newRig(t, tr, wl)
+	if d := r.read(t, "KnativeService", "fib", 99); d.Attributes[AttrReadyReplicas] != "0" {
+		t.Fatalf("should start at zero: %+v", d.Attributes)
+	}
+	if d := r.read(t, "KnativeService", "fib", 110); d.Attributes[AttrReadyReplicas] == "0" {
+		t.Fatalf("should have woken: %+v", d.Attributes)
+	}
+	tot, _ := r.w.Totals("shop", "fib")
+	if tot.Dropped != 0 || tot.Served == 0 {
+		t.Fatalf("the cold start should buffer, not drop: %+v", tot)
+	}
+	if d := r.read(t, "KnativeService", "fib", 200); d.Attributes[AttrReadyReplicas] == "0" {
+		t.Fatalf("scaled to zero less than 60 s after the last request")
+	}
+	if d := r.read(t, "KnativeService", "fib", 260); d.Attributes[AttrReadyReplicas] != "0" {
+		t.Fatalf("should be back at zero: %+v", d.Attributes)
+	}
+	// min-scale keeps it warm.
+	r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(260), Changes: []providers.Change{
+		{Address: providers.Address{Provider: "sim", Kind: "KnativeService", Namespace: "shop", Name: "fib"}, Attribute: AttrMinScale, Value: "2", Manager: "setpoint"}}})
+	if d := r.read(t, "KnativeService", "fib", 300); d.Attributes[AttrReadyReplicas] != "2" {
+		t.Fatalf("min-scale 2 not honoured: %+v", d.Attributes)
+	}
+}
+
+// TestApplyPersistsAndReplays: an applied change is saved, and a new world
+// from the state file reaches the same state at the same time.
+func TestApplyPersistsAndReplays(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "sim.json")
+	r := newRig(t, constTrace(150, 900), deployment("inventory", 1))
+	r.p.StatePath = state
+	addr := providers.Address{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "inventory"}
+	resp := r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(60), Changes: []providers.Change{
+		{Address: addr, Attribute: AttrReplicas, Value: "3", Manager: "setpoint"},
+		{Address: addr, Attribute: ContainerAttr("app", "requests"), Value: "192Mi", Manager: "setpoint"},
+		{Address: addr, Attribute: ContainerAttr("nope", "requests"), Value: "192Mi", Manager: "setpoint"},
+		{Address: addr, Attribute: AttrReadyReplicas, Value: "9", Manager: "setpoint"},
+		{Address: providers.Address{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "ghost"}, Attribute: AttrReplicas, Value: "1", Manager: "setpoint"},
+	}})
+	errs := []string{}
+	for _, res := range resp.Results {
+		errs = append(errs, res.Err)
+	}
+	if errs[0] != "" || errs[1] != "" || !strings.Contains(errs[2], "no such container") || !strings.Contains(errs[3], "status") || errs[4] != "no such object" {
+		t.Fatalf("results: %q", errs)
+	}
+	changes, err := LoadChanges(state)
+	if err != nil || len(changes) != 2 || changes[0].At != 60 {
+		t.Fatalf("state: %+v %v", changes, err)
+	}
+	live := r.read(t, "Deployment", "inventory", 300)
+	store2 := embedded.NewStore(0)
+	w2, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("inventory", 1)}}, constTrace(150, 900), Options{Sink: store2, Changes: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := (&Provider{World: w2}).Read(context.Background(), providers.ReadRequest{Now: r.at(300), Addresses: []providers.Address{addr}}).Objects[0]
+	if live.Attributes[AttrReplicas] != "3" || live.Attributes[AttrReadyReplicas] != "3" {
+		t.Fatalf("live %+v", live.Attributes)
+	}
+	for k, v := range live.Attributes {
+		if replayed.Attributes[k] != v {
+			t.Errorf("%s: live %s, replayed %s", k, v, replayed.Attributes[k])
+		}
+	}
+	if live.Generation != replayed.Generation || live.Managers[AttrReplicas] != "setpoint" || replayed.Managers[AttrReplicas] != "setpoint" {
+		t.Errorf("generation/manager differ: %d %d %v %v", live.Generation, replayed.Generation, live.Managers, replayed.Managers)
+	}
+	a, _ := r.w.Totals("shop", "inventory")
+	b, _ := w2.Totals("shop", "inventory")
+	if a != b {
+		t.Errorf("totals differ: live %+v replayed %+v", a, b)
+	}
+	// The memory change rolled the pods: new names, same count.
+	pods := r.value(t, `count(kube_pod_labels{label_app="inventory"})`, 300)
+	if pods != 3 {
+		t.Errorf("pods after the rollout: %v", pods)
+	}
+}
+
+// TestFullTraceReplay runs specs/ over the whole shipped trace and checks
+// every request is accounted for: in = served + queued + dropped.
+func TestFullTraceReplay(t *testing.T) {
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := l.LoadDir("../../specs")
+	env := res.Environment()
+	if env == nil || len(res.Diags) > 0 {
+		t.Fatalf("specs: %v", res.Diags)
+	}
+	cfg, err := Config(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := embedded.NewStore(0)
+	w, err := New(cfg, Options{BaseDir: "../../specs", Sink: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.AdvanceTo(w.End())
+	var traceTotal float64
+	for _, v := range w.Trace().Rate {
+		traceTotal += v
+	}
+	// Every arrival row × rateScale.
+	raw, err := os.ReadFile(filepath.Join("../../specs", cfg.Trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Count(string(raw), "\n2023-")
+	if !approx(traceTotal, float64(rows)*cfg.RateScale, 1e-6) || rows < 19000 {
+		t.Fatalf("trace total %v, want %d rows × %v", traceTotal, rows, cfg.RateScale)
+	}
+	var sum float64
+	for _, wl := range cfg.Workloads {
+		tot, _ := w.Totals(wl.Namespace, wl.Name)
+		if !approx(tot.Arrived, traceTotal*wl.Share, 1e-6*traceTotal) {
+			t.Errorf("%s: arrived %v, want %v", wl.Name, tot.Arrived, traceTotal*wl.Share)
+		}
+		if !approx(tot.Arrived, tot.Served+tot.Backlog+tot.Dropped, 1e-6*tot.Arrived) {
+			t.Errorf("%s: %v in, %v served + %v queued + %v dropped", wl.Name, tot.Arrived, tot.Served, tot.Backlog, tot.Dropped)
+		}
+		sum += tot.Arrived
+	}
+	if !approx(sum, traceTotal, 1e-6*traceTotal) {
+		t.Errorf("shares should cover the trace: %v of %v", sum, traceTotal)
+	}
+	if st := store.Stats(); st.MaxT-st.MinT > (30 * time.Minute).Milliseconds() {
+		t.Errorf("the store outgrew its retention: %+v", st)
+	}
+}
