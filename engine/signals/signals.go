@@ -43,8 +43,8 @@ func (l Labels) String() string {
 
 // Sample is one value of a result.
 type Sample struct {
-	Labels Labels
-	Value  float64
+	Labels Labels  `json:"labels"`
+	Value  float64 `json:"value"`
 }
 
 // Kind says whether a result came from a vector or a scalar expression.

@@ -3,6 +3,8 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 )
@@ -21,4 +23,53 @@ func Config(env *spec.Environment) (spec.SimConfig, error) {
 		return c, nil
 	}
 	return spec.SimConfig{}, fmt.Errorf("%s: the Environment has no sim provider", env.Src.Pos)
+}
+
+// StatePath is where the sim world keeps its applied changes: beside the
+// engine's state file, under the Environment's directory.
+func StatePath(env *spec.Environment) string {
+	base := filepath.Dir(env.Src.Pos.File)
+	state := env.Spec.State.Path
+	if state == "" {
+		state = ".setpoint/state.json"
+	}
+	if !filepath.IsAbs(state) {
+		state = filepath.Join(base, state)
+	}
+	return filepath.Join(filepath.Dir(state), "sim-state.json")
+}
+
+// Open builds the Environment's sim world with the changes applied so far
+// and returns it as a provider.
+func Open(env *spec.Environment, sink Sink) (*Provider, error) {
+	cfg, err := Config(env)
+	if err != nil {
+		return nil, err
+	}
+	path := StatePath(env)
+	changes, err := LoadChanges(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := New(cfg, Options{BaseDir: filepath.Dir(env.Src.Pos.File), Sink: sink, Changes: changes})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
+	}
+	return &Provider{World: w, StatePath: path, Name: "sim"}, nil
+}
+
+// ParseTime reads a time as RFC 3339 or as an offset from the world's start
+// ("15m").
+func (w *World) ParseTime(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("time %q: an offset must not be negative", s)
+		}
+		return w.Start().Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2023-11-16T18:25:46Z) or an offset from the trace's start (15m)", s)
+	}
+	return t, nil
 }

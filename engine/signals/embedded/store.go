@@ -38,8 +38,9 @@ type Store struct {
 }
 
 type memSeries struct {
-	lbls  labels.Labels
-	name  string
+	lbls    labels.Labels
+	name    string
+	dropped bool // swept out of the store; a Ref to it must re-create it
 	ts    []int64
 	vs    []float64
 	start int // samples before start are expired
@@ -104,8 +105,7 @@ func (s *Store) AppendRef(r *Ref, t int64, v float64) error {
 	if r.s == nil {
 		return fmt.Errorf("append: nil series ref")
 	}
-	if s.lookup(r.s.lbls) != r.s {
-		// The series expired and was dropped; recreate it.
+	if r.s.dropped {
 		r.s = s.getOrCreate(r.s.lbls)
 	}
 	return s.appendLocked(r.s, t, v)
@@ -176,8 +176,11 @@ func (ms *memSeries) expire(min int64) {
 	}
 }
 
-// dropStale removes series whose every sample is older than min.
+// dropStale removes series whose every sample is older than min, in one
+// pass over the store (never a scan per removed series: churn of pods makes
+// many at once).
 func (s *Store) dropStale(min int64) {
+	removed := false
 	for h, list := range s.series {
 		kept := list[:0]
 		for _, ms := range list {
@@ -186,19 +189,30 @@ func (s *Store) dropStale(min int64) {
 				kept = append(kept, ms)
 				continue
 			}
+			ms.dropped = true
+			removed = true
 			s.nseries--
-			byName := s.byName[ms.name]
-			for i, x := range byName {
-				if x == ms {
-					s.byName[ms.name] = append(byName[:i:i], byName[i+1:]...)
-					break
-				}
-			}
 		}
 		if len(kept) == 0 {
 			delete(s.series, h)
 		} else {
 			s.series[h] = kept
+		}
+	}
+	if !removed {
+		return
+	}
+	for name, list := range s.byName {
+		kept := list[:0]
+		for _, ms := range list {
+			if !ms.dropped {
+				kept = append(kept, ms)
+			}
+		}
+		if len(kept) == 0 {
+			delete(s.byName, name)
+		} else {
+			s.byName[name] = kept
 		}
 	}
 }

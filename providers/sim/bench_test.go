@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+)
+
+var benchUntil time.Duration
+
+// BenchmarkFullTrace100Workloads replays the whole shipped trace through 100
+// workloads (a third with HPAs, a third Knative) into the embedded store.
+// The goal: ≥ 600 virtual seconds per wall second.
+func BenchmarkFullTrace100Workloads(b *testing.B) {
+	tr, err := LoadTrace("../../specs/traces/azure-llm-conv-2023.csv", TraceOptions{RateScale: 80, Seed: 1, Until: benchUntil})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wls []spec.SimWorkload
+	for i := 0; i < 100; i++ {
+		wl := deployment(fmt.Sprintf("svc-%d", i), 2)
+		wl.Namespace = fmt.Sprintf("ns-%d", i%10)
+		wl.Share = 0.01
+		wl.PerPodRPS = 2
+		switch i % 3 {
+		case 1:
+			wl.HPA = &spec.SimHPA{Min: 1, Max: 20, TargetCPU: pct(0.7)}
+			wl.CPUPerRequest = 200
+		case 2:
+			wl.Kind = "KnativeService"
+			wl.Knative = &spec.SimKnative{TargetConcurrency: 1}
+		}
+		wls = append(wls, wl)
+	}
+	var series int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		store := embedded.NewStore(0)
+		w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, tr, Options{Sink: store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.AdvanceTo(w.End())
+		series = store.Stats().Series
+	}
+	virtual := tr.Duration().Seconds() * float64(b.N)
+	b.ReportMetric(virtual/b.Elapsed().Seconds(), "virtual-s/s")
+	b.ReportMetric(float64(series), "live-series")
+	_ = time.Second
+}
