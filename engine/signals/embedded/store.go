@@ -41,9 +41,9 @@ type memSeries struct {
 	lbls    labels.Labels
 	name    string
 	dropped bool // swept out of the store; a Ref to it must re-create it
-	ts    []int64
-	vs    []float64
-	start int // samples before start are expired
+	ts      []int64
+	vs      []float64
+	start   int // samples before start are expired
 }
 
 // Ref names a series for repeated appends without hashing its labels.
