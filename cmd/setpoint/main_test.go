@@ -118,3 +118,45 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestQuery(t *testing.T) {
+	out, errOut, code := runCLI(t, "query", "--dir", "specs", "--at", "15m", `sum by (app) (rate(http_requests_total{code="200"}[1m]))`)
+	if code != 0 || !strings.Contains(errOut, "# at 2023-11-16T18:30:46Z (15m0s into the trace") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], `{app="checkout"} `) || !strings.HasPrefix(lines[2], `{app="inventory"} `) {
+		t.Fatalf("want one line per app, got:\n%s", out)
+	}
+	out, _, code = runCLI(t, "query", "--dir", "specs", "--json", "--at", "2023-11-16T18:30:46Z", `sum(rate(http_requests_total[1m])) > 0`)
+	var r struct {
+		At      string
+		Kind    string
+		Samples []struct {
+			Labels map[string]string
+			Value  float64
+		}
+		NoData string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.At != "2023-11-16T18:30:46Z" || r.Kind != "vector" || len(r.Samples) != 1 || r.Samples[0].Value <= 0 || r.NoData != "" {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	out, _, code = runCLI(t, "query", "--dir", "specs", `absent_metric_total`)
+	if code != 0 || strings.TrimSpace(out) != "no data: no series matched" {
+		t.Fatalf("no data: exit %d %q", code, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"query", "--dir", "specs", "sum(rate("}, "parse error"},
+		{[]string{"query", "--dir", "specs", "--at", "5h", "up"}, "is outside the trace"},
+		{[]string{"query", "--dir", "specs", "--at", "yesterday", "up"}, "want RFC 3339"},
+		{[]string{"query", "--dir", "testdata/invalid", "up"}, "no valid Environment"},
+	} {
+		_, errOut, code := runCLI(t, c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, code, errOut, c.want)
+		}
+	}
+}

@@ -50,15 +50,18 @@ func cpuTime() time.Duration {
 // "unique" ones repeat nothing, the fast path's worst case.
 func BenchmarkLoadDir(b *testing.B) {
 	for _, c := range []struct {
-		n      int
-		unique bool
-	}{{1000, false}, {10000, false}, {1000, true}, {10000, true}} {
-		mode := "shared"
+		n            int
+		unique, full bool
+	}{{1000, false, false}, {10000, false, false}, {1000, true, false}, {10000, true, false}, {10000, false, true}, {10000, true, true}} {
+		mode, path := "shared", "fast"
 		if c.unique {
 			mode = "unique"
 		}
+		if c.full {
+			path = "full" // whole-document validation only, for comparison
+		}
 		n := c.n
-		b.Run(fmt.Sprintf("docs=%d/%s", n, mode), func(b *testing.B) {
+		b.Run(fmt.Sprintf("docs=%d/%s/%s", n, mode, path), func(b *testing.B) {
 			dir := writeBenchDir(b, n, c.unique)
 			b.ResetTimer()
 			start := cpuTime()
@@ -67,6 +70,7 @@ func BenchmarkLoadDir(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				l.NoFastPath = c.full
 				r := l.LoadDir(dir)
 				if len(r.Diags) > 0 || len(r.Documents) != n+1 {
 					b.Fatalf("want %d valid documents, got %d and %v", n+1, len(r.Documents), r.Diags[:min(3, len(r.Diags))])
