@@ -1,0 +1,233 @@
+package nfr
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+func f(v float64) *float64 { return &v }
+
+func TestReplicasRecommendation(t *testing.T) {
+	cases := []struct {
+		name      string
+		target    float64
+		cpuPerPod spec.MilliCPU
+		latency   time.Duration
+		sig       Signals
+		want      int64
+		ok        bool
+		why       string
+	}{
+		// The design's example: 400/310 × 1850/500 = 4.77 → 5, p99 above → 6.
+		{"design example", 400, 500, 250 * time.Millisecond, Signals{RPS: f(310), CPUMilli: f(1850), P99: f(0.28)}, 6, true,
+			"ceil((400/310) × (1850m/500m)) = 5, p99 280ms > 250ms: +1"},
+		// An exact product must not round up: 400/200 × 1000/500 = 4.
+		{"exact product", 400, 500, 0, Signals{RPS: f(200), CPUMilli: f(1000)}, 4, true, "ceil((400/200) × (1000m/500m)) = 4"},
+		// 100/200 × 300/500 = 0.3 → 1.
+		{"fraction", 100, 500, 0, Signals{RPS: f(200), CPUMilli: f(300)}, 1, true, "= 1"},
+		// No CPU at all: 0 → floor 1.
+		{"floor", 100, 500, 0, Signals{RPS: f(200), CPUMilli: f(0)}, 1, true, "= 0, floor 1"},
+		// p99 exactly at the target is not above it.
+		{"p99 at target", 400, 500, 250 * time.Millisecond, Signals{RPS: f(400), CPUMilli: f(1000), P99: f(0.25)}, 2, true, "p99 250ms ≤ 250ms"},
+		{"p99 missing", 400, 500, 250 * time.Millisecond, Signals{RPS: f(400), CPUMilli: f(1000), Missing: map[string]string{"p99": "no series matched"}}, 2, true, "latency missing (no series matched), no bump"},
+		{"cpuPerPod 250m", 400, 250, 0, Signals{RPS: f(310.5), CPUMilli: f(1850)}, 10, true, "ceil((400/310.5) × (1850m/250m)) = 10"},
+		{"no traffic", 400, 500, 0, Signals{RPS: f(0.0001), CPUMilli: f(5)}, 0, false, "~0"},
+		{"rps missing", 400, 500, 0, Signals{CPUMilli: f(5), Missing: map[string]string{"rps": "no series matched"}}, 0, false, "requests per second missing (no series matched)"},
+		{"cpu missing", 400, 500, 0, Signals{RPS: f(5)}, 0, false, "CPU usage missing"},
+	}
+	for _, c := range cases {
+		got, why, ok := ReplicasRecommendation(c.target, c.cpuPerPod, c.latency, c.sig)
+		if got != c.want || ok != c.ok || !strings.Contains(why, c.why) {
+			t.Errorf("%s: got %d %v %q; want %d %v containing %q", c.name, got, ok, why, c.want, c.ok, c.why)
+		}
+	}
+}
+
+func mem(headroom, factor float64, lo, hi spec.Bytes) spec.MemorySpec {
+	return spec.MemorySpec{Headroom: headroom, LimitFactor: factor, Min: lo, Max: hi}
+}
+
+func TestMemoryRecommendation(t *testing.T) {
+	def := mem(1.2, 1.5, 64*spec.MiB, 4*spec.GiB)
+	cases := []struct {
+		name     string
+		ws       float64
+		m        spec.MemorySpec
+		req, lim spec.Bytes
+	}{
+		// The reference's example, recomputed from its formula: 110Mi × 1.2
+		// = 132Mi → 144Mi; 144Mi × 1.5 = 216Mi → 224Mi (the reference's
+		// 216Mi/324Mi do not follow from it).
+		{"reference example", 110 * float64(spec.MiB), def, 144 * spec.MiB, 224 * spec.MiB},
+		// 12Mi is under the 64Mi floor; 96Mi under the 128Mi limit floor.
+		{"floors", 10 * float64(spec.MiB), def, 64 * spec.MiB, 128 * spec.MiB},
+		// 4800Mi is cut to 4Gi; the limit comes from the clamped request.
+		{"request ceiling", 4000 * float64(spec.MiB), def, 4 * spec.GiB, 6 * spec.GiB},
+		{"limit ceiling", 6000 * float64(spec.MiB), mem(1.2, 2.5, 64*spec.MiB, 4*spec.GiB), 4 * spec.GiB, 8 * spec.GiB},
+		// The spec's min raises: 120Mi → 128Mi → 256Mi.
+		{"spec min", 100 * float64(spec.MiB), mem(1.2, 1.5, 256*spec.MiB, 4*spec.GiB), 256 * spec.MiB, 384 * spec.MiB},
+		// The spec's max cuts: 1200Mi → 1Gi; limit 1536Mi.
+		{"spec max", 1000 * float64(spec.MiB), mem(1.2, 1.5, 64*spec.MiB, spec.GiB), spec.GiB, 1536 * spec.MiB},
+		// A spec min below 64Mi does not lower the fixed floor.
+		{"spec min below floor", 10 * float64(spec.MiB), mem(1.2, 1.5, 32*spec.MiB, 4*spec.GiB), 64 * spec.MiB, 128 * spec.MiB},
+		// 200.5Mi × 1.2 = 240.6Mi → 256Mi; × 1.5 = 384Mi.
+		{"fractional", 200.5 * float64(spec.MiB), def, 256 * spec.MiB, 384 * spec.MiB},
+		// Headroom 1.0 on an exact multiple stays put.
+		{"exact multiple", 160 * float64(spec.MiB), mem(1.0, 1.0, 64*spec.MiB, 4*spec.GiB), 160 * spec.MiB, 160 * spec.MiB},
+	}
+	for _, c := range cases {
+		req, lim, reqWhy, _ := MemoryRecommendation(c.ws, c.m)
+		if spec.Bytes(req) != c.req || spec.Bytes(lim) != c.lim {
+			t.Errorf("%s: got %s/%s (%s), want %s/%s", c.name, spec.Bytes(req), spec.Bytes(lim), reqWhy, c.req, c.lim)
+		}
+	}
+	_, _, why, limWhy := MemoryRecommendation(110*float64(spec.MiB), def)
+	if why != "roundUp16Mi(110Mi × 1.2) = 144Mi" || limWhy != "roundUp16Mi(144Mi × 1.5) = 224Mi" {
+		t.Errorf("rationale: %q / %q", why, limWhy)
+	}
+}
+
+func TestSignificant(t *testing.T) {
+	cases := []struct {
+		cur, next spec.Bytes
+		want      bool
+	}{
+		{256 * spec.MiB, 224 * spec.MiB, false},  // 32Mi, 12.5%
+		{256 * spec.MiB, 192 * spec.MiB, true},   // 64Mi
+		{100 * spec.MiB, 120 * spec.MiB, true},   // 20%
+		{100 * spec.MiB, 116 * spec.MiB, false},  // 16%
+		{4 * spec.GiB, 4*spec.GiB + 63*spec.MiB, false},
+		{4 * spec.GiB, 4*spec.GiB + 64*spec.MiB, true},
+	}
+	for _, c := range cases {
+		if got := Significant(int64(c.cur), int64(c.next)); got != c.want {
+			t.Errorf("Significant(%s, %s) = %v", c.cur, c.next, got)
+		}
+	}
+}
+
+func nfrSpec(kind string) *spec.NFR {
+	n := &spec.NFR{}
+	n.Kind, n.Metadata.Name, n.Metadata.Namespace = "NFR", "checkout", "shop"
+	n.Spec.Target = spec.Target{Kind: kind, Name: "checkout"}
+	n.Spec.Throughput = &spec.Throughput{MinRPS: 400}
+	n.Spec.CPUPerPod = 500
+	n.Spec.Latency = &spec.Latency{P99: spec.Duration(250 * time.Millisecond)}
+	n.Spec.Memory = mem(1.2, 1.5, 64*spec.MiB, 4*spec.GiB)
+	n.Spec.Enforcement = spec.NFREnforcement{Replicas: spec.ModeEnforce, Memory: spec.ModeObserve}
+	return n
+}
+
+func object(kind string, exists bool, attrs map[string]string) providers.Object {
+	return providers.Object{Address: providers.Address{Provider: "sim", Kind: kind, Namespace: "shop", Name: "checkout"}, Exists: exists, Attributes: attrs}
+}
+
+var sig = Signals{RPS: f(310), CPUMilli: f(1850), P99: f(0.28), WorkingSet: map[string]float64{"function": 110 * float64(spec.MiB)}}
+
+func podTemplate() map[string]string {
+	return map[string]string{AttrReplicas: "2", ContainerAttr("function", "requests"): "256Mi", ContainerAttr("function", "limits"): "512Mi"}
+}
+
+func find(out Output, attr string) *intent.Intent {
+	for i := range out.Intents {
+		if out.Intents[i].Attribute == attr && out.Intents[i].Kind != intent.UpperBound {
+			return &out.Intents[i]
+		}
+	}
+	return nil
+}
+
+func TestDecideTargets(t *testing.T) {
+	// With an HPA: a lower bound on minReplicas, capped by its maxReplicas.
+	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()),
+		HPA: object("HorizontalPodAutoscaler", true, map[string]string{AttrMinReplicas: "2", AttrMaxReplicas: "50"}), Signals: sig})
+	it := find(out, AttrMinReplicas)
+	if it == nil || it.Kind != intent.LowerBound || it.Value != 6 || it.Address.Kind != "HorizontalPodAutoscaler" {
+		t.Fatalf("HPA path: %+v", out)
+	}
+	if len(out.Intents) != 4 || out.Intents[0].Kind != intent.UpperBound || out.Intents[0].Value != 50 {
+		t.Fatalf("want the HPA max as an upper bound and two memory intents: %+v", out.Intents)
+	}
+	// Memory: 256Mi → 144Mi and 512Mi → 224Mi, both significant.
+	if r := find(out, ContainerAttr("function", "requests")); r == nil || r.Value != 144*MiB || r.Kind != intent.Exact {
+		t.Fatalf("request: %+v", r)
+	}
+	if r := find(out, ContainerAttr("function", "limits")); r == nil || r.Value != 224*MiB {
+		t.Fatalf("limit: %+v", r)
+	}
+	// Without an HPA: spec.replicas of the Deployment.
+	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
+	if it := find(out, AttrReplicas); it == nil || it.Value != 6 || it.Create != nil {
+		t.Fatalf("Deployment path: %+v", out.Intents)
+	}
+	// Asked to create one: an HPA with min = the bound and the spec's max.
+	s := nfrSpec("Deployment")
+	s.Spec.Autoscaler = &spec.Autoscaler{Create: true, MaxReplicas: 20}
+	out = Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
+	if it := find(out, AttrMinReplicas); it == nil || it.Create == nil || it.Create.Attributes[AttrMaxReplicas] != "20" || it.Create.Attributes[AttrMinReplicas] != "6" {
+		t.Fatalf("create path: %+v", out.Intents)
+	}
+	// Knative: the min-scale annotation.
+	out = Decide(Input{Spec: nfrSpec("KnativeService"), Target: object("KnativeService", true, podTemplate()), Signals: sig})
+	if it := find(out, AttrMinScale); it == nil || it.Value != 6 || it.Address.Kind != "KnativeService" {
+		t.Fatalf("Knative path: %+v", out.Intents)
+	}
+}
+
+func TestDecideUserValueAndPins(t *testing.T) {
+	// The user had 8: the bound is max(8, 6).
+	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), Signals: sig, UserValue: map[string]int64{AttrReplicas: 8}})
+	if it := find(out, AttrReplicas); it == nil || it.Value != 8 || it.Recommended != 6 || !strings.Contains(it.Rationale, "the user's value 8") {
+		t.Fatalf("user value: %+v", it)
+	}
+	// A pinned request is not recommended; the limit follows the pin.
+	s := nfrSpec("Deployment")
+	pin := 300 * spec.MiB
+	s.Spec.Memory.Request = &pin
+	tpl := podTemplate()
+	tpl[ContainerAttr("function", "limits")] = "1Gi"
+	out = Decide(Input{Spec: s, Target: object("Deployment", true, tpl), Signals: sig})
+	if find(out, ContainerAttr("function", "requests")) != nil {
+		t.Fatal("a pinned request must not be recommended")
+	}
+	if it := find(out, ContainerAttr("function", "limits")); it == nil || it.Value != 464*MiB {
+		t.Fatalf("limit from the pin: 300Mi × 1.5 = 450Mi → 464Mi; got %+v", it)
+	}
+	// Both pinned: nothing, and a note says so.
+	lim := 600 * spec.MiB
+	s.Spec.Memory.Limit = &lim
+	out = Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), Signals: sig})
+	if find(out, ContainerAttr("function", "limits")) != nil || len(out.Notes) != 1 || !strings.Contains(out.Notes[0].Text, "pinned") {
+		t.Fatalf("pinned: %+v", out)
+	}
+}
+
+func TestDecideHoldsWithoutData(t *testing.T) {
+	s := nfrSpec("Deployment")
+	out := Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()),
+		Signals: Signals{RPS: f(300), Missing: map[string]string{"cpu": "no series matched", "workingSet/function": "2 samples were NaN or Inf"}}})
+	if len(out.Intents) != 0 || len(out.Notes) != 2 {
+		t.Fatalf("missing data must hold every decision: %+v", out)
+	}
+	if !strings.Contains(out.Notes[1].Text, "NaN or Inf") {
+		t.Fatalf("notes: %+v", out.Notes)
+	}
+	// Off means no intents at all.
+	s.Spec.Enforcement = spec.NFREnforcement{Replicas: spec.ModeOff, Memory: spec.ModeOff}
+	if out := Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), Signals: sig}); len(out.Intents)+len(out.Notes) != 0 {
+		t.Fatalf("off: %+v", out)
+	}
+	// Memory within the threshold: a note, no intent.
+	small := sig
+	small.WorkingSet = map[string]float64{"function": 200 * float64(spec.MiB)} // → 240 → 256Mi = current
+	s.Spec.Enforcement.Memory = spec.ModeObserve
+	out = Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), Signals: small})
+	if find(out, ContainerAttr("function", "requests")) != nil || !strings.Contains(out.Notes[0].Text, "within 20%/64Mi") {
+		t.Fatalf("threshold: %+v", out)
+	}
+}
