@@ -97,10 +97,10 @@ func TestSignificant(t *testing.T) {
 		cur, next spec.Bytes
 		want      bool
 	}{
-		{256 * spec.MiB, 224 * spec.MiB, false},  // 32Mi, 12.5%
-		{256 * spec.MiB, 192 * spec.MiB, true},   // 64Mi
-		{100 * spec.MiB, 120 * spec.MiB, true},   // 20%
-		{100 * spec.MiB, 116 * spec.MiB, false},  // 16%
+		{256 * spec.MiB, 224 * spec.MiB, false}, // 32Mi, 12.5%
+		{256 * spec.MiB, 192 * spec.MiB, true},  // 64Mi
+		{100 * spec.MiB, 120 * spec.MiB, true},  // 20%
+		{100 * spec.MiB, 116 * spec.MiB, false}, // 16%
 		{4 * spec.GiB, 4*spec.GiB + 63*spec.MiB, false},
 		{4 * spec.GiB, 4*spec.GiB + 64*spec.MiB, true},
 	}
