@@ -43,12 +43,14 @@ type Object struct {
 	Generation  int64
 }
 
-// Change sets one attribute of one object as a field manager.
+// Change sets one attribute of one object as a field manager. With Create
+// set, the object does not exist yet and is created with those attributes.
 type Change struct {
 	Address   Address
 	Attribute string
 	Value     string
 	Manager   string
+	Create    map[string]string
 }
 
 // Severity of a diagnostic.

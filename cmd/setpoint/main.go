@@ -19,6 +19,9 @@ func run(args []string) int {
 	root := newRootCmd()
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
+		if errors.Is(err, errChanges) {
+			return 2
+		}
 		if !errors.Is(err, errSilent) {
 			fmt.Fprintln(root.ErrOrStderr(), "error:", err)
 		}

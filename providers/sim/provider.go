@@ -11,17 +11,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Change is an applied change as the sim state file keeps it: At is the
 // second of the trace at which it took effect.
 type Change struct {
-	At        int    `json:"at"`
-	Address   string `json:"address"` // Kind/namespace/name
-	Attribute string `json:"attribute"`
-	Value     string `json:"value"`
-	Manager   string `json:"manager"`
+	At        int               `json:"at"`
+	Address   string            `json:"address"` // Kind/namespace/name
+	Attribute string            `json:"attribute"`
+	Value     string            `json:"value"`
+	Manager   string            `json:"manager"`
+	Create    map[string]string `json:"create,omitempty"`
 }
 
 type stateFile struct {
@@ -134,6 +136,14 @@ func (p *Provider) Apply(_ context.Context, req providers.ApplyRequest) provider
 	for _, c := range req.Changes {
 		r := providers.ChangeResult{Change: c}
 		o := p.World.byKey[c.Address.Key()]
+		if o == nil && c.Create != nil {
+			var err error
+			if o, err = p.World.create(c); err != nil {
+				r.Err = err.Error()
+				resp.Results = append(resp.Results, r)
+				continue
+			}
+		}
 		switch {
 		case o == nil:
 			r.Err = "no such object"
@@ -142,7 +152,7 @@ func (p *Provider) Apply(_ context.Context, req providers.ApplyRequest) provider
 			if err := o.set(c.Attribute, c.Value, c.Manager); err != nil {
 				r.Err = err.Error()
 			} else {
-				recorded = append(recorded, Change{At: p.World.sec, Address: c.Address.Key(), Attribute: c.Attribute, Value: c.Value, Manager: c.Manager})
+				recorded = append(recorded, Change{At: p.World.sec, Address: c.Address.Key(), Attribute: c.Attribute, Value: c.Value, Manager: c.Manager, Create: c.Create})
 			}
 		}
 		resp.Results = append(resp.Results, r)
@@ -172,4 +182,34 @@ func (w *World) workloadOf(o *object) *workload {
 		}
 	}
 	return nil
+}
+
+// create makes an object the engine asked for: an HPA for a Deployment that
+// has none (with a CPU target of 80% of requests, as kubectl autoscale).
+func (w *World) create(c providers.Change) (*object, error) {
+	if c.Address.Kind != "HorizontalPodAutoscaler" {
+		return nil, fmt.Errorf("the sim world creates only HorizontalPodAutoscalers, not %s", c.Address.Kind)
+	}
+	for _, wl := range w.wls {
+		if wl.cfg.Namespace != c.Address.Namespace || wl.cfg.Name != c.Address.Name || wl.deploy == nil {
+			continue
+		}
+		if wl.hpa != nil {
+			return wl.hpa, nil
+		}
+		minR, err1 := strconv.Atoi(c.Create[AttrMinReplicas])
+		maxR, err2 := strconv.Atoi(c.Create[AttrMaxReplicas])
+		if err1 != nil || err2 != nil || minR < 1 || maxR < minR {
+			return nil, fmt.Errorf("an HPA needs 1 <= minReplicas <= maxReplicas, got %q and %q", c.Create[AttrMinReplicas], c.Create[AttrMaxReplicas])
+		}
+		if wl.cfg.HPA == nil {
+			wl.cfg.HPA = &spec.SimHPA{Min: minR, Max: maxR}
+		}
+		wl.hpa = w.newObject("HorizontalPodAutoscaler", wl.cfg, func(string) string { return c.Manager })
+		wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(minR)
+		wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(maxR)
+		wl.deploy.managers[AttrReplicas] = "horizontal-pod-autoscaler"
+		return wl.hpa, nil
+	}
+	return nil, fmt.Errorf("no Deployment %s/%s to autoscale", c.Address.Namespace, c.Address.Name)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Sink receives the world's samples: the embedded store in process, the
@@ -154,7 +155,13 @@ func (w *World) step() {
 func (w *World) applyDue(upTo int) {
 	for w.applied < len(w.changes) && w.changes[w.applied].At <= upTo {
 		c := w.changes[w.applied]
-		if o := w.byKey[c.Address]; o != nil {
+		o := w.byKey[c.Address]
+		if o == nil && c.Create != nil {
+			if a, err := providers.ParseAddress("sim:" + c.Address); err == nil {
+				o, _ = w.create(providers.Change{Address: a, Manager: c.Manager, Create: c.Create})
+			}
+		}
+		if o != nil {
 			// A replayed change was valid when it was applied; if the
 			// config changed since, a change that no longer fits is skipped.
 			_ = o.set(c.Attribute, c.Value, c.Manager)

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+)
+
+func newApplyCmd() *cobra.Command {
+	var autoApprove, asJSON bool
+	var lockWait time.Duration
+	cmd := &cobra.Command{
+		Use:   "apply DIR | apply PLAN.json",
+		Short: "Apply what a plan proposes",
+		Long: `apply DIR plans and applies, asking for confirmation on a terminal unless
+--auto-approve. apply PLAN.json applies a saved plan without asking again, after
+re-reading every attribute the plan observed: if any moved, it refuses and says
+which. Changes are batched per provider; only those that succeed are recorded.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if fi, err := os.Stat(args[0]); err == nil && !fi.IsDir() && strings.HasSuffix(args[0], ".json") {
+				return applySaved(cmd, args[0], lockWait, asJSON)
+			}
+			w, err := openWorkspace(args[0], simOptions{})
+			if err != nil {
+				return err
+			}
+			w.printDiags(cmd.ErrOrStderr())
+			var results []engine.Result
+			var p *plan.Plan
+			err = w.withState(cmd.Context(), "setpoint apply", lockWait, func(st *state.State) error {
+				p = w.eng.Plan(cmd.Context(), w.now, st)
+				if !asJSON {
+					p.Text(cmd.OutOrStdout())
+				}
+				if p.Empty() {
+					return nil
+				}
+				if !autoApprove {
+					if err := confirm(cmd); err != nil {
+						return err
+					}
+				}
+				results = w.eng.Apply(cmd.Context(), w.now, p, st)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return report(cmd, p, results, asJSON, len(w.diags) > 0)
+		},
+	}
+	cmd.Flags().BoolVar(&autoApprove, "auto-approve", false, "apply without asking")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and results as JSON")
+	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
+	return cmd
+}
+
+// confirm asks on a terminal; without one it refuses rather than guess.
+func confirm(cmd *cobra.Command) error {
+	fi, err := os.Stdin.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return fmt.Errorf("not applying: no terminal to confirm on; review the plan and run again with --auto-approve, or save it with plan --out and apply the file")
+	}
+	fmt.Fprint(cmd.OutOrStdout(), "\nApply these changes? Only 'yes' will be accepted: ")
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return fmt.Errorf("apply cancelled")
+	}
+	return nil
+}
+
+func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON bool) error {
+	p, err := plan.Load(path)
+	if err != nil {
+		return err
+	}
+	w, err := openWorkspace(p.Dir, simOptions{})
+	if err != nil {
+		return err
+	}
+	var results []engine.Result
+	err = w.withState(cmd.Context(), "setpoint apply "+path, lockWait, func(st *state.State) error {
+		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), w.now)); len(moved) > 0 {
+			return fmt.Errorf("the saved plan %s is stale: %d observed attributes moved since it was made:\n  %s\nrun setpoint plan again", path, len(moved), strings.Join(moved, "\n  "))
+		}
+		results = w.eng.Apply(cmd.Context(), w.now, p, st)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !asJSON {
+		p.Text(cmd.OutOrStdout())
+	}
+	return report(cmd, p, results, asJSON, false)
+}
+
+func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, specErrors bool) error {
+	failed := 0
+	for _, r := range results {
+		if r.Err != "" {
+			failed++
+		}
+	}
+	if asJSON {
+		type res struct {
+			Address, Attribute, To, Error string
+		}
+		var rs []res
+		for _, r := range results {
+			rs = append(rs, res{r.Change.Address, r.Change.Attribute, r.Change.To, r.Err})
+		}
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"plan": p, "results": rs}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			if r.Err != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "error:", r.Err)
+			}
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "Apply complete: %d applied, %d failed, %d held.\n", len(results)-failed, failed, len(p.Held))
+	}
+	if failed > 0 || specErrors || len(p.Errors) > 0 {
+		return errSilent
+	}
+	return nil
+}

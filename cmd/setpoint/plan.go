@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+)
+
+// errChanges is the --detailed-exitcode "something would be applied".
+var errChanges = errors.New("changes")
+
+func newPlanCmd() *cobra.Command {
+	var out string
+	var asJSON, detailed bool
+	var lockWait time.Duration
+	cmd := &cobra.Command{
+		Use:   "plan DIR",
+		Short: "Show what setpoint would change and why, with the numbers",
+		Long: `plan observes the directory's targets and signals, decides, and prints each
+change with its reason and what is held and why. It records what it saw in the
+state (the user's values at adoption, recommendations, stability windows) and
+changes nothing else. --out saves the plan for "setpoint apply FILE".
+--detailed-exitcode: 0 nothing to apply, 1 error, 2 something would be applied.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := openWorkspace(args[0], simOptions{})
+			if err != nil {
+				return err
+			}
+			w.printDiags(cmd.ErrOrStderr())
+			var p *plan.Plan
+			err = w.withState(cmd.Context(), "setpoint plan", lockWait, func(st *state.State) error {
+				p = w.eng.Plan(cmd.Context(), w.now, st)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				if err := p.Save(out); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				if err := p.JSON(cmd.OutOrStdout()); err != nil {
+					return err
+				}
+			} else {
+				p.Text(cmd.OutOrStdout())
+				if out != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "Saved the plan to %s: apply it with \"setpoint apply %s\".\n", out, out)
+				}
+			}
+			if len(w.diags) > 0 || len(p.Errors) > 0 {
+				return errSilent
+			}
+			if detailed && !p.Empty() {
+				return errChanges
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "save the plan to this file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would be applied, 0 when not, 1 on error")
+	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
+	return cmd
+}

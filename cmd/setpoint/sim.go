@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+func newSimCmd() *cobra.Command {
+	var o simOptions
+	var speed float64
+	var until string
+	var asJSON, quiet bool
+	cmd := &cobra.Command{
+		Use:   "sim DIR",
+		Short: "Run the reconcile loop on virtual time against the sim world, to the trace's end",
+		Long: `sim runs the same loop as watch — plan, then apply what the gate lets
+through — every Environment tick of virtual time, from the start of the trace to
+its end (or --until), against a fresh sim world; the directory's state files
+are not touched. It prints applies as they happen and a summary: applies, held
+changes by reason, replica-hours, and time over each latency target.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.fresh = true
+			w, err := openWorkspace(args[0], o)
+			if err != nil {
+				return err
+			}
+			w.printDiags(cmd.ErrOrStderr())
+			end := w.sim.World.End()
+			if until != "" {
+				if end, err = w.sim.World.ParseTime(until); err != nil {
+					return err
+				}
+			}
+			if speed == 0 {
+				cfg, _ := sim.Config(w.env)
+				speed = cfg.Speed
+			}
+			var out io.Writer = cmd.OutOrStdout()
+			if asJSON || quiet {
+				out = io.Discard
+			}
+			sum := runSim(cmd.Context(), w, end, speed, out)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(sum)
+			}
+			sum.print(cmd.OutOrStdout())
+			if len(w.diags) > 0 {
+				return errSilent
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.trace, "trace", "", "replay this trace instead of the Environment's")
+	cmd.Flags().Float64Var(&o.rateScale, "rate-scale", 0, "multiply the trace's rate by this instead of the Environment's rateScale")
+	cmd.Flags().Float64Var(&speed, "speed", 0, "virtual seconds per wall second (0: the Environment's speed; 0 there: as fast as it computes)")
+	cmd.Flags().StringVar(&until, "until", "", "stop here: RFC 3339 or an offset from the trace's start")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
+	return cmd
+}
+
+// Summary of a sim run.
+type Summary struct {
+	Virtual      string             `json:"virtual"`
+	Wall         string             `json:"wall"`
+	Ticks        int                `json:"ticks"`
+	Applies      int                `json:"applies"`
+	Failed       int                `json:"failed"`
+	Held         map[string]int     `json:"held"`
+	ReplicaHours map[string]float64 `json:"replicaHours"`
+	// OverLatency is, per NFR with a latency target, the time its p99 was
+	// above it, and the time it was measured at all.
+	OverLatency map[string]string `json:"overLatency"`
+	Final       map[string]string `json:"final"`
+	over        map[string]time.Duration
+	measured    map[string]time.Duration
+}
+
+// holdClass groups hold reasons for the summary ("stable 110 s of 180 s" →
+// "stability").
+func holdClass(h string) string {
+	switch {
+	case strings.HasPrefix(h, "stable"):
+		return "stability"
+	case strings.HasPrefix(h, "cooldown"):
+		return "cooldown"
+	case strings.HasPrefix(h, "conflict"):
+		return "conflict"
+	case strings.HasPrefix(h, "paused"):
+		return "paused"
+	}
+	return h
+}
+
+func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out io.Writer) *Summary {
+	sum := &Summary{Held: map[string]int{}, ReplicaHours: map[string]float64{}, OverLatency: map[string]string{}, Final: map[string]string{},
+		over: map[string]time.Duration{}, measured: map[string]time.Duration{}}
+	tick := w.env.Spec.Tick.D()
+	if tick <= 0 {
+		tick = 5 * time.Second
+	}
+	st := state.New()
+	start := w.sim.World.Start()
+	wallStart := time.Now()
+	var workloads []providers.Address
+	seen := map[string]bool{}
+	for _, n := range w.nfrs {
+		a := providers.Address{Provider: "sim", Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
+		if !seen[a.String()] {
+			seen[a.String()] = true
+			workloads = append(workloads, a)
+		}
+	}
+	for now := start.Add(tick); !now.After(end); now = now.Add(tick) {
+		if ctx.Err() != nil {
+			break
+		}
+		if speed > 0 {
+			if wait := time.Duration(float64(now.Sub(start))/speed) - time.Since(wallStart); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
+		sum.Ticks++
+		p := w.eng.Plan(ctx, now, st)
+		for _, h := range p.Held {
+			sum.Held[holdClass(h.Held)]++
+		}
+		if !p.Empty() {
+			for _, r := range w.eng.Apply(ctx, now, p, st) {
+				at := now.Sub(start).Round(time.Second)
+				if r.Err != "" {
+					sum.Failed++
+					fmt.Fprintf(out, "[%s] failed %s %s: %s\n", at, r.Change.Address, r.Change.Attribute, r.Err)
+					continue
+				}
+				sum.Applies++
+				c := r.Change
+				fmt.Fprintf(out, "[%s] %s %s %s: %s → %s (wanted %s: %s)\n", at, c.Action.Symbol(), c.Address, shortAttr(c.Attribute), c.From, c.To, c.Wanted, c.Reason)
+			}
+		}
+		sum.measure(ctx, w, now, tick, workloads)
+	}
+	sum.Virtual = end.Sub(start).Round(time.Second).String()
+	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
+	for k, d := range sum.over {
+		m := sum.measured[k]
+		pct := 0.0
+		if m > 0 {
+			pct = 100 * float64(d) / float64(m)
+		}
+		sum.OverLatency[k] = fmt.Sprintf("%s of %s (%.1f%%)", d, m, pct)
+	}
+	resp := w.sim.Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
+	for _, o := range resp.Objects {
+		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas]
+	}
+	return sum
+}
+
+// measure accumulates replica-hours and time over each latency target.
+func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick time.Duration, workloads []providers.Address) {
+	resp := w.sim.Read(ctx, providers.ReadRequest{Now: now, Addresses: workloads})
+	for _, o := range resp.Objects {
+		if n, err := strconv.Atoi(o.Attributes[sim.AttrReadyReplicas]); err == nil {
+			s.ReplicaHours[o.Address.Namespace+"/"+o.Address.Name] += float64(n) * tick.Hours()
+		}
+	}
+	r, err := w.eng.Signals.Query(ctx, engine.QueryP99, now)
+	if err != nil {
+		return
+	}
+	p99 := r.By("namespace", "app")
+	for _, n := range w.nfrs {
+		if n.Spec.Latency == nil {
+			continue
+		}
+		v, ok := p99[n.Metadata.Namespace+"/"+n.Spec.Target.Name]
+		if !ok {
+			continue
+		}
+		id := n.ID()
+		s.measured[id] += tick
+		if time.Duration(v*float64(time.Second)) > n.Spec.Latency.P99.D() {
+			s.over[id] += tick
+		}
+	}
+}
+
+func shortAttr(a string) string {
+	a = strings.Replace(a, "spec.template.spec.containers", "containers", 1)
+	return strings.Replace(a, `spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`, "min-scale", 1)
+}
+
+func (s *Summary) print(w io.Writer) {
+	fmt.Fprintf(w, "\nSimulated %s of trace in %s (%d ticks): %d applied, %d failed.\n", s.Virtual, s.Wall, s.Ticks, s.Applies, s.Failed)
+	if len(s.Held) > 0 {
+		fmt.Fprintf(w, "Held (change × tick): %s\n", joinCounts(s.Held))
+	}
+	keys := make([]string, 0, len(s.ReplicaHours))
+	for k := range s.ReplicaHours {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "Replica-hours %-22s %6.2f\n", k, s.ReplicaHours[k])
+	}
+	keys = keys[:0]
+	for k := range s.OverLatency {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "p99 over target  %-22s %s\n", k, s.OverLatency[k])
+	}
+}
+
+func joinCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

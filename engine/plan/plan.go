@@ -1,0 +1,264 @@
+// Package plan is what the engine proposes: each change with its reason in
+// numbers, what is held and why, and a fingerprint of everything observed
+// so a saved plan applied later can tell the world moved underneath it.
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// FormatVersion of saved plans.
+const FormatVersion = 1
+
+// Action on an object.
+type Action string
+
+// Actions, with their Terraform-style symbols.
+const (
+	Create Action = "create"
+	Update Action = "update"
+)
+
+// Symbol prints an action as a plan does.
+func (a Action) Symbol() string {
+	if a == Create {
+		return "+"
+	}
+	return "~"
+}
+
+// Contributor is one spec's intent on an attribute.
+type Contributor struct {
+	Spec      string `json:"spec"`
+	Pos       string `json:"pos"`
+	Kind      string `json:"kind"`
+	Value     string `json:"value"`
+	Rationale string `json:"rationale"`
+}
+
+// Change is one attribute's move, applied or held.
+type Change struct {
+	Address   string `json:"address"`
+	Attribute string `json:"attribute"`
+	Action    Action `json:"action"`
+	Dimension string `json:"dimension"`
+	From      string `json:"from,omitempty"` // empty when the object is created
+	To        string `json:"to"`             // what is (or would be) written
+	Wanted    string `json:"wanted"`         // before cap and step
+	Reason    string `json:"reason"`
+	Notes     []string `json:"notes,omitempty"`
+	Held      string   `json:"held,omitempty"`
+	Conflict  bool     `json:"conflict,omitempty"`
+	Manager   string   `json:"manager,omitempty"` // the field's manager before
+	// Create holds the attributes of an object to create.
+	Create       map[string]string `json:"create,omitempty"`
+	Spec         string            `json:"spec"`
+	SpecPos      string            `json:"specPos"`
+	Contributors []Contributor     `json:"contributors,omitempty"`
+	// Value is To as a number (replicas, bytes), for the state.
+	Value int64 `json:"value"`
+}
+
+// Note is something a spec's decision has to say without a change: a
+// missing signal, a pinned dimension, a target that does not exist.
+type Note struct {
+	Spec string `json:"spec"`
+	Pos  string `json:"pos"`
+	Text string `json:"text"`
+}
+
+// Plan is a proposal.
+type Plan struct {
+	FormatVersion   int               `json:"formatVersion"`
+	SetpointVersion string            `json:"setpointVersion"`
+	At              time.Time         `json:"at"`
+	Dir             string            `json:"dir"`
+	Specs           map[string]string `json:"specs"` // spec ID → digest
+	// Observed is every attribute the plan read, "address attribute" →
+	// value and manager; Fingerprint hashes it.
+	Observed    map[string]string `json:"observed"`
+	Fingerprint string            `json:"fingerprint"`
+	Changes     []Change          `json:"changes"`
+	Held        []Change          `json:"held"`
+	Notes       []Note            `json:"notes"`
+	Errors      []Note            `json:"errors"`
+}
+
+// Seal computes the fingerprint of the observations.
+func (p *Plan) Seal() {
+	p.Fingerprint = Fingerprint(p.Observed)
+}
+
+// Fingerprint hashes observations in key order.
+func Fingerprint(obs map[string]string) string {
+	keys := make([]string, 0, len(obs))
+	for k := range obs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, obs[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Moved lists the observations that differ between a plan and a fresh read.
+func Moved(planned, now map[string]string) []string {
+	var out []string
+	for k, v := range planned {
+		if w, ok := now[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: was %s, now gone", k, v))
+		} else if w != v {
+			out = append(out, fmt.Sprintf("%s: was %s, now %s", k, v, w))
+		}
+	}
+	for k, w := range now {
+		if _, ok := planned[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: not there when planned, now %s", k, w))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Counts are the summary line's numbers.
+type Counts struct {
+	Add, Change, Destroy, Held int
+}
+
+// Summary counts objects to add and change and changes held.
+func (p *Plan) Summary() Counts {
+	var c Counts
+	changed := map[string]bool{}
+	for _, ch := range p.Changes {
+		if ch.Action == Create {
+			c.Add++
+		} else if !changed[ch.Address] {
+			changed[ch.Address] = true
+			c.Change++
+		}
+	}
+	c.Held = len(p.Held)
+	return c
+}
+
+// Empty reports whether nothing would be applied.
+func (p *Plan) Empty() bool { return len(p.Changes) == 0 }
+
+func (c Change) reason() string {
+	parts := []string{}
+	if c.Wanted != c.To || c.Reason != "" {
+		r := "wanted " + c.Wanted
+		if c.Reason != "" {
+			r += ": " + c.Reason
+		}
+		parts = append(parts, r)
+	}
+	parts = append(parts, c.Notes...)
+	for _, k := range c.Contributors {
+		parts = append(parts, fmt.Sprintf("%s %s %s from %s (%s)", k.Kind, k.Value, k.Rationale, k.Spec, k.Pos))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(parts, "; ") + ")"
+}
+
+// Text writes the plan for people: Terraform-style symbols, each change
+// with its numbers, a held section, notes and a summary line.
+func (p *Plan) Text(w io.Writer) {
+	var last string
+	for _, c := range p.Changes {
+		if c.Address != last {
+			fmt.Fprintf(w, "%s %s\n", c.Action.Symbol(), c.Address)
+			last = c.Address
+		}
+		if c.Action == Create {
+			keys := make([]string, 0, len(c.Create))
+			for k := range c.Create {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, "    %s: %s\n", k, c.Create[k])
+			}
+			fmt.Fprintf(w, "    %s\n", c.reason())
+			continue
+		}
+		fmt.Fprintf(w, "    %s: %s → %s   %s\n", c.Attribute, c.From, c.To, c.reason())
+	}
+	for _, c := range p.Held {
+		fmt.Fprintf(w, "held: %s %s\n", c.Address, c.Attribute)
+		from := c.From
+		if c.Action == Create {
+			from = "(new)"
+		}
+		fmt.Fprintf(w, "    %s → %s %s: %s\n", from, c.To, c.reason(), c.Held)
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s (%s): %s\n", n.Spec, n.Pos, n.Text)
+	}
+	for _, n := range p.Errors {
+		fmt.Fprintf(w, "error: %s (%s): %s\n", n.Spec, n.Pos, n.Text)
+	}
+	s := p.Summary()
+	if s.Add+s.Change+s.Held == 0 && len(p.Errors) == 0 {
+		fmt.Fprintln(w, "No changes. The workloads match their specs.")
+		return
+	}
+	fmt.Fprintf(w, "Plan: %d to add, %d to change, %d to destroy; %d held.\n", s.Add, s.Change, s.Destroy, s.Held)
+}
+
+// JSON writes the plan for machines.
+func (p *Plan) JSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(p)
+}
+
+// Save writes a plan file atomically.
+func (p *Plan) Save(path string) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	if err := p.JSON(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// Load reads a saved plan.
+func Load(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("%s is not a saved plan: %w", path, err)
+	}
+	if p.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%s: plan format %d, this release reads %d", path, p.FormatVersion, FormatVersion)
+	}
+	if Fingerprint(p.Observed) != p.Fingerprint {
+		return nil, fmt.Errorf("%s: the plan's observations do not match its fingerprint: it was edited", path)
+	}
+	return &p, nil
+}
