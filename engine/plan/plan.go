@@ -46,14 +46,14 @@ type Contributor struct {
 
 // Change is one attribute's move, applied or held.
 type Change struct {
-	Address   string `json:"address"`
-	Attribute string `json:"attribute"`
-	Action    Action `json:"action"`
-	Dimension string `json:"dimension"`
-	From      string `json:"from,omitempty"` // empty when the object is created
-	To        string `json:"to"`             // what is (or would be) written
-	Wanted    string `json:"wanted"`         // before cap and step
-	Reason    string `json:"reason"`
+	Address   string   `json:"address"`
+	Attribute string   `json:"attribute"`
+	Action    Action   `json:"action"`
+	Dimension string   `json:"dimension"`
+	From      string   `json:"from,omitempty"` // empty when the object is created
+	To        string   `json:"to"`             // what is (or would be) written
+	Wanted    string   `json:"wanted"`         // before cap and step
+	Reason    string   `json:"reason"`
 	Notes     []string `json:"notes,omitempty"`
 	Held      string   `json:"held,omitempty"`
 	Conflict  bool     `json:"conflict,omitempty"`

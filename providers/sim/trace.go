@@ -167,6 +167,11 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	if len(t.Rate) == 0 {
 		return nil, fmt.Errorf("no rows")
 	}
+	if t.Start.IsZero() {
+		// A rate trace without timestamps starts at the Unix epoch: year 1
+		// is outside what millisecond sample timestamps can hold.
+		t.Start = time.Unix(0, 0).UTC()
+	}
 	for i := range t.Rate {
 		t.Rate[i] *= o.RateScale
 	}

@@ -1,0 +1,297 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+// world writes an Environment over a constant 300 req/s trace with the
+// given workloads (YAML list items) and the NFRs, and returns an engine on
+// the real sim world and embedded store.
+func world(t *testing.T, workloads string, nfrs ...string) (*engine.Engine, *sim.Provider) {
+	t.Helper()
+	dir := t.TempDir()
+	var trace strings.Builder
+	trace.WriteString("second,rate\n")
+	for i := 0; i < 3600; i++ {
+		fmt.Fprintf(&trace, "%d,300\n", i)
+	}
+	files := map[string]string{
+		"trace.csv": trace.String(),
+		"env.yaml": `apiVersion: setpoint.dev/v1alpha1
+kind: Environment
+metadata: {name: t}
+spec:
+  providers:
+    - name: sim
+      config:
+        trace: trace.csv
+        start: 10m
+        workloads:
+` + workloads,
+	}
+	for i, n := range nfrs {
+		files[fmt.Sprintf("nfr-%d.yaml", i)] = n
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(dir)
+	if len(r.Diags) > 0 {
+		t.Fatalf("specs: %v", r.Diags)
+	}
+	store := embedded.NewStore(0)
+	p, err := sim.Open(r.Environment(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
+	for _, d := range r.Documents {
+		if n, ok := d.(*spec.NFR); ok {
+			e.NFRs = append(e.NFRs, n)
+		}
+	}
+	return e, p
+}
+
+const checkoutWL = `          - {kind: Deployment, namespace: shop, name: checkout, replicas: 2, hpa: {min: 2, max: 50, targetCPU: 70%}, perPodRPS: 100, cpuPerRequest: 5m, startup: 20s, containers: [{name: function, request: 256Mi, limit: 512Mi, workingSet: 110Mi}]EXTRA}
+`
+
+func checkout(extra string) string { return strings.Replace(checkoutWL, "EXTRA", extra, 1) }
+
+func nfr(name, extra string) string {
+	return `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: ` + name + `, namespace: shop}
+spec:
+  target: {kind: Deployment, name: ` + name + `}
+  throughput: {minRPS: 400}
+  enforcement: {replicas: enforce, memory: observe}
+  safety: {stability: 0s}
+` + extra
+}
+
+func at(p *sim.Provider, d time.Duration) time.Time { return p.World.Start().Add(d) }
+
+func find(cs []plan.Change, attr string) *plan.Change {
+	for i := range cs {
+		if strings.HasSuffix(cs[i].Attribute, attr) {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// TestPlanAndApplyOnTheSimWorld: a plan on the real world, applied, then
+// planned again after the cooldown; the state remembers the user's value.
+func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	st := state.New()
+	ctx := context.Background()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st)
+	c := find(pl.Changes, "spec.minReplicas")
+	if c == nil {
+		t.Fatalf("want a minReplicas change:\n%s", text(pl))
+	}
+	// 300 req/s at 5m CPU each: 1.5 cores + idle; 400/300 × ~1504m/500m.
+	if c.From != "2" || c.To != "3" || !strings.Contains(c.Reason, "ceil((400/300) × (15") || !strings.Contains(strings.Join(c.Notes, ";"), "bounded to +30% of 2") {
+		t.Fatalf("change: %+v", c)
+	}
+	if !strings.Contains(strings.Join(c.Notes, ";"), "takes the field from kubectl-client-side-apply") {
+		t.Fatalf("ownership note missing: %+v", c.Notes)
+	}
+	if m := find(pl.Held, "requests.memory"); m == nil || m.Held != "observe mode" || m.To != "192Mi" {
+		t.Fatalf("memory should be held in observe mode at 192Mi: %+v", pl.Held)
+	}
+	results := e.Apply(ctx, now, pl, st)
+	if len(results) != 1 || results[0].Err != "" {
+		t.Fatalf("apply: %+v", results)
+	}
+	key := state.Key(c.Address, c.Attribute)
+	if en := st.Entries[key]; en == nil || *en.User != 2 || en.Applied.Value != 3 {
+		t.Fatalf("state: %+v", st.Entries[key])
+	}
+	// Inside the cooldown the next step is held, with the numbers.
+	pl = e.Plan(ctx, now.Add(30*time.Second), st)
+	if h := find(pl.Held, "spec.minReplicas"); h == nil || h.Held != "cooldown 30 s of 120 s since the last apply" || h.From != "3" {
+		t.Fatalf("cooldown: %s", text(pl))
+	}
+	pl = e.Plan(ctx, now.Add(125*time.Second), st)
+	if c := find(pl.Changes, "spec.minReplicas"); c == nil || c.From != "3" || c.To != "4" {
+		t.Fatalf("after the cooldown: %s", text(pl))
+	}
+}
+
+func text(p *plan.Plan) string {
+	var b strings.Builder
+	p.Text(&b)
+	return b.String()
+}
+
+func TestFaultsAndHolds(t *testing.T) {
+	wls := checkout(", managers: {spec.minReplicas: argocd-controller}") +
+		`          - {kind: Deployment, namespace: shop, name: paused, replicas: 1, perPodRPS: 100, share: 0, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 100Mi}], annotations: {setpoint.dev/paused: "true"}}
+          - {kind: Deployment, namespace: shop, name: plain, replicas: 1, perPodRPS: 100, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 100Mi}]}
+`
+	e, p := world(t, wls,
+		nfr("checkout", ""),
+		nfr("paused", ""),
+		nfr("ghost", ""),
+		nfr("plain", "  autoscaler: {create: true, maxReplicas: 10}\n"),
+	)
+	ctx := context.Background()
+	st := state.New()
+	pl := e.Plan(ctx, at(p, 10*time.Minute), st)
+	out := text(pl)
+	// A GitOps-owned field is a conflict unless takeOverFrom lists it.
+	if h := find(pl.Held, "spec.minReplicas"); h == nil || !h.Conflict || !strings.Contains(h.Held, "argocd-controller") {
+		t.Errorf("conflict: %s", out)
+	}
+	// A target that does not exist: said, nothing created.
+	if !strings.Contains(out, "target sim:Deployment/shop/ghost does not exist: nothing to do") {
+		t.Errorf("ghost: %s", out)
+	}
+	// Paused by annotation; with no traffic there is also nothing to say
+	// about replicas, and the memory change is held as paused.
+	for _, h := range pl.Held {
+		if strings.Contains(h.Address, "/paused") && !strings.HasPrefix(h.Held, "paused (setpoint.dev/paused") {
+			t.Errorf("paused: %+v", h)
+		}
+	}
+	if !strings.Contains(out, "NFR/shop/paused") || !strings.Contains(out, "~0") {
+		t.Errorf("no traffic should hold the replicas decision: %s", out)
+	}
+	// An HPA is created only because the spec asks for it.
+	c := find(pl.Changes, "spec.minReplicas")
+	if c == nil || c.Action != plan.Create || c.Create["spec.maxReplicas"] != "10" || !strings.HasSuffix(c.Address, "HorizontalPodAutoscaler/shop/plain") {
+		t.Fatalf("create: %s", out)
+	}
+	if !strings.Contains(out, "+ sim:HorizontalPodAutoscaler/shop/plain") {
+		t.Errorf("text: %s", out)
+	}
+	res := e.Apply(ctx, at(p, 10*time.Minute), pl, st)
+	for _, r := range res {
+		if r.Err != "" {
+			t.Fatalf("apply: %+v", r)
+		}
+	}
+	read := p.Read(ctx, providers.ReadRequest{Now: at(p, 10*time.Minute), Addresses: []providers.Address{{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "plain"}}})
+	if o := read.Objects[0]; !o.Exists || o.Managers["spec.minReplicas"] != "setpoint" {
+		t.Fatalf("created HPA: %+v", o)
+	}
+}
+
+// failing wraps the real sim provider and fails what a test names: a
+// provider error on one address must not stop the rest.
+type failing struct {
+	*sim.Provider
+	readFail, applyFail string
+}
+
+func (f failing) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	resp := f.Provider.Read(ctx, req)
+	for i, a := range req.Addresses {
+		if strings.Contains(a.String(), f.readFail) {
+			resp.Objects[i] = providers.Object{}
+			aa := a
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Error, Summary: "connection reset", Address: &aa})
+		}
+	}
+	return resp
+}
+
+func (f failing) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	var keep []providers.Change
+	var failedAt []int
+	for i, c := range req.Changes {
+		if strings.Contains(c.Address.String(), f.applyFail) {
+			failedAt = append(failedAt, i)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	inner := f.Provider.Apply(ctx, providers.ApplyRequest{Now: req.Now, Changes: keep})
+	out := providers.ApplyResponse{}
+	j := 0
+	for i, c := range req.Changes {
+		if len(failedAt) > 0 && failedAt[0] == i {
+			failedAt = failedAt[1:]
+			out.Results = append(out.Results, providers.ChangeResult{Change: c, Err: "admission webhook denied the request"})
+			continue
+		}
+		out.Results = append(out.Results, inner.Results[j])
+		j++
+	}
+	return out
+}
+
+func TestProviderErrorsNameTheSpec(t *testing.T) {
+	wls := checkout("") +
+		`          - {kind: Deployment, namespace: shop, name: a, replicas: 1, perPodRPS: 100, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 100Mi}]}
+          - {kind: Deployment, namespace: shop, name: b, replicas: 1, perPodRPS: 100, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 100Mi}]}
+`
+	e, p := world(t, wls, nfr("checkout", ""), nfr("a", ""), nfr("b", ""))
+	e.Providers["sim"] = failing{Provider: p, readFail: "Deployment/shop/a", applyFail: "Deployment/shop/b"}
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st)
+	if len(pl.Errors) != 1 || !strings.Contains(pl.Errors[0].Text, "connection reset") || !strings.Contains(pl.Errors[0].Pos, "nfr-1.yaml:5:3") {
+		t.Fatalf("read error: %+v", pl.Errors)
+	}
+	res := e.Apply(ctx, now, pl, st)
+	var ok, bad int
+	for _, r := range res {
+		if r.Err == "" {
+			ok++
+			continue
+		}
+		bad++
+		if !strings.Contains(r.Err, "nfr-2.yaml:") || !strings.Contains(r.Err, "admission webhook denied") {
+			t.Errorf("apply error should name the spec: %s", r.Err)
+		}
+		if en := st.Entries[state.Key(r.Change.Address, r.Change.Attribute)]; en != nil && en.Applied != nil {
+			t.Errorf("a failed change was recorded as applied: %+v", en)
+		}
+	}
+	if ok != 1 || bad != 1 {
+		t.Fatalf("want checkout applied and b failed: %+v", res)
+	}
+}
+
+func TestNoDataHolds(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	// At the start nothing has been measured: nothing is decided.
+	pl := e.Plan(context.Background(), at(p, 0), state.New())
+	out := text(pl)
+	if len(pl.Changes) != 0 || len(pl.Held) != 0 || !strings.Contains(out, "replicas: no replicas recommendation: requests per second missing") || !strings.Contains(out, "memory: container function: no memory recommendation") {
+		t.Fatalf("decided without data: %s", out)
+	}
+	// Five seconds in, one scrape: no rate window has two samples yet, so
+	// the replicas decision holds (memory has its first sample).
+	pl = e.Plan(context.Background(), at(p, 5*time.Second), state.New())
+	if find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil || !strings.Contains(text(pl), "requests per second missing") {
+		t.Fatalf("replicas decided from one sample: %s", text(pl))
+	}
+}
