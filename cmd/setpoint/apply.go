@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -67,8 +68,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 
 // confirm asks on a terminal; without one it refuses rather than guess.
 func confirm(cmd *cobra.Command) error {
-	fi, err := os.Stdin.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
 		return fmt.Errorf("not applying: no terminal to confirm on; review the plan and run again with --auto-approve, or save it with plan --out and apply the file")
 	}
 	fmt.Fprint(cmd.OutOrStdout(), "\nApply these changes? Only 'yes' will be accepted: ")

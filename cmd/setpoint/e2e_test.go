@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/state"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// copySpecs copies specs/ (with its trace) into a temp directory and
+// applies edits (file → old → new).
+func copySpecs(t *testing.T, edits ...[3]string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "specs")
+	err := filepath.WalkDir("../../specs", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../../specs", p)
+		if strings.HasPrefix(rel, ".setpoint") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edits {
+		p := filepath.Join(dst, e[0])
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), e[1]) {
+			t.Fatalf("%s does not contain %q", e[0], e[1])
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), e[1], e[2], 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// Edits that let one-shot runs apply at once: the sim world is frozen at
+// its start time, so a stability window would never fill.
+var quick = [][3]string{
+	{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"},
+	{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s}"},
+}
+
+func normalize(s, dir string) string {
+	return strings.ReplaceAll(s, dir, "DIR")
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("../../testdata/golden", name)
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (run with -update after checking):\n--- want\n%s\n--- got\n%s", name, want, got)
+	}
+}
+
+func TestPlanGolden(t *testing.T) {
+	dir := copySpecs(t)
+	out, errOut, code := runCLI(t, "plan", "--detailed-exitcode", dir)
+	// Everything is held (default stability, observe mode): exit 0.
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "plan.txt", normalize(out, dir))
+	out, _, code = runCLI(t, "plan", "--json", dir)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var p map[string]any
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan.json", normalize(out, dir))
+}
+
+func TestPlanApplyStaleAndLocks(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	out, _, code := runCLI(t, "plan", "--detailed-exitcode", "--out", filepath.Join(dir, "p1.json"), dir)
+	if code != 2 || !strings.Contains(out, "~ sim:HorizontalPodAutoscaler/shop/checkout\n    spec.minReplicas: 2 → 3") {
+		t.Fatalf("plan: exit %d\n%s", code, out)
+	}
+	// Without a terminal, apply DIR refuses rather than guess.
+	_, errOut, code := runCLI(t, "apply", dir)
+	if code != 1 || !strings.Contains(errOut, "no terminal to confirm") {
+		t.Fatalf("unconfirmed apply: %d %s", code, errOut)
+	}
+	// Someone holds the state: a second apply fails at once and names them.
+	statePath := filepath.Join(dir, ".setpoint", "state.json")
+	lock, err := state.Acquire(context.Background(), statePath, "the test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = runCLI(t, "apply", "--auto-approve", dir)
+	if code != 1 || !strings.Contains(errOut, "state is locked by pid") || !strings.Contains(errOut, "(the test)") {
+		t.Fatalf("locked: %d %s", code, errOut)
+	}
+	// With a lock timeout it waits for the holder.
+	go func() { time.Sleep(300 * time.Millisecond); lock.Release() }()
+	out, errOut, code = runCLI(t, "apply", "--auto-approve", "--lock-timeout", "10s", dir)
+	if code != 0 || !strings.Contains(out, "Apply complete: 4 applied, 0 failed") {
+		t.Fatalf("apply: %d\n%s\n%s", code, out, errOut)
+	}
+	// The world moved: the saved plan is refused, naming what moved.
+	_, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p1.json"))
+	if code != 1 || !strings.Contains(errOut, "is stale") || !strings.Contains(errOut, "sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: was 2 (manager kubectl-client-side-apply), now 3 (manager setpoint)") {
+		t.Fatalf("stale plan: %d %s", code, errOut)
+	}
+	// A fresh saved plan applies (inside the cooldown nothing is left to
+	// apply, so the plan is empty) and apply then plan agree.
+	out, _, code = runCLI(t, "plan", "--detailed-exitcode", "--out", filepath.Join(dir, "p2.json"), dir)
+	if code != 0 || !strings.Contains(out, "cooldown 0 s of 120 s") {
+		t.Fatalf("after apply: %d\n%s", code, out)
+	}
+	if _, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p2.json")); code != 0 {
+		t.Fatalf("fresh saved plan: %d %s", code, errOut)
+	}
+	// An edited plan file is refused.
+	b, _ := os.ReadFile(filepath.Join(dir, "p2.json"))
+	os.WriteFile(filepath.Join(dir, "p3.json"), []byte(strings.Replace(string(b), "(manager setpoint)", "(manager someone)", 1)), 0o644)
+	if _, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p3.json")); code != 1 || !strings.Contains(errOut, "was edited") {
+		t.Fatalf("edited plan: %d %s", code, errOut)
+	}
+	st, err := state.Load(statePath)
+	if err != nil || len(st.Entries) == 0 {
+		t.Fatalf("state: %v", err)
+	}
+}
+
+func TestConcurrentApplies(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	errs := make([]string, 4)
+	for i := range codes {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cmd := exec.Command(binary, "apply", "--auto-approve", dir)
+			var e strings.Builder
+			cmd.Stderr = &e
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); ok {
+				codes[i] = ee.ExitCode()
+			}
+			errs[i] = e.String()
+		}(i)
+	}
+	wg.Wait()
+	ok := 0
+	for i, c := range codes {
+		switch {
+		case c == 0:
+			ok++
+		case c == 1 && strings.Contains(errs[i], "state is locked by pid"):
+		default:
+			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no apply got through")
+	}
+	if _, err := state.Load(filepath.Join(dir, ".setpoint", "state.json")); err != nil {
+		t.Fatalf("state after concurrent applies: %v", err)
+	}
+}
+
+func TestCorruptStateIsReported(t *testing.T) {
+	dir := copySpecs(t)
+	path := filepath.Join(dir, ".setpoint", "state.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(`{"version":1,"checksum":"00","entries":{}}`), 0o644)
+	_, errOut, code := runCLI(t, "plan", dir)
+	if code != 1 || !strings.Contains(errOut, "state file is corrupt") {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(path); string(b) != `{"version":1,"checksum":"00","entries":{}}` {
+		t.Fatal("the corrupt state was rewritten")
+	}
+}
+
+func TestBrokenSpecDoesNotStopTheOthers(t *testing.T) {
+	dir := copySpecs(t, append(quick, [3]string{"inventory.nfr.yaml", "throughput: {minRPS: 120}", "throughput: {minRPS: lots}"})...)
+	out, errOut, code := runCLI(t, "plan", dir)
+	if code != 1 || !strings.Contains(errOut, "inventory.nfr.yaml:8:24: spec.throughput.minRPS") || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
+		t.Fatalf("%d\n%s\n%s", code, out, errOut)
+	}
+}
+
+func TestSimCommand(t *testing.T) {
+	out, errOut, code := runCLI(t, "sim", "--until", "20m", "specs")
+	if code != 0 || errOut != "" {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "Replica-hours shop/checkout", "p99 over target  NFR/shop/checkout"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	// sim never touches the directory's state.
+	if _, err := os.Stat("../../specs/.setpoint/state.json"); err == nil {
+		t.Error("sim wrote the directory's state")
+	}
+	out, _, code = runCLI(t, "sim", "--json", "--until", "5m", "specs")
+	var s struct {
+		Ticks   int
+		Applies int
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Ticks != 60 {
+		t.Fatalf("json: %d %s", code, out)
+	}
+}
