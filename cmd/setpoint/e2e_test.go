@@ -242,3 +242,76 @@ func TestSimCommand(t *testing.T) {
 		t.Fatalf("json: %d %s", code, out)
 	}
 }
+
+// TestWatchLiveEdits runs the real binary on a copy of specs/ and edits
+// files under it: a good edit is applied, a broken one is reported while the
+// last good version keeps running, and SIGINT stops it cleanly.
+func TestWatchLiveEdits(t *testing.T) {
+	dir := copySpecs(t)
+	cmd := exec.Command(binary, "watch", dir)
+	var logs safeBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFor := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if strings.Contains(logs.String(), what) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no %q in:\n%s", what, logs.String())
+	}
+	waitFor("msg=watching")
+	edit := func(file, old, new string) {
+		p := filepath.Join(dir, file)
+		b, _ := os.ReadFile(p)
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit("checkout.nfr.yaml", "stability: 3m", "stability: 0s")
+	waitFor(`msg=applied reason="edit of checkout.nfr.yaml" address=sim:HorizontalPodAutoscaler/shop/checkout attribute=spec.minReplicas from=2 to=3`)
+	edit("checkout.nfr.yaml", "minRPS: 400", "minRPS: [")
+	waitFor(`msg="edit rejected; the last good version keeps running"`)
+	if !strings.Contains(logs.String(), "checkout.nfr.yaml:8:") {
+		t.Errorf("the rejection should give the position:\n%s", logs.String())
+	}
+	// An edit of another file still reconciles, next to the broken one.
+	edit("inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s}")
+	waitFor(`reason="edit of inventory.nfr.yaml" address=sim:Deployment/shop/inventory`)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch did not stop cleanly: %v\n%s", err, logs.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not stop on SIGINT")
+	}
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

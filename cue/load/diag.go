@@ -377,10 +377,12 @@ func syntaxError(text, file string) (Diagnostic, bool) {
 		col, _ = strconv.Atoi(m[3])
 	}
 	msg := m[4]
-	// The YAML parser reports an unclosed flow collection at the 0-based
-	// line where it opened.
+	// The YAML parser reports its "did not find expected ..." errors at a
+	// 0-based line (an unclosed flow collection at the line it opened).
 	if strings.HasPrefix(msg, "did not find expected") {
 		line++
+	}
+	if strings.HasPrefix(msg, "did not find expected ',' or") {
 		msg += ": an unclosed [ or { starts here"
 	}
 	d := Diagnostic{Pos: spec.Pos{File: file, Line: line, Col: col}, Message: "syntax error: " + msg}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/watch"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+func newWatchCmd() *cobra.Command {
+	var debounce time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch DIR",
+		Short: "Reconcile continuously: on every spec edit and every tick, until stopped",
+		Long: `watch plans and applies like apply --auto-approve, as a controller does: at
+once, every Environment tick, and after each edit of a spec file (debounced),
+for the specs that edit touched. A broken edit is reported and the last good
+version of that file keeps running. With the sim world, virtual time runs from
+the sim config's start at the sim speed (at least real time).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			l, err := load.New()
+			if err != nil {
+				return err
+			}
+			w := &watch.Watcher{Dir: args[0], Loader: l, Debounce: debounce, Log: slog.Default()}
+			for _, d := range w.Load() {
+				fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
+			}
+			set := w.Set()
+			var docs []spec.Document
+			if set.Env != nil {
+				docs = append(docs, set.Env)
+			}
+			ws, err := workspaceFrom(args[0], docs, nil, simOptions{})
+			if err != nil {
+				return err
+			}
+			w.Tick = ws.env.Spec.Tick.D()
+			cfg, _ := sim.Config(ws.env)
+			speed := max(cfg.Speed, 1)
+			wallStart := time.Now()
+			clock := func() time.Time {
+				return ws.now.Add(time.Duration(float64(time.Since(wallStart)) * speed))
+			}
+			w.Reconcile = func(ctx context.Context, set watch.Set, touched []*spec.NFR, reason string) {
+				reconcileOnce(ctx, cmd, ws, set, touched, reason, clock(), w.Tick)
+			}
+			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.NFRs))
+			return w.Run(ctx)
+		},
+	}
+	cmd.Flags().DurationVar(&debounce, "debounce", 20*time.Millisecond, "wait this long after an edit for more edits")
+	return cmd
+}
+
+// reconcileOnce plans and applies the given specs (touched ones, or all).
+func reconcileOnce(ctx context.Context, cmd *cobra.Command, ws *workspace, set watch.Set, touched []*spec.NFR, reason string, now time.Time, lockWait time.Duration) {
+	if set.Env != nil {
+		ws.env = set.Env
+		ws.eng.Env = set.Env
+	}
+	ws.eng.NFRs = set.NFRs
+	if touched != nil {
+		ws.eng.NFRs = touched
+	}
+	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
+		p := ws.eng.Plan(ctx, now, st)
+		for _, e := range p.Errors {
+			slog.Error("plan", "spec", e.Spec, "at", e.Pos, "error", e.Text)
+		}
+		if p.Empty() {
+			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
+			return nil
+		}
+		for _, r := range ws.eng.Apply(ctx, now, p, st) {
+			c := r.Change
+			if r.Err != "" {
+				continue // Apply logged it with the spec's position
+			}
+			slog.Info("applied", "reason", reason, "address", c.Address, "attribute", c.Attribute, "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
+		}
+		return nil
+	})
+	if err != nil {
+		slog.Error("reconcile", "reason", reason, "error", err)
+	}
+}
