@@ -28,6 +28,7 @@ re-reading every attribute the plan observed: if any moved, it refuses and says
 which. Changes are batched per provider; only those that succeed are recorded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tuneBatchGC()
 			if fi, err := os.Stat(args[0]); err == nil && !fi.IsDir() && strings.HasSuffix(args[0], ".json") {
 				return applySaved(cmd, args[0], lockWait, asJSON)
 			}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 // copySpecs copies specs/ (with its trace) into a temp directory and
 // applies edits (file → old → new).
-func copySpecs(t *testing.T, edits ...[3]string) string {
+func copySpecs(t testing.TB, edits ...[3]string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "specs")
 	err := filepath.WalkDir("../../specs", func(p string, d os.DirEntry, err error) error {

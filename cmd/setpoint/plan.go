@@ -28,6 +28,7 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 --detailed-exitcode: 0 nothing to apply, 1 error, 2 something would be applied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tuneBatchGC()
 			w, err := openWorkspace(args[0], simOptions{})
 			if err != nil {
 				return err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,13 +63,26 @@ Exit status 1 if any error was found.`,
 
 // tuneBatchGC trades memory for CPU in a short batch run: validation makes
 // much short-lived garbage around a small live heap, so the collector runs
-// less often (GOGC 200) under a soft 40 MiB limit that keeps the peak near
-// the live heap. GOGC and GOMEMLIMIT in the environment still win.
+// less often (GOGC 200) under a soft memory limit that keeps the peak near
+// the live heap: 40 MiB, or twice the live heap once that is bigger (a fixed
+// limit under a large live heap would make the collector run constantly).
+// GOGC and GOMEMLIMIT in the environment still win.
 func tuneBatchGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(200)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(40 << 20)
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
+	const floor = 40 << 20
+	debug.SetMemoryLimit(floor)
+	go func() {
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for range time.Tick(20 * time.Millisecond) {
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 {
+				debug.SetMemoryLimit(max(floor, 2*int64(sample[0].Value.Uint64())))
+			}
+		}
+	}()
 }

@@ -57,7 +57,7 @@ the sim config's start at the sim speed (at least real time).`,
 				return ws.now.Add(time.Duration(float64(time.Since(wallStart)) * speed))
 			}
 			w.Reconcile = func(ctx context.Context, set watch.Set, touched []*spec.NFR, reason string) {
-				reconcileOnce(ctx, cmd, ws, set, touched, reason, clock(), w.Tick)
+				reconcileOnce(ctx, ws, set, touched, reason, clock(), w.Tick)
 			}
 			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.NFRs))
 			return w.Run(ctx)
@@ -68,7 +68,7 @@ the sim config's start at the sim speed (at least real time).`,
 }
 
 // reconcileOnce plans and applies the given specs (touched ones, or all).
-func reconcileOnce(ctx context.Context, cmd *cobra.Command, ws *workspace, set watch.Set, touched []*spec.NFR, reason string, now time.Time, lockWait time.Duration) {
+func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []*spec.NFR, reason string, now time.Time, lockWait time.Duration) {
 	if set.Env != nil {
 		ws.env = set.Env
 		ws.eng.Env = set.Env

@@ -148,3 +148,24 @@ func Kinds() []string {
 	sort.Strings(names)
 	return names
 }
+
+// FieldError is a rule a kind checks in Go after decoding, where CUE would
+// be too slow or cannot express it (comparing quantities).
+type FieldError struct {
+	Path     string // dotted field path
+	Message  string
+	Expected string
+}
+
+// Checker is implemented by kinds with Go-side rules.
+type Checker interface {
+	Check() []FieldError
+}
+
+// quantityOrder checks lo ≤ hi for two quantities of one document.
+func quantityOrder(hiPath string, lo, hi Bytes) []FieldError {
+	if hi >= lo {
+		return nil
+	}
+	return []FieldError{{Path: hiPath, Message: hi.String() + " is out of range", Expected: ">= " + lo.String()}}
+}

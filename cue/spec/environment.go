@@ -1,6 +1,9 @@
 package spec
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 func init() {
 	Register(Kind{Name: "Environment", New: func() Document { return &Environment{} }})
@@ -113,4 +116,25 @@ type SimContainer struct {
 	Request    Bytes  `json:"request"`
 	Limit      Bytes  `json:"limit"`
 	WorkingSet Bytes  `json:"workingSet"`
+}
+
+// Check: every sim container's request ≤ limit.
+func (e *Environment) Check() []FieldError {
+	var errs []FieldError
+	for i, p := range e.Spec.Providers {
+		if p.Name != "sim" {
+			continue
+		}
+		var c SimConfig
+		if json.Unmarshal(p.Config, &c) != nil {
+			continue
+		}
+		for j, w := range c.Workloads {
+			for k, ct := range w.Containers {
+				path := fmt.Sprintf("spec.providers.%d.config.workloads.%d.containers.%d.limit", i, j, k)
+				errs = append(errs, quantityOrder(path, ct.Request, ct.Limit)...)
+			}
+		}
+	}
+	return errs
 }

@@ -100,3 +100,16 @@ type NFRSignals struct {
 	P99        string `json:"p99,omitempty"`
 	WorkingSet string `json:"workingSet,omitempty"`
 }
+
+// Check: memory.min ≤ memory.max ≤ 1Ti, and a pinned request ≤ limit.
+func (n *NFR) Check() []FieldError {
+	m := n.Spec.Memory
+	errs := quantityOrder("spec.memory.max", m.Min, m.Max)
+	if m.Max > TiB {
+		errs = append(errs, FieldError{Path: "spec.memory.max", Message: m.Max.String() + " is out of range", Expected: "<= 1Ti"})
+	}
+	if m.Request != nil && m.Limit != nil {
+		errs = append(errs, quantityOrder("spec.memory.limit", *m.Request, *m.Limit)...)
+	}
+	return errs
+}

@@ -16,8 +16,15 @@ func main() {
 	per := flag.Int("per-file", 10, "documents per file")
 	out := flag.String("out", "", "directory to create")
 	unique := flag.Bool("unique", false, "make every section of every document distinct")
+	simWorld := flag.Bool("sim", false, "an Environment with a sim world holding every target, over a constant trace")
 	flag.Parse()
 	if err := Write(*out, *n, *per, *unique); err != nil {
+		log.Fatal(err)
+	}
+	if !*simWorld {
+		return
+	}
+	if err := writeSim(*out, *n); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -62,4 +69,24 @@ spec:
 		}
 	}
 	return nil
+}
+
+// writeSim replaces the Environment with one whose sim world has a
+// Deployment with an HPA for every NFR, over 10 minutes of a constant
+// 20,000 req/s trace; one-shot plans look at minute 2.
+func writeSim(dir string, n int) error {
+	var b strings.Builder
+	b.WriteString("second,rate\n")
+	for i := 0; i < 600; i++ {
+		fmt.Fprintf(&b, "%d,20000\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trace.csv"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	b.Reset()
+	b.WriteString("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: bench}\nspec:\n  providers:\n    - name: sim\n      config:\n        trace: trace.csv\n        start: 2m\n        workloads:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "          - {kind: Deployment, namespace: ns-%d, name: svc-%d, replicas: 1, hpa: {min: 1, max: 10, targetRPS: 1000}, perPodRPS: 100, share: %g, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 100Mi}]}\n", i%50, i, 1.0/float64(n))
+	}
+	return os.WriteFile(filepath.Join(dir, "setpoint.yaml"), []byte(b.String()), 0o644)
 }
