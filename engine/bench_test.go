@@ -29,7 +29,7 @@ func BenchmarkPlan10k(b *testing.B) {
 		tr.Rate[i] = 20000
 	}
 	cfg := spec.SimConfig{Seed: 1}
-	var nfrs []*spec.NFR
+	var nfrs []spec.Document
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("svc-%d", i)
 		ns := fmt.Sprintf("ns-%d", i%100)
@@ -55,7 +55,7 @@ func BenchmarkPlan10k(b *testing.B) {
 	}
 	env := &spec.Environment{}
 	env.Spec.Providers = []spec.Provider{{Name: "sim"}}
-	e := &engine.Engine{Env: env, NFRs: nfrs, Providers: map[string]providers.Provider{"sim": &sim.Provider{World: w}}, Signals: embedded.NewSource(store)}
+	e := &engine.Engine{Env: env, Specs: nfrs, Providers: map[string]providers.Provider{"sim": &sim.Provider{World: w}}, Signals: embedded.NewSource(store)}
 	now := tr.Start.Add(2 * time.Minute)
 	started := time.Now()
 	w.AdvanceTo(now)

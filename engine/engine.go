@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
-	"github.com/setpoint-dev/setpoint/engine/decide/nfr"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -27,20 +26,15 @@ const PausedAnnotation = "setpoint.dev/paused"
 
 // Engine plans and applies for a set of specs.
 type Engine struct {
-	Env       *spec.Environment
-	NFRs      []*spec.NFR
+	Env *spec.Environment
+	// Specs are the documents to reconcile; each kind is handled by the
+	// decider registered for it.
+	Specs     []spec.Document
 	Providers map[string]providers.Provider
 	Signals   signals.Source
 	Version   string
 	Dir       string
 	Log       *slog.Logger
-}
-
-// target is what one NFR acts on.
-type target struct {
-	spec     *spec.NFR
-	workload providers.Address
-	hpa      providers.Address // Deployments only
 }
 
 func (e *Engine) logger() *slog.Logger {
@@ -50,24 +44,39 @@ func (e *Engine) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (e *Engine) targets() []target {
-	def := ""
+// defaultProvider is the Environment's first provider: where a spec's
+// target lives unless it names one.
+func (e *Engine) defaultProvider() string {
 	if e.Env != nil && len(e.Env.Spec.Providers) > 0 {
-		def = e.Env.Spec.Providers[0].Name
+		return e.Env.Spec.Providers[0].Name
 	}
-	out := make([]target, 0, len(e.NFRs))
-	for _, n := range e.NFRs {
-		prov := n.Spec.Target.Provider
-		if prov == "" {
-			prov = def
+	return ""
+}
+
+// decided pairs a spec with its decider and the addresses it reads.
+type decided struct {
+	doc     spec.Document
+	decider Decider
+	reads   []providers.Address
+}
+
+func (e *Engine) plans() ([]decided, []plan.Note) {
+	out := make([]decided, 0, len(e.Specs))
+	var errs []plan.Note
+	def := e.defaultProvider()
+	for _, d := range e.Specs {
+		h := d.Head()
+		if h.Kind == "Environment" {
+			continue
 		}
-		t := target{spec: n, workload: providers.Address{Provider: prov, Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}}
-		if t.workload.Kind == "Deployment" {
-			t.hpa = providers.Address{Provider: prov, Kind: "HorizontalPodAutoscaler", Namespace: t.workload.Namespace, Name: t.workload.Name}
+		dec, ok := Lookup(h.Kind)
+		if !ok {
+			errs = append(errs, plan.Note{Spec: h.ID(), Pos: h.Src.Pos.String(), Text: "no decider for kind " + h.Kind + " in this release"})
+			continue
 		}
-		out = append(out, t)
+		out = append(out, decided{doc: d, decider: dec, reads: dec.Reads(d, def)})
 	}
-	return out
+	return out, errs
 }
 
 // Observation is what one tick read.
@@ -78,13 +87,16 @@ type Observation struct {
 }
 
 // observe reads every address the specs target, one batch per provider.
-func (e *Engine) observe(ctx context.Context, now time.Time, ts []target) Observation {
+func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Observation {
 	obs := Observation{Objects: map[string]providers.Object{}, Failed: map[string]string{}}
 	byProv := map[string][]providers.Address{}
-	for _, t := range ts {
-		byProv[t.workload.Provider] = append(byProv[t.workload.Provider], t.workload)
-		if t.hpa.Kind != "" {
-			byProv[t.hpa.Provider] = append(byProv[t.hpa.Provider], t.hpa)
+	seen := map[providers.Address]bool{}
+	for _, d := range ds {
+		for _, a := range d.reads {
+			if !seen[a] {
+				seen[a] = true
+				byProv[a.Provider] = append(byProv[a.Provider], a)
+			}
 		}
 	}
 	names := make([]string, 0, len(byProv))
@@ -130,129 +142,6 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ts []target) Observ
 	return obs
 }
 
-// Default queries, evaluated once per tick for every workload and split by
-// labels. CPU and memory series carry only the pod, so they are joined to
-// workloads through kube_pod_labels.
-const (
-	QueryRPS = `sum by (namespace, app) (rate(http_requests_total{code!~"5.."}[1m]))`
-	QueryCPU = `sum by (namespace, label_app) (rate(container_cpu_usage_seconds_total[1m]) * on(namespace, pod) group_left(label_app) kube_pod_labels) * 1000`
-	QueryP99 = `histogram_quantile(0.99, sum by (namespace, app, le) (rate(http_request_duration_seconds_bucket[1m])))`
-)
-
-// QueryWorkingSet is the mean over pods of each container's working set
-// averaged over window.
-func QueryWorkingSet(window time.Duration) string {
-	return fmt.Sprintf(`avg by (namespace, label_app, container) (avg_over_time(container_memory_working_set_bytes[%s]) * on(namespace, pod) group_left(label_app) kube_pod_labels)`, promDuration(window))
-}
-
-func promDuration(d time.Duration) string {
-	if d%time.Minute == 0 {
-		return strconv.Itoa(int(d/time.Minute)) + "m"
-	}
-	return strconv.Itoa(int(d/time.Second)) + "s"
-}
-
-// gather evaluates the signals of every target: grouped default queries
-// once, overrides one by one.
-func (e *Engine) gather(ctx context.Context, now time.Time, ts []target) map[*spec.NFR]nfr.Signals {
-	out := make(map[*spec.NFR]nfr.Signals, len(ts))
-	if e.Signals == nil {
-		for _, t := range ts {
-			out[t.spec] = nfr.Signals{Missing: map[string]string{"rps": "no signal source", "cpu": "no signal source", "p99": "no signal source"}}
-		}
-		return out
-	}
-	type grouped struct {
-		vals map[string]float64
-		err  string
-	}
-	run := func(expr string, by ...string) grouped {
-		r, err := e.Signals.Query(ctx, expr, now)
-		if err != nil {
-			return grouped{err: err.Error()}
-		}
-		return grouped{vals: r.By(by...), err: r.NoData()}
-	}
-	rps := run(QueryRPS, "namespace", "app")
-	cpu := run(QueryCPU, "namespace", "label_app")
-	p99 := run(QueryP99, "namespace", "app")
-	ws := map[time.Duration]grouped{}
-	for _, t := range ts {
-		w := t.spec.Spec.Memory.Window.D()
-		if _, ok := ws[w]; !ok && t.spec.Spec.Enforcement.Memory != spec.ModeOff {
-			ws[w] = run(QueryWorkingSet(w), "namespace", "label_app", "container")
-		}
-	}
-	pick := func(g grouped, key, name string, s *nfr.Signals) *float64 {
-		if v, ok := g.vals[key]; ok {
-			return &v
-		}
-		why := "no series for this workload"
-		if g.err != "" {
-			why = g.err
-		}
-		s.Missing[name] = why
-		return nil
-	}
-	for _, t := range ts {
-		n := t.spec
-		key := n.Metadata.Namespace + "/" + n.Spec.Target.Name
-		s := nfr.Signals{Missing: map[string]string{}, WorkingSet: map[string]float64{}}
-		s.RPS = e.override(ctx, now, n.Spec.Signals.RPS, "rps", &s, func() *float64 { return pick(rps, key, "rps", &s) })
-		s.CPUMilli = e.override(ctx, now, n.Spec.Signals.CPU, "cpu", &s, func() *float64 { return pick(cpu, key, "cpu", &s) })
-		s.P99 = e.override(ctx, now, n.Spec.Signals.P99, "p99", &s, func() *float64 { return pick(p99, key, "p99", &s) })
-		if g, ok := ws[n.Spec.Memory.Window.D()]; ok {
-			prefix := key + "/"
-			for k, v := range g.vals {
-				if c, ok := strings.CutPrefix(k, prefix); ok {
-					s.WorkingSet[c] = v
-				}
-			}
-			if len(s.WorkingSet) == 0 {
-				for _, c := range n.Spec.Memory.Containers {
-					s.Missing["workingSet/"+c] = orDefault(g.err, "no series for this workload")
-				}
-			}
-		}
-		if n.Spec.Signals.WorkingSet != "" {
-			// An override gives one value for every sized container.
-			if v := e.override(ctx, now, n.Spec.Signals.WorkingSet, "workingSet", &s, func() *float64 { return nil }); v != nil {
-				for _, c := range n.Spec.Memory.Containers {
-					s.WorkingSet[c] = *v
-				}
-			}
-		}
-		out[n] = s
-	}
-	return out
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-// override evaluates a spec's own query for one signal, or falls back to
-// the grouped default.
-func (e *Engine) override(ctx context.Context, now time.Time, expr, name string, s *nfr.Signals, def func() *float64) *float64 {
-	if expr == "" {
-		return def()
-	}
-	r, err := e.Signals.Query(ctx, expr, now)
-	if err != nil {
-		s.Missing[name] = err.Error()
-		return nil
-	}
-	v, err := r.Value()
-	if err != nil {
-		s.Missing[name] = err.Error()
-		return nil
-	}
-	return &v
-}
-
 // parseValue reads an attribute as a number in its unit.
 func parseValue(u intent.Unit, s string) (int64, bool) {
 	if u == intent.Bytes {
@@ -269,47 +158,22 @@ func parseValue(u intent.Unit, s string) (int64, bool) {
 func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan.Plan {
 	p := &plan.Plan{FormatVersion: plan.FormatVersion, SetpointVersion: e.Version, At: now, Dir: e.Dir,
 		Specs: map[string]string{}, Observed: map[string]string{}, Changes: []plan.Change{}, Held: []plan.Change{}, Notes: []plan.Note{}, Errors: []plan.Note{}}
-	ts := e.targets()
-	obs := e.observe(ctx, now, ts)
+	ds, errs := e.plans()
+	p.Errors = append(p.Errors, errs...)
+	obs := e.observe(ctx, now, ds)
 	p.Observed = obs.fingerprintable()
-	sigs := e.gather(ctx, now, ts)
+	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
 
 	var intents []intent.Intent
-	bySpec := map[string]target{}
-	for _, t := range ts {
-		n := t.spec
-		p.Specs[n.ID()] = spec.Digest(n)
-		bySpec[n.ID()] = t
-		pos := n.Src.Pos.String()
-		if why, failed := obs.Failed[t.workload.String()]; failed {
-			p.Errors = append(p.Errors, plan.Note{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("reading %s: %s", t.workload, why)})
-			continue
-		}
-		w := obs.Objects[t.workload.String()]
-		if !w.Exists {
-			p.Notes = append(p.Notes, plan.Note{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", t.workload)})
-			continue
-		}
-		hpa := obs.Objects[t.hpa.String()]
-		if t.hpa.Kind != "" && !hpa.Exists {
-			hpa.Address = t.hpa
-		}
-		users := map[string]int64{}
-		for _, o := range []providers.Object{w, hpa} {
-			for attr, v := range o.Attributes {
-				key := state.Key(o.Address.String(), attr)
-				if e, ok := st.Entries[key]; ok && e.User != nil {
-					users[attr] = *e.User
-				} else if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-					users[attr] = n
-				}
-			}
-		}
-		out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Signals: sigs[n], UserValue: users})
-		for _, note := range out.Notes {
-			p.Notes = append(p.Notes, plan.Note{Spec: n.ID(), Pos: pos, Text: string(note.Dimension) + ": " + note.Text})
-		}
-		intents = append(intents, out.Intents...)
+	bySpec := map[string]decided{}
+	for _, d := range ds {
+		h := d.doc.Head()
+		p.Specs[h.ID()] = spec.Digest(d.doc)
+		bySpec[h.ID()] = d
+		its, notes, errs := d.decider.Decide(tick, d.doc, d.reads, obs, st)
+		p.Notes = append(p.Notes, notes...)
+		p.Errors = append(p.Errors, errs...)
+		intents = append(intents, its...)
 	}
 
 	current := func(a providers.Address, attr string) (int64, bool) {
@@ -331,7 +195,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		if !d.Set {
 			continue
 		}
-		t := bySpec[d.Primary.Source]
+		sp := bySpec[d.Primary.Source]
 		o := obs.Objects[d.Address.String()]
 		cur, has := current(d.Address, d.Attribute)
 		key := state.Key(d.Address.String(), d.Attribute)
@@ -347,7 +211,10 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 			entry.Window = nil
 			continue
 		}
-		params := e.params(t, d.Dimension, obs.Objects[t.workload.String()])
+		params := sp.decider.Params(sp.doc, sp.reads, d.Dimension, obs)
+		if e.Env != nil {
+			params.GitOps = e.Env.Spec.GitopsManagers
+		}
 		ch := gate.Change{Unit: d.Unit, Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attribute]}
 		dec := gate.Evaluate(now, params, ch, entry)
 		entry.Window = dec.Window
@@ -387,31 +254,6 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		return p.Changes[i].Attribute < p.Changes[j].Attribute
 	})
 	p.Seal()
-	return p
-}
-
-// params are the gate's rules for one dimension of one spec.
-func (e *Engine) params(t target, d intent.Dimension, workload providers.Object) gate.Params {
-	s := t.spec.Spec
-	p := gate.Params{Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D(), TakeOverFrom: s.TakeOverFrom}
-	if e.Env != nil {
-		p.GitOps = e.Env.Spec.GitopsManagers
-	}
-	switch {
-	case s.Paused:
-		p.Paused, p.PauseReason = true, "spec.paused at "+t.spec.Src.PosOf("spec.paused").String()
-	case workload.Annotations[PausedAnnotation] == "true":
-		p.Paused, p.PauseReason = true, PausedAnnotation+` is "true" on the target`
-	}
-	if d == intent.Replicas {
-		p.Mode, p.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
-		p.Cap, p.CapField = int64(s.Safety.MaxReplicas), "safety.maxReplicas"
-	} else {
-		p.Mode, p.MaxStep = s.Enforcement.Memory, float64(s.Safety.MaxMemoryStep)
-		if s.Safety.MaxMemory != nil {
-			p.Cap, p.CapField = int64(*s.Safety.MaxMemory), "safety.maxMemory"
-		}
-	}
 	return p
 }
 
@@ -481,7 +323,8 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 // Observe re-reads what a plan observes, for the staleness check of a
 // saved plan.
 func (e *Engine) Observe(ctx context.Context, now time.Time) map[string]string {
-	return e.observe(ctx, now, e.targets()).fingerprintable()
+	ds, _ := e.plans()
+	return e.observe(ctx, now, ds).fingerprintable()
 }
 
 // fingerprintable lists every object's existence and generation and every

@@ -68,7 +68,7 @@ spec:
 	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
 	for _, d := range r.Documents {
 		if n, ok := d.(*spec.NFR); ok {
-			e.NFRs = append(e.NFRs, n)
+			e.Specs = append(e.Specs, n)
 		}
 	}
 	return e, p

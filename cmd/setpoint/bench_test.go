@@ -48,7 +48,7 @@ func BenchmarkWatchReaction(b *testing.B) {
 	}
 	h := hooked{Provider: ws.sim, applied: make(chan time.Time, 16)}
 	ws.eng.Providers["sim"] = h
-	w.Reconcile = func(ctx context.Context, set watch.Set, touched []*spec.NFR, reason string) {
+	w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
 		reconcileOnce(ctx, ws, set, touched, reason, ws.now, time.Second)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
@@ -127,7 +128,9 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 			workloads = append(workloads, a)
 		}
 	}
-	for now := start.Add(tick); !now.After(end); now = now.Add(tick) {
+	clk := clock.NewVirtual(start)
+	for clk.Advance(tick); !clk.Now().After(end); clk.Advance(tick) {
+		now := clk.Now()
 		if ctx.Err() != nil {
 			break
 		}

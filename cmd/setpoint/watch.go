@@ -13,6 +13,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/watch"
 	"github.com/setpoint-dev/setpoint/providers/sim"
@@ -51,15 +52,11 @@ the sim config's start at the sim speed (at least real time).`,
 			}
 			w.Tick = ws.env.Spec.Tick.D()
 			cfg, _ := sim.Config(ws.env)
-			speed := max(cfg.Speed, 1)
-			wallStart := time.Now()
-			clock := func() time.Time {
-				return ws.now.Add(time.Duration(float64(time.Since(wallStart)) * speed))
+			clk := clock.NewScaled(clock.Wall{}, ws.now, max(cfg.Speed, 1))
+			w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
+				reconcileOnce(ctx, ws, set, touched, reason, clk.Now(), w.Tick)
 			}
-			w.Reconcile = func(ctx context.Context, set watch.Set, touched []*spec.NFR, reason string) {
-				reconcileOnce(ctx, ws, set, touched, reason, clock(), w.Tick)
-			}
-			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.NFRs))
+			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.Specs))
 			return w.Run(ctx)
 		},
 	}
@@ -68,14 +65,14 @@ the sim config's start at the sim speed (at least real time).`,
 }
 
 // reconcileOnce plans and applies the given specs (touched ones, or all).
-func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []*spec.NFR, reason string, now time.Time, lockWait time.Duration) {
+func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []spec.Document, reason string, now time.Time, lockWait time.Duration) {
 	if set.Env != nil {
 		ws.env = set.Env
 		ws.eng.Env = set.Env
 	}
-	ws.eng.NFRs = set.NFRs
+	ws.eng.Specs = set.Specs
 	if touched != nil {
-		ws.eng.NFRs = touched
+		ws.eng.Specs = touched
 	}
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
 		p := ws.eng.Plan(ctx, now, st)

@@ -22,6 +22,7 @@ type workspace struct {
 	dir       string
 	env       *spec.Environment
 	nfrs      []*spec.NFR
+	specs     []spec.Document // every kind but the Environment
 	diags     load.Diagnostics
 	store     *embedded.Store
 	sim       *sim.Provider
@@ -60,6 +61,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			}
 		case *spec.NFR:
 			w.nfrs = append(w.nfrs, x)
+			w.specs = append(w.specs, x)
+		default:
+			w.specs = append(w.specs, x)
 		}
 	}
 	if w.env == nil {
@@ -104,7 +108,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		w.now = world.Start().Add(cfg.Start.D())
 		provs["sim"] = w.sim
 	}
-	w.eng = &engine.Engine{Env: w.env, NFRs: w.nfrs, Providers: provs, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: dir}
+	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: dir}
 	return w, nil
 }
 

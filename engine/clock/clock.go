@@ -50,3 +50,23 @@ func (v *Virtual) Advance(d time.Duration) {
 	defer v.mu.Unlock()
 	v.now = v.now.Add(d)
 }
+
+// Scaled maps another clock onto virtual time: origin at the moment it is
+// made, then speed virtual seconds per second of the base clock (watch on
+// the sim world).
+type Scaled struct {
+	base   Clock
+	origin time.Time
+	start  time.Time
+	speed  float64
+}
+
+// NewScaled starts a scaled clock at origin.
+func NewScaled(base Clock, origin time.Time, speed float64) *Scaled {
+	return &Scaled{base: base, origin: origin, start: base.Now(), speed: speed}
+}
+
+// Now returns the virtual time.
+func (s *Scaled) Now() time.Time {
+	return s.origin.Add(time.Duration(float64(s.base.Now().Sub(s.start)) * s.speed))
+}

@@ -24,13 +24,13 @@ import (
 
 // Set is the specs in force: the last good documents of every file.
 type Set struct {
-	Env  *spec.Environment
-	NFRs []*spec.NFR
+	Env   *spec.Environment
+	Specs []spec.Document // every kind but the Environment
 }
 
 // Reconciler is called with the whole set and, for an edit, the specs of
 // the files it touched (nil on a periodic tick: reconcile everything).
-type Reconciler func(ctx context.Context, set Set, touched []*spec.NFR, reason string)
+type Reconciler func(ctx context.Context, set Set, touched []spec.Document, reason string)
 
 // Watcher watches one directory.
 type Watcher struct {
@@ -70,8 +70,8 @@ func (w *Watcher) Set() Set {
 				if s.Env == nil {
 					s.Env = x
 				}
-			case *spec.NFR:
-				s.NFRs = append(s.NFRs, x)
+			default:
+				s.Specs = append(s.Specs, x)
 			}
 		}
 	}
@@ -79,8 +79,8 @@ func (w *Watcher) Set() Set {
 }
 
 // reload re-reads one file. A broken file keeps its last good documents;
-// a removed file drops them. It returns the file's NFRs now in force.
-func (w *Watcher) reload(path string) ([]*spec.NFR, error) {
+// a removed file drops them. It returns the file's specs now in force.
+func (w *Watcher) reload(path string) ([]spec.Document, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		delete(w.files, path)
 		return nil, nil
@@ -101,10 +101,10 @@ func (w *Watcher) reload(path string) ([]*spec.NFR, error) {
 		w.files[path] = old
 		return nil, cd
 	}
-	var out []*spec.NFR
+	var out []spec.Document
 	for _, d := range docs {
-		if n, ok := d.(*spec.NFR); ok {
-			out = append(out, n)
+		if d.Head().Kind != "Environment" {
+			out = append(out, d)
 		}
 	}
 	return out, nil
@@ -177,16 +177,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.Log.Error("watch", "error", err)
 		case <-debounce:
 			debounce = nil
-			var touched []*spec.NFR
+			var touched []spec.Document
 			var names []string
 			for f := range pending {
 				names = append(names, filepath.Base(f))
-				nfrs, err := w.reload(f)
+				docs, err := w.reload(f)
 				if err != nil {
 					w.Log.Error("edit rejected; the last good version keeps running", "file", f, "error", err)
 					continue
 				}
-				touched = append(touched, nfrs...)
+				touched = append(touched, docs...)
 			}
 			clear(pending)
 			if len(touched) > 0 {
