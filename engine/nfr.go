@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -104,12 +103,12 @@ func signalsFor(t *Tick, n *spec.NFR) nfr.Signals {
 	s := nfr.Signals{Missing: map[string]string{}, WorkingSet: map[string]float64{}}
 	key := n.Metadata.Namespace + "/" + n.Spec.Target.Name
 	grouped := func(expr, name string, by ...string) *float64 {
-		r, err := t.Query(expr)
+		m, r, err := t.By(expr, by...)
 		if err != nil {
 			s.Missing[name] = err.Error()
 			return nil
 		}
-		if v, ok := r.By(by...)[key]; ok {
+		if v, ok := m[key]; ok {
 			return &v
 		}
 		s.Missing[name] = orDefault(r.NoData(), "no series for this workload")
@@ -147,16 +146,13 @@ func signalsFor(t *Tick, n *spec.NFR) nfr.Signals {
 		}
 		return s
 	}
-	r, err := t.Query(QueryWorkingSet(n.Spec.Memory.Window.D()))
+	m, r, err := t.Nested(QueryWorkingSet(n.Spec.Memory.Window.D()), "container", "namespace", "label_app")
 	why := ""
 	if err != nil {
 		why = err.Error()
 	} else {
-		prefix := key + "/"
-		for k, v := range r.By("namespace", "label_app", "container") {
-			if c, ok := strings.CutPrefix(k, prefix); ok {
-				s.WorkingSet[c] = v
-			}
+		for c, v := range m[key] {
+			s.WorkingSet[c] = v
 		}
 		why = orDefault(r.NoData(), "no series for this workload")
 	}

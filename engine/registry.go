@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,10 @@ type Tick struct {
 type tickResult struct {
 	r   signals.Result
 	err error
+	by  map[string]map[string]float64 // By(labels) of r, per label list
+	// nested is r indexed by group labels then one sub-label (one
+	// label set per expression).
+	nested map[string]map[string]float64
 }
 
 // Query evaluates expr at the tick's time, once per tick.
@@ -90,8 +95,55 @@ func (t *Tick) Query(expr string) (signals.Result, error) {
 		return signals.Result{Expr: expr, At: t.Now}, errNoSource
 	}
 	r, err := t.Source.Query(t.Ctx, expr, t.Now)
-	t.cache[expr] = tickResult{r, err}
+	t.cache[expr] = tickResult{r: r, err: err}
 	return r, err
+}
+
+// By evaluates expr once per tick and indexes it by labels once, so every
+// spec finds its workload's value in a grouped result without a scan.
+func (t *Tick) By(expr string, labels ...string) (map[string]float64, signals.Result, error) {
+	r, err := t.Query(expr)
+	if err != nil {
+		return nil, r, err
+	}
+	tr := t.cache[expr]
+	key := strings.Join(labels, ",")
+	if m, ok := tr.by[key]; ok {
+		return m, r, nil
+	}
+	if tr.by == nil {
+		tr.by = map[string]map[string]float64{}
+	}
+	m := r.By(labels...)
+	tr.by[key] = m
+	t.cache[expr] = tr
+	return m, r, nil
+}
+
+// Nested indexes a grouped result two levels deep, once per tick: by the
+// values of labels (joined with "/"), then by the value of sub.
+func (t *Tick) Nested(expr, sub string, labels ...string) (map[string]map[string]float64, signals.Result, error) {
+	r, err := t.Query(expr)
+	if err != nil {
+		return nil, r, err
+	}
+	tr := t.cache[expr]
+	if tr.nested == nil {
+		parts := make([]string, len(labels))
+		tr.nested = map[string]map[string]float64{}
+		for _, smp := range r.Samples {
+			for i, l := range labels {
+				parts[i] = smp.Labels[l]
+			}
+			k := strings.Join(parts, "/")
+			if tr.nested[k] == nil {
+				tr.nested[k] = map[string]float64{}
+			}
+			tr.nested[k][smp.Labels[sub]] = smp.Value
+		}
+		t.cache[expr] = tr
+	}
+	return tr.nested, r, nil
 }
 
 type noSource struct{}
