@@ -222,7 +222,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 			Address: d.Address.String(), Attribute: d.Attribute, Action: plan.Update, Dimension: string(d.Dimension),
 			From: intent.Format(cur, d.Unit), To: intent.Format(dec.Value, d.Unit), Wanted: intent.Format(d.Value, d.Unit),
 			Reason: d.Primary.Rationale, Notes: dec.Notes, Held: dec.Held, Conflict: dec.Conflict, Manager: ch.Manager,
-			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value,
+			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value, Restore: d.Primary.Restore,
 		}
 		if !o.Exists {
 			if d.Create == nil {
@@ -301,6 +301,9 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				r.Err = fmt.Sprintf("%s: %s %s: the provider did not answer for this change", c.SpecPos, c.Address, c.Attribute)
 			case resp.Results[i].Err != "":
 				r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, resp.Results[i].Err)
+			case c.Restore:
+				// The user's value is back: setpoint no longer owns it.
+				delete(st.Entries, state.Key(c.Address, c.Attribute))
 			default:
 				e := st.Get(state.Key(c.Address, c.Attribute))
 				e.Applied = &state.Applied{Value: c.Value, At: now}

@@ -141,6 +141,23 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 	if c := find(pl.Changes, "spec.minReplicas"); c == nil || c.From != "3" || c.To != "4" {
 		t.Fatalf("after the cooldown: %s", text(pl))
 	}
+	// Enforcement turned off: the user's value comes back in one step, and
+	// setpoint forgets the attribute.
+	e.Specs[0].(*spec.NFR).Spec.Enforcement.Replicas = spec.ModeOff
+	pl = e.Plan(ctx, now.Add(130*time.Second), st)
+	c = find(pl.Changes, "spec.minReplicas")
+	if c == nil || c.From != "3" || c.To != "2" || !c.Restore || !strings.Contains(c.Reason, "restoring the user's value 2") {
+		t.Fatalf("restore: %s", text(pl))
+	}
+	if res := e.Apply(ctx, now.Add(130*time.Second), pl, st); len(res) != 1 || res[0].Err != "" {
+		t.Fatalf("restore apply: %+v", res)
+	}
+	if _, ok := st.Entries[key]; ok {
+		t.Fatal("the restored attribute should be forgotten")
+	}
+	if pl = e.Plan(ctx, now.Add(135*time.Second), st); find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil {
+		t.Fatalf("nothing left to do after the restore: %s", text(pl))
+	}
 }
 
 func text(p *plan.Plan) string {

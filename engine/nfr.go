@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -90,6 +91,7 @@ func (nfrDecider) Decide(t *Tick, doc spec.Document, reads []providers.Address, 
 		}
 	}
 	out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Signals: signalsFor(t, n), UserValue: users})
+	out.Intents = append(out.Intents, restores(n, []providers.Object{w, hpa}, st)...)
 	var notes []plan.Note
 	for _, note := range out.Notes {
 		notes = append(notes, plan.Note{Spec: n.ID(), Pos: n.Src.Pos.String(), Text: string(note.Dimension) + ": " + note.Text})
@@ -171,6 +173,39 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// restores returns, for each dimension turned off, the user's value of
+// every attribute setpoint wrote, so turning enforcement off hands the
+// workload back as it was.
+func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.Intent {
+	var out []intent.Intent
+	for _, o := range objs {
+		if !o.Exists {
+			continue
+		}
+		for attr := range o.Attributes {
+			e, ok := st.Entries[state.Key(o.Address.String(), attr)]
+			if !ok || e.User == nil || e.Applied == nil {
+				continue
+			}
+			dim, unit := intent.Replicas, intent.Count
+			if strings.HasSuffix(attr, ".memory") {
+				dim, unit = intent.Memory, intent.Bytes
+			}
+			mode := n.Spec.Enforcement.Replicas
+			if dim == intent.Memory {
+				mode = n.Spec.Enforcement.Memory
+			}
+			if mode != spec.ModeOff {
+				continue
+			}
+			out = append(out, intent.Intent{Address: o.Address, Attribute: attr, Kind: intent.Exact, Value: *e.User, Recommended: *e.User,
+				Unit: unit, Dimension: dim, Restore: true, Source: n.ID(), SourcePos: n.Src.PosOf("spec.enforcement"),
+				Rationale: fmt.Sprintf("enforcement of %s is off: restoring the user's value %s", dim, intent.Format(*e.User, unit))})
+		}
+	}
+	return out
+}
+
 func (nfrDecider) Params(doc spec.Document, reads []providers.Address, d intent.Dimension, obs Observation) gate.Params {
 	n := doc.(*spec.NFR)
 	s := n.Spec
@@ -181,6 +216,12 @@ func (nfrDecider) Params(doc spec.Document, reads []providers.Address, d intent.
 		p.Paused, p.PauseReason = true, "spec.paused at "+n.Src.PosOf("spec.paused").String()
 	case annotations[PausedAnnotation] == "true":
 		p.Paused, p.PauseReason = true, PausedAnnotation+` is "true" on the target`
+	}
+	// An off dimension has only restores: they go through at once, in one
+	// step, unless the target is paused.
+	if (d == intent.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == intent.Memory && s.Enforcement.Memory == spec.ModeOff) {
+		p.Mode, p.Stability, p.Cooldown = spec.ModeEnforce, 0, 0
+		return p
 	}
 	if d == intent.Replicas {
 		p.Mode, p.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)

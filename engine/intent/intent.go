@@ -55,6 +55,9 @@ type Intent struct {
 	SourcePos spec.Pos
 	// Create asks for the object to be created when it does not exist.
 	Create *Create
+	// Restore puts back the user's value after enforcement was turned off;
+	// once applied, setpoint forgets the attribute.
+	Restore bool
 }
 
 // Create describes an object to create (an HPA the spec asks for).

@@ -65,6 +65,8 @@ type Change struct {
 	Contributors []Contributor     `json:"contributors,omitempty"`
 	// Value is To as a number (replicas, bytes), for the state.
 	Value int64 `json:"value"`
+	// Restore marks the return of the user's value (enforcement off).
+	Restore bool `json:"restore,omitempty"`
 }
 
 // Note is something a spec's decision has to say without a change: a
