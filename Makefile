@@ -11,7 +11,7 @@ FUZZTIME  ?= 60s
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean
+.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean proto
 
 all: build
 
@@ -61,3 +61,16 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# Regenerate the provider protocol's Go code (protoc from Debian's
+# protobuf-compiler, the Go plugins at the module's versions).
+PROTOC_GEN_GO_VER := $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+PROTOC_GEN_GO_GRPC_VER := v1.5.1
+proto:
+	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }
+	@"$(GOBIN)/protoc-gen-go" --version 2>/dev/null | grep -q "$(PROTOC_GEN_GO_VER)" || $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VER)
+	@"$(GOBIN)/protoc-gen-go-grpc" --version 2>/dev/null | grep -q "$(PROTOC_GEN_GO_GRPC_VER:v%=%)" || $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VER)
+	protoc --plugin="$(GOBIN)/protoc-gen-go" --plugin="$(GOBIN)/protoc-gen-go-grpc" \
+		--go_out=. --go_opt=module=github.com/setpoint-dev/setpoint \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/setpoint-dev/setpoint \
+		providers/proto/provider.proto

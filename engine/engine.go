@@ -32,7 +32,10 @@ type Engine struct {
 	Specs     []spec.Document
 	Providers map[string]providers.Provider
 	Signals   signals.Source
-	Version   string
+	// Feeds pull provider-sourced samples into the signal store before
+	// every plan (the sim world out of process).
+	Feeds   []*Feed
+	Version string
 	Dir       string
 	Log       *slog.Logger
 }
@@ -160,6 +163,9 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		Specs: map[string]string{}, Observed: map[string]string{}, Changes: []plan.Change{}, Held: []plan.Change{}, Notes: []plan.Note{}, Errors: []plan.Note{}}
 	ds, errs := e.plans()
 	p.Errors = append(p.Errors, errs...)
+	for _, f := range e.Feeds {
+		f.Pull(ctx, now)
+	}
 	obs := e.observe(ctx, now, ds)
 	p.Observed = obs.fingerprintable()
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}

@@ -106,3 +106,97 @@ type Provider interface {
 	Read(ctx context.Context, req ReadRequest) ReadResponse
 	Apply(ctx context.Context, req ApplyRequest) ApplyResponse
 }
+
+// ConfigureRequest hands a provider its configuration.
+type ConfigureRequest struct {
+	Now time.Time
+	// Config is the provider's config block from the Environment, as JSON.
+	Config []byte
+	// BaseDir is the Environment file's directory.
+	BaseDir string
+	// StatePath is where the provider may keep state ("" for none).
+	StatePath string
+}
+
+// SignalsRequest asks for samples from Cursor on, and for the definitions
+// of series from KnownSeries on.
+type SignalsRequest struct {
+	Now         time.Time
+	Cursor      uint64
+	KnownSeries uint64
+	MaxSamples  int
+	// Instance is the provider instance the cursor came from; a provider
+	// that is another instance (it restarted) starts from zero.
+	Instance string
+}
+
+// SeriesDef names a series once; samples refer to it by ID.
+type SeriesDef struct {
+	ID     uint64
+	Labels map[string]string
+}
+
+// Sample is one timestamped value (milliseconds since the epoch).
+type Sample struct {
+	Series uint64
+	T      int64
+	V      float64
+}
+
+// SignalsResponse carries new series and samples, and the next cursor.
+// Instance changes when the provider restarts: cursors start again.
+type SignalsResponse struct {
+	Series      []SeriesDef
+	Samples     []Sample
+	Cursor      uint64
+	More        bool
+	Instance    string
+	Diagnostics []Diagnostic
+}
+
+// Event is a change in the world that should trigger a reconcile.
+type Event struct {
+	Now     time.Time
+	Address Address
+	Reason  string
+}
+
+// AttributeSchema describes one attribute a provider serves.
+type AttributeSchema struct {
+	Path        string
+	Type        string
+	ReadOnly    bool
+	Description string
+}
+
+// KindSchema lists a kind's attributes.
+type KindSchema struct {
+	Kind       string
+	Attributes []AttributeSchema
+}
+
+// Schema is what a provider says about itself.
+type Schema struct {
+	Name    string
+	Version string
+	Kinds   []KindSchema
+	Signals bool
+	Events  bool
+}
+
+// Full is the whole provider protocol: what an out-of-process provider
+// implements (through the SDK) and what the engine calls.
+type Full interface {
+	Provider
+	Schema(ctx context.Context) (Schema, []Diagnostic)
+	Configure(ctx context.Context, req ConfigureRequest) []Diagnostic
+	Signals(ctx context.Context, req SignalsRequest) SignalsResponse
+	// Events sends world changes until ctx ends or send fails.
+	Events(ctx context.Context, now time.Time, send func(Event) error) error
+}
+
+// SignalSource is implemented by providers whose samples feed the
+// embedded store.
+type SignalSource interface {
+	Signals(ctx context.Context, req SignalsRequest) SignalsResponse
+}

@@ -36,6 +36,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 			if err != nil {
 				return err
 			}
+			defer w.close()
 			w.printDiags(cmd.ErrOrStderr())
 			var results []engine.Result
 			var p *plan.Plan
@@ -89,6 +90,7 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 	if err != nil {
 		return err
 	}
+	defer w.close()
 	var results []engine.Result
 	err = w.withState(cmd.Context(), "setpoint apply "+path, lockWait, func(st *state.State) error {
 		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), w.now)); len(moved) > 0 {

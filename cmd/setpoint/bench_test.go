@@ -46,7 +46,8 @@ func BenchmarkWatchReaction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := hooked{Provider: ws.sim, applied: make(chan time.Time, 16)}
+	defer ws.close()
+	h := hooked{Provider: ws.eng.Providers["sim"], applied: make(chan time.Time, 16)}
 	ws.eng.Providers["sim"] = h
 	w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
 		reconcileOnce(ctx, ws, set, touched, reason, ws.now, time.Second)
@@ -68,7 +69,7 @@ func BenchmarkWatchReaction(b *testing.B) {
 		for len(h.applied) > 0 {
 			<-h.applied
 		}
-		ws.sim.Apply(ctx, providers.ApplyRequest{Now: ws.now, Changes: []providers.Change{{Address: hpa, Attribute: "spec.minReplicas", Value: "2", Manager: "kubectl-client-side-apply"}}})
+		ws.providers["sim"].Apply(ctx, providers.ApplyRequest{Now: ws.now, Changes: []providers.Change{{Address: hpa, Attribute: "spec.minReplicas", Value: "2", Manager: "kubectl-client-side-apply"}}})
 		lock, _ := state.Acquire(ctx, ws.statePath, "bench", true)
 		state.Save(ws.statePath, state.New())
 		lock.Release()

@@ -33,6 +33,7 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 			if err != nil {
 				return err
 			}
+			defer w.close()
 			w.printDiags(cmd.ErrOrStderr())
 			var p *plan.Plan
 			err = w.withState(cmd.Context(), "setpoint plan", lockWait, func(st *state.State) error {

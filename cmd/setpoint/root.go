@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("SETPOINT_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
-	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newVersionCmd())
+	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newVersionCmd())
 	return root
 }
 

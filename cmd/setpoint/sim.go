@@ -39,10 +39,14 @@ changes by reason, replica-hours, and time over each latency target.`,
 			if err != nil {
 				return err
 			}
+			defer w.close()
 			w.printDiags(cmd.ErrOrStderr())
-			end := w.sim.World.End()
+			if w.trace == nil {
+				return fmt.Errorf("%s: sim needs a sim provider in the Environment", args[0])
+			}
+			end := w.trace.Start.Add(w.trace.Duration())
 			if until != "" {
-				if end, err = w.sim.World.ParseTime(until); err != nil {
+				if end, err = w.trace.ParseTime(until); err != nil {
 					return err
 				}
 			}
@@ -117,7 +121,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		tick = 5 * time.Second
 	}
 	st := state.New()
-	start := w.sim.World.Start()
+	start := w.trace.Start
 	wallStart := time.Now()
 	var workloads []providers.Address
 	seen := map[string]bool{}
@@ -169,7 +173,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		}
 		sum.OverLatency[k] = fmt.Sprintf("%s of %s (%.1f%%)", d, m, pct)
 	}
-	resp := w.sim.Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
+	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
 	for _, o := range resp.Objects {
 		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas]
 	}
@@ -178,7 +182,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 
 // measure accumulates replica-hours and time over each latency target.
 func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick time.Duration, workloads []providers.Address) {
-	resp := w.sim.Read(ctx, providers.ReadRequest{Now: now, Addresses: workloads})
+	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: now, Addresses: workloads})
 	for _, o := range resp.Objects {
 		if n, err := strconv.Atoi(o.Attributes[sim.AttrReadyReplicas]); err == nil {
 			s.ReplicaHours[o.Address.Namespace+"/"+o.Address.Name] += float64(n) * tick.Hours()

@@ -50,6 +50,7 @@ the sim config's start at the sim speed (at least real time).`,
 			if err != nil {
 				return err
 			}
+			defer ws.close()
 			w.Tick = ws.env.Spec.Tick.D()
 			cfg, _ := sim.Config(ws.env)
 			clk := clock.NewScaled(clock.Wall{}, ws.now, max(cfg.Speed, 1))

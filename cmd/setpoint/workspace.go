@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -14,8 +16,23 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/plugin"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
+
+// builtIn are the providers this binary serves when re-executed as
+// `setpoint provider serve NAME`.
+var builtIn = map[string]func() providers.Full{
+	"sim": func() providers.Full { return sim.NewPlugin() },
+}
+
+func builtInNames() []string {
+	out := make([]string, 0, len(builtIn))
+	for n := range builtIn {
+		out = append(out, n)
+	}
+	return out
+}
 
 // workspace is a loaded spec directory with its providers and signals.
 type workspace struct {
@@ -25,16 +42,20 @@ type workspace struct {
 	specs     []spec.Document // every kind but the Environment
 	diags     load.Diagnostics
 	store     *embedded.Store
-	sim       *sim.Provider
+	providers map[string]providers.Full
+	mgr       *plugin.Manager
 	eng       *engine.Engine
 	statePath string
-	// now is when a one-shot plan looks at the world: the sim config's
-	// start into the trace.
-	now time.Time
+	// trace is the sim world's timeline (the world itself runs in its
+	// provider process); now is when a one-shot plan looks at it: the sim
+	// config's start.
+	trace *sim.Trace
+	now   time.Time
 }
 
 // openWorkspace loads dir. Invalid specs are reported in diags and left
-// out; the rest are planned. Only a missing or invalid Environment stops it.
+// out; the rest are planned. Only a missing or invalid Environment, or a
+// provider that cannot start, stops it.
 func openWorkspace(dir string, o simOptions) (*workspace, error) {
 	l, err := load.New()
 	if err != nil {
@@ -51,8 +72,12 @@ type simOptions struct {
 	fresh     bool // ignore the sim state file: a self-contained run
 }
 
+// inProcess runs the built-in providers inside setpoint, for debugging and
+// to measure what the process boundary costs.
+func inProcess() bool { return os.Getenv("SETPOINT_PROVIDERS") == "in-process" }
+
 func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o simOptions) (*workspace, error) {
-	w := &workspace{dir: dir, diags: diags}
+	w := &workspace{dir: dir, diags: diags, providers: map[string]providers.Full{}}
 	for _, d := range docs {
 		switch x := d.(type) {
 		case *spec.Environment:
@@ -77,39 +102,76 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if w.env.Spec.State.Backend != "file" {
 		return nil, fmt.Errorf("%s: state backend %q is not available yet; use file", w.env.Src.PosOf("spec.state.backend"), w.env.Spec.State.Backend)
 	}
-	w.store = embedded.NewStore(0)
-	provs := map[string]providers.Provider{}
-	for _, p := range w.env.Spec.Providers {
-		if p.Name != "sim" {
-			return nil, fmt.Errorf("%s: provider %q is not available yet; this release serves the sim world", w.env.Src.PosOf("spec.providers"), p.Name)
-		}
-		cfg, err := sim.Config(w.env)
-		if err != nil {
-			return nil, err
-		}
-		if o.trace != "" {
-			cfg.Trace, _ = filepath.Abs(o.trace)
-		}
-		if o.rateScale > 0 {
-			cfg.RateScale = o.rateScale
-		}
-		opts := sim.Options{BaseDir: base, Sink: w.store}
-		statePath := sim.StatePath(w.env)
-		if o.fresh {
-			statePath = ""
-		} else if opts.Changes, err = sim.LoadChanges(statePath); err != nil {
-			return nil, err
-		}
-		world, err := sim.New(cfg, opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.providers"), err)
-		}
-		w.sim = &sim.Provider{World: world, StatePath: statePath, Name: "sim"}
-		w.now = world.Start().Add(cfg.Start.D())
-		provs["sim"] = w.sim
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the setpoint binary: %w", err)
 	}
-	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: dir}
+	w.mgr = &plugin.Manager{Self: self, BuiltIn: builtInNames(), Pins: map[string]string{}}
+	for _, p := range w.env.Spec.PluginPath {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		w.mgr.PluginPath = append(w.mgr.PluginPath, p)
+	}
+	w.store = embedded.NewStore(0)
+	var feeds []*engine.Feed
+	provs := map[string]providers.Provider{}
+	for i, p := range w.env.Spec.Providers {
+		if p.SHA256 != "" {
+			w.mgr.Pins[p.Name] = p.SHA256
+		}
+		cfg := providers.ConfigureRequest{Config: p.Config, BaseDir: base}
+		if p.Name == "sim" {
+			simCfg, err := sim.Config(w.env)
+			if err != nil {
+				return nil, err
+			}
+			if o.trace != "" {
+				simCfg.Trace, _ = filepath.Abs(o.trace)
+			}
+			if o.rateScale > 0 {
+				simCfg.RateScale = o.rateScale
+			}
+			if cfg.Config, err = json.Marshal(simCfg); err != nil {
+				return nil, err
+			}
+			if !o.fresh {
+				cfg.StatePath = sim.StatePath(w.env)
+			}
+			if w.trace, err = sim.TraceOf(simCfg, base); err != nil {
+				return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.providers"), err)
+			}
+			w.now = w.trace.Start.Add(simCfg.Start.D())
+			cfg.Now = w.now
+		}
+		var prov providers.Full
+		if mk, ok := builtIn[p.Name]; ok && inProcess() {
+			prov = mk()
+			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
+				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Detail)
+			}
+		} else {
+			prov = w.mgr.Provider(p.Name, &cfg)
+			if err := w.mgr.Start(p.Name); err != nil {
+				w.close()
+				return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d.name", i)), err)
+			}
+		}
+		w.providers[p.Name] = prov
+		provs[p.Name] = prov
+		if sc, _ := prov.Schema(context.Background()); sc.Signals {
+			feeds = append(feeds, &engine.Feed{Provider: prov, Sink: &embedded.Ingestor{Store: w.store}})
+		}
+	}
+	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: dir}
 	return w, nil
+}
+
+// close stops the provider processes.
+func (w *workspace) close() {
+	if w.mgr != nil {
+		w.mgr.Close()
+	}
 }
 
 // printDiags lists spec errors; they never stop the valid specs.

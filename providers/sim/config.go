@@ -60,16 +60,20 @@ func Open(env *spec.Environment, sink Sink) (*Provider, error) {
 
 // ParseTime reads a time as RFC 3339 or as an offset from the world's start
 // ("15m").
-func (w *World) ParseTime(s string) (time.Time, error) {
+func (w *World) ParseTime(s string) (time.Time, error) { return w.trace.ParseTime(s) }
+
+// ParseTime reads a time as RFC 3339 or as an offset from the trace's
+// start ("15m").
+func (t *Trace) ParseTime(s string) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("time %q: an offset must not be negative", s)
 		}
-		return w.Start().Add(d), nil
+		return t.Start.Add(d), nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	at, err := time.Parse(time.RFC3339, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("time %q: want RFC 3339 (2023-11-16T18:25:46Z) or an offset from the trace's start (15m)", s)
 	}
-	return t, nil
+	return at, nil
 }

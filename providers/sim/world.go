@@ -65,9 +65,18 @@ type Totals struct {
 
 // New builds a world at the trace's start.
 func New(cfg spec.SimConfig, o Options) (*World, error) {
+	tr, err := TraceOf(cfg, o.BaseDir)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithTrace(cfg, tr, o)
+}
+
+// TraceOf loads the trace a sim config names, with its transformations.
+func TraceOf(cfg spec.SimConfig, baseDir string) (*Trace, error) {
 	path := cfg.Trace
 	if !filepath.IsAbs(path) {
-		path = filepath.Join(o.BaseDir, path)
+		path = filepath.Join(baseDir, path)
 	}
 	to := TraceOptions{RateScale: cfg.RateScale, Thin: cfg.Thin, Seed: uint64(cfg.Seed)}
 	if cfg.Window != nil {
@@ -76,11 +85,7 @@ func New(cfg spec.SimConfig, o Options) (*World, error) {
 			to.Until = cfg.Window.Until.D()
 		}
 	}
-	tr, err := LoadTrace(path, to)
-	if err != nil {
-		return nil, err
-	}
-	return NewWithTrace(cfg, tr, o)
+	return LoadTrace(path, to)
 }
 
 // NewWithTrace builds a world over a trace already loaded.

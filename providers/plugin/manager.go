@@ -1,0 +1,352 @@
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// Manager starts provider processes lazily, reuses them across ticks,
+// restarts one that died (with backoff; the next call after the backoff
+// starts it again and configures it as before), and stops them all on
+// Close. Built-in providers are the setpoint binary re-executed as
+// `setpoint provider serve NAME`; others are setpoint-provider-NAME on the
+// plugin path.
+type Manager struct {
+	// Self is the setpoint binary (os.Executable), for built-in providers.
+	Self string
+	// BuiltIn names the providers Self serves.
+	BuiltIn []string
+	// PluginPath is searched for setpoint-provider-NAME binaries.
+	PluginPath []string
+	// Pins maps a provider name to the SHA-256 its binary must have.
+	Pins    map[string]string
+	Timeout time.Duration
+
+	mu    sync.Mutex
+	procs map[string]*proc
+}
+
+type proc struct {
+	name      string
+	cfg       *providers.ConfigureRequest
+	client    *goplugin.Client
+	c         *Client
+	failures  int
+	nextStart time.Time
+	lastErr   error
+}
+
+// Found is a provider the manager can start.
+type Found struct {
+	Name    string
+	Path    string
+	BuiltIn bool
+}
+
+// Find locates a provider by name.
+func (m *Manager) Find(name string) (Found, error) {
+	for _, b := range m.BuiltIn {
+		if b == name {
+			return Found{Name: name, Path: m.Self, BuiltIn: true}, nil
+		}
+	}
+	bin := "setpoint-provider-" + name
+	for _, dir := range m.PluginPath {
+		p := filepath.Join(dir, bin)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return Found{Name: name, Path: p}, nil
+		}
+	}
+	return Found{}, fmt.Errorf("unknown provider %q: not built in (%s) and no %s on the plugin path [%s]", name, strings.Join(m.BuiltIn, ", "), bin, strings.Join(m.PluginPath, ", "))
+}
+
+// List returns every provider found: the built-in ones and the binaries on
+// the plugin path.
+func (m *Manager) List() []Found {
+	var out []Found
+	for _, b := range m.BuiltIn {
+		out = append(out, Found{Name: b, Path: m.Self, BuiltIn: true})
+	}
+	seen := map[string]bool{}
+	for _, dir := range m.PluginPath {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			name, ok := strings.CutPrefix(e.Name(), "setpoint-provider-")
+			if !ok || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, Found{Name: name, Path: filepath.Join(dir, e.Name())})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// start launches one provider process and returns its client.
+func (m *Manager) start(p *proc) error {
+	f, err := m.Find(p.name)
+	if err != nil {
+		return err
+	}
+	args := []string{}
+	if f.BuiltIn {
+		args = []string{"provider", "serve", p.name}
+	}
+	cfg := &goplugin.ClientConfig{
+		HandshakeConfig:  goplugin.HandshakeConfig{MagicCookieKey: Handshake.MagicCookieKey, MagicCookieValue: Handshake.MagicCookieValue},
+		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}},
+		Cmd:              exec.Command(f.Path, args...),
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		Logger:           hclog.New(&hclog.LoggerOptions{Name: p.name, Output: slogWriter{provider: p.name}, JSONFormat: true, Level: hclog.Info}),
+		GRPCDialOptions:  []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage))},
+		StartTimeout:     15 * time.Second,
+	}
+	if pin := m.Pins[p.name]; pin != "" {
+		sum, err := hex.DecodeString(pin)
+		if err != nil || len(sum) != sha256.Size {
+			return fmt.Errorf("provider %s: sha256 pin %q is not 64 hex digits", p.name, pin)
+		}
+		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	client := goplugin.NewClient(cfg)
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("starting provider %s (%s): %w", p.name, f.Path, explain(err))
+	}
+	raw, err := rpc.Dispense(pluginName)
+	if err != nil {
+		client.Kill()
+		return fmt.Errorf("starting provider %s: %w", p.name, err)
+	}
+	c := raw.(*Client)
+	c.Name, c.Timeout = p.name, m.Timeout
+	if p.cfg != nil {
+		if diags := c.Configure(context.Background(), *p.cfg); hasError(diags) {
+			client.Kill()
+			return fmt.Errorf("configuring provider %s: %s", p.name, diagText(diags))
+		}
+	}
+	p.client, p.c = client, c
+	slog.Debug("provider started", "provider", p.name, "path", f.Path)
+	return nil
+}
+
+// explain makes go-plugin's errors say what a user can do.
+func explain(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "checksums did not match"):
+		return fmt.Errorf("the binary does not match its sha256 pin in the Environment: %w", err)
+	case strings.Contains(msg, "Incompatible API version"):
+		return fmt.Errorf("protocol version mismatch (setpoint speaks %d): %w", ProtocolVersion, err)
+	}
+	return err
+}
+
+func hasError(ds []providers.Diagnostic) bool {
+	for _, d := range ds {
+		if d.Severity == providers.Error {
+			return true
+		}
+	}
+	return false
+}
+
+func diagText(ds []providers.Diagnostic) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, strings.TrimSpace(d.Summary+": "+d.Detail))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// backoff after n consecutive failures: 1 s, 2 s, 4 s … at most 30 s.
+func backoff(n int) time.Duration {
+	d := time.Second << min(n-1, 5)
+	return min(d, 30*time.Second)
+}
+
+// get returns a live client, starting the process if needed.
+func (m *Manager) get(name string) (*Client, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.procs == nil {
+		m.procs = map[string]*proc{}
+	}
+	p := m.procs[name]
+	if p == nil {
+		p = &proc{name: name}
+		m.procs[name] = p
+	}
+	if p.client != nil && !p.client.Exited() {
+		return p.c, nil
+	}
+	if p.client != nil {
+		// It died: count it, and wait out the backoff before a restart.
+		p.client.Kill()
+		p.client, p.c = nil, nil
+		p.failures++
+		p.nextStart = time.Now().Add(backoff(p.failures))
+		slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", backoff(p.failures))
+	}
+	if wait := time.Until(p.nextStart); wait > 0 {
+		return nil, fmt.Errorf("provider %s is restarting in %s (last error: %v)", name, wait.Round(time.Millisecond), p.lastErr)
+	}
+	if err := m.start(p); err != nil {
+		p.failures++
+		p.lastErr = err
+		p.nextStart = time.Now().Add(backoff(p.failures))
+		return nil, err
+	}
+	return p.c, nil
+}
+
+// healthy resets the failure count after a successful call.
+func (m *Manager) healthy(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.procs[name]; p != nil {
+		p.failures = 0
+	}
+}
+
+// Pid returns a running provider's process id (tests kill it).
+func (m *Manager) Pid(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.procs[name]; p != nil && p.client != nil {
+		if rc := p.client.ReattachConfig(); rc != nil {
+			return rc.Pid
+		}
+	}
+	return 0
+}
+
+// Close stops every provider process.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.procs {
+		if p.client != nil {
+			p.client.Kill()
+			p.client = nil
+		}
+	}
+}
+
+// Provider returns a handle for a provider: every call goes to the live
+// process, starting or restarting it as needed. cfg is sent on every start.
+func (m *Manager) Provider(name string, cfg *providers.ConfigureRequest) providers.Full {
+	m.mu.Lock()
+	if m.procs == nil {
+		m.procs = map[string]*proc{}
+	}
+	if m.procs[name] == nil {
+		m.procs[name] = &proc{name: name}
+	}
+	m.procs[name].cfg = cfg
+	m.mu.Unlock()
+	return &handle{m: m, name: name}
+}
+
+// Start starts a provider now (rather than at its first call), to report a
+// provider that cannot start before anything else happens.
+func (m *Manager) Start(name string) error {
+	_, err := m.get(name)
+	return err
+}
+
+type handle struct {
+	m    *Manager
+	name string
+}
+
+var errDown = errors.New("provider unavailable")
+
+func (h *handle) unavailable(err error) []providers.Diagnostic {
+	return []providers.Diagnostic{{Severity: providers.Error, Summary: fmt.Sprintf("provider %s is unavailable", h.name), Detail: err.Error()}}
+}
+
+func (h *handle) done(diags []providers.Diagnostic) {
+	if !hasError(diags) {
+		h.m.healthy(h.name)
+	}
+}
+
+func (h *handle) Schema(ctx context.Context) (providers.Schema, []providers.Diagnostic) {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return providers.Schema{}, h.unavailable(err)
+	}
+	return c.Schema(ctx)
+}
+
+func (h *handle) Configure(ctx context.Context, req providers.ConfigureRequest) []providers.Diagnostic {
+	h.m.mu.Lock()
+	h.m.procs[h.name].cfg = &req
+	h.m.mu.Unlock()
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return h.unavailable(err)
+	}
+	return c.Configure(ctx, req)
+}
+
+func (h *handle) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return providers.ReadResponse{Diagnostics: h.unavailable(err)}
+	}
+	r := c.Read(ctx, req)
+	h.done(r.Diagnostics)
+	return r
+}
+
+func (h *handle) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		out := providers.ApplyResponse{Diagnostics: h.unavailable(err)}
+		for _, ch := range req.Changes {
+			out.Results = append(out.Results, providers.ChangeResult{Change: ch, Err: fmt.Sprintf("provider %s is unavailable: %v", h.name, err)})
+		}
+		return out
+	}
+	r := c.Apply(ctx, req)
+	h.done(r.Diagnostics)
+	return r
+}
+
+func (h *handle) Signals(ctx context.Context, req providers.SignalsRequest) providers.SignalsResponse {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return providers.SignalsResponse{Cursor: req.Cursor, Instance: req.Instance, Diagnostics: h.unavailable(err)}
+	}
+	return c.Signals(ctx, req)
+}
+
+func (h *handle) Events(ctx context.Context, now time.Time, send func(providers.Event) error) error {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errDown, err)
+	}
+	return c.Events(ctx, now, send)
+}

@@ -1,0 +1,75 @@
+package sim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// Buffer is the world's sink out of process: series get ids, samples wait
+// in order until the engine's Signals call has taken them. A sample is
+// dropped once a later call asks from a cursor past it.
+type Buffer struct {
+	mu       sync.Mutex
+	series   []providers.SeriesDef
+	samples  []providers.Sample
+	base     uint64 // cursor of samples[0]
+	instance string
+}
+
+// NewBuffer returns an empty buffer with a fresh instance id, so a
+// restarted provider is told apart from the one before.
+func NewBuffer() *Buffer {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return &Buffer{instance: hex.EncodeToString(b)}
+}
+
+// AppendCached records a sample; cache keeps the series' id.
+func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id, ok := (*cache).(uint64)
+	if !ok {
+		id = uint64(len(b.series))
+		b.series = append(b.series, providers.SeriesDef{ID: id, Labels: l.Map()})
+		*cache = id
+	}
+	b.samples = append(b.samples, providers.Sample{Series: id, T: t, V: v})
+	return nil
+}
+
+// Take returns series from req.KnownSeries and samples from req.Cursor,
+// at most req.MaxSamples (0: all). A request from another instance starts
+// from zero.
+func (b *Buffer) Take(req providers.SignalsRequest) providers.SignalsResponse {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cursor, known := req.Cursor, req.KnownSeries
+	if req.Instance != b.instance {
+		cursor, known = b.base, 0
+	}
+	if cursor < b.base {
+		cursor = b.base
+	}
+	// Everything before the cursor has been taken: forget it.
+	if drop := int(cursor - b.base); drop > 0 && drop <= len(b.samples) {
+		b.samples = append(b.samples[:0], b.samples[drop:]...)
+		b.base = cursor
+	}
+	resp := providers.SignalsResponse{Instance: b.instance}
+	if known < uint64(len(b.series)) {
+		resp.Series = append([]providers.SeriesDef(nil), b.series[known:]...)
+	}
+	n := len(b.samples)
+	if req.MaxSamples > 0 && n > req.MaxSamples {
+		n, resp.More = req.MaxSamples, true
+	}
+	resp.Samples = append([]providers.Sample(nil), b.samples[:n]...)
+	resp.Cursor = b.base + uint64(n)
+	return resp
+}
