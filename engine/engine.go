@@ -36,8 +36,8 @@ type Engine struct {
 	// every plan (the sim world out of process).
 	Feeds   []*Feed
 	Version string
-	Dir       string
-	Log       *slog.Logger
+	Dir     string
+	Log     *slog.Logger
 }
 
 func (e *Engine) logger() *slog.Logger {
