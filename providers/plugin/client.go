@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/setpoint-dev/setpoint/providers"
 	pb "github.com/setpoint-dev/setpoint/providers/proto"
@@ -20,6 +24,9 @@ const DefaultTimeout = 30 * time.Second
 // checked before it is believed (nil fields, unknown addresses, counts that
 // do not match become diagnostics, never a panic).
 type Client struct {
+	// broken is set when a call finds the transport gone (the process
+	// died): the manager restarts it.
+	broken  atomic.Bool
 	rpc     pb.ProviderClient
 	Timeout time.Duration
 	// Name is the provider's name, for messages.
@@ -37,6 +44,9 @@ func (c *Client) call(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 func (c *Client) failed(what string, err error) providers.Diagnostic {
+	if status.Code(err) == codes.Unavailable {
+		c.broken.Store(true)
+	}
 	return providers.Diagnostic{Severity: providers.Error, Summary: fmt.Sprintf("provider %s: %s failed", c.Name, what), Detail: err.Error()}
 }
 
@@ -92,7 +102,7 @@ func (c *Client) Read(ctx context.Context, req providers.ReadRequest) providers.
 	out := providers.ReadResponse{Diagnostics: fromDiags(r.Diagnostics)}
 	got := make(map[providers.Address]*pb.Object, len(r.Objects))
 	for _, o := range r.Objects {
-		if o == nil || o.Address == nil {
+		if o == nil || o.Address == nil || fromAddr(o.Address) == (providers.Address{}) {
 			out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Summary: fmt.Sprintf("provider %s returned an object without an address; ignored", c.Name)})
 			continue
 		}

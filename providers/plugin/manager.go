@@ -156,7 +156,7 @@ func explain(err error) error {
 	switch {
 	case strings.Contains(msg, "checksums did not match"):
 		return fmt.Errorf("the binary does not match its sha256 pin in the Environment: %w", err)
-	case strings.Contains(msg, "Incompatible API version"):
+	case strings.Contains(strings.ToLower(msg), "incompatible api version"):
 		return fmt.Errorf("protocol version mismatch (setpoint speaks %d): %w", ProtocolVersion, err)
 	}
 	return err
@@ -229,6 +229,23 @@ func (m *Manager) healthy(name string) {
 	}
 }
 
+// markDead kills a provider whose connection broke, so the next call
+// restarts it after the backoff.
+func (m *Manager) markDead(name string, c *Client) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.procs[name]
+	if p == nil || p.c != c || p.client == nil {
+		return
+	}
+	p.client.Kill()
+	p.client, p.c = nil, nil
+	p.failures++
+	p.lastErr = errors.New("the connection to the provider broke")
+	p.nextStart = time.Now().Add(backoff(p.failures))
+	slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", backoff(p.failures))
+}
+
 // Pid returns a running provider's process id (tests kill it).
 func (m *Manager) Pid(name string) int {
 	m.mu.Lock()
@@ -286,7 +303,14 @@ func (h *handle) unavailable(err error) []providers.Diagnostic {
 	return []providers.Diagnostic{{Severity: providers.Error, Summary: fmt.Sprintf("provider %s is unavailable", h.name), Detail: err.Error()}}
 }
 
-func (h *handle) done(diags []providers.Diagnostic) {
+// done notes how a call went: a healthy call resets the failure count; a
+// broken transport means the process is gone, even if go-plugin has not
+// noticed yet.
+func (h *handle) done(c *Client, diags []providers.Diagnostic) {
+	if c.broken.Load() {
+		h.m.markDead(h.name, c)
+		return
+	}
 	if !hasError(diags) {
 		h.m.healthy(h.name)
 	}
@@ -317,7 +341,7 @@ func (h *handle) Read(ctx context.Context, req providers.ReadRequest) providers.
 		return providers.ReadResponse{Diagnostics: h.unavailable(err)}
 	}
 	r := c.Read(ctx, req)
-	h.done(r.Diagnostics)
+	h.done(c, r.Diagnostics)
 	return r
 }
 
@@ -331,7 +355,7 @@ func (h *handle) Apply(ctx context.Context, req providers.ApplyRequest) provider
 		return out
 	}
 	r := c.Apply(ctx, req)
-	h.done(r.Diagnostics)
+	h.done(c, r.Diagnostics)
 	return r
 }
 
@@ -340,7 +364,9 @@ func (h *handle) Signals(ctx context.Context, req providers.SignalsRequest) prov
 	if err != nil {
 		return providers.SignalsResponse{Cursor: req.Cursor, Instance: req.Instance, Diagnostics: h.unavailable(err)}
 	}
-	return c.Signals(ctx, req)
+	r := c.Signals(ctx, req)
+	h.done(c, r.Diagnostics)
+	return r
 }
 
 func (h *handle) Events(ctx context.Context, now time.Time, send func(providers.Event) error) error {
