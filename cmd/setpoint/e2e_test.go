@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -314,4 +316,51 @@ func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestSimProviderRestartResumes: the sim world runs in its own process; it
+// is killed after an apply, restarted by the next call (after the backoff)
+// and resumes from its state file, and its metrics keep flowing.
+func TestSimProviderRestartResumes(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	ws, err := openWorkspace(dir, simOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	ctx := context.Background()
+	var applied int
+	err = ws.withState(ctx, "test", 0, func(st *state.State) error {
+		p := ws.eng.Plan(ctx, ws.now, st)
+		for _, r := range ws.eng.Apply(ctx, ws.now, p, st) {
+			if r.Err == "" {
+				applied++
+			}
+		}
+		return nil
+	})
+	if err != nil || applied == 0 {
+		t.Fatalf("apply: %v, %d applied", err, applied)
+	}
+	pid := ws.mgr.Pid("sim")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	hpa := providers.Address{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}
+	// The first call finds it gone; after the backoff it is back.
+	ws.providers["sim"].Read(ctx, providers.ReadRequest{Now: ws.now, Addresses: []providers.Address{hpa}})
+	time.Sleep(1100 * time.Millisecond)
+	r := ws.providers["sim"].Read(ctx, providers.ReadRequest{Now: ws.now.Add(time.Minute), Addresses: []providers.Address{hpa}})
+	if len(r.Objects) != 1 || r.Objects[0].Attributes["spec.minReplicas"] != "3" || r.Objects[0].Managers["spec.minReplicas"] != "setpoint" {
+		t.Fatalf("after the restart: %+v %+v", r.Objects, r.Diagnostics)
+	}
+	if np := ws.mgr.Pid("sim"); np == pid || np == 0 {
+		t.Fatalf("no new process: %d", np)
+	}
+	// Signals resume too: the store gets the new instance's samples.
+	before := ws.store.Stats().MaxT
+	ws.eng.Feeds[0].Pull(ctx, ws.now.Add(2*time.Minute))
+	if after := ws.store.Stats().MaxT; after <= before {
+		t.Fatalf("no new samples after the restart: %d → %d", before, after)
+	}
 }

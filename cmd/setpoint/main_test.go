@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
+	selfPath = binary // in-process workspaces start providers from the real binary
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -48,7 +47,7 @@ plugin path of the directory's Environment, starts each once to ask for its
 version and schema, and stops it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			self, err := os.Executable()
+			self, err := selfBinary()
 			if err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/watch"
+	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
@@ -56,6 +57,26 @@ the sim config's start at the sim speed (at least real time).`,
 			clk := clock.NewScaled(clock.Wall{}, ws.now, max(cfg.Speed, 1))
 			w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
 				reconcileOnce(ctx, ws, set, touched, reason, clk.Now(), w.Tick)
+			}
+			// Providers that stream world changes trigger a reconcile.
+			triggers := make(chan string, 64)
+			w.Triggers = triggers
+			for name, p := range ws.providers {
+				if sc, _ := p.Schema(ctx); !sc.Events {
+					continue
+				}
+				go func(name string, p providers.Full) {
+					err := p.Events(ctx, clk.Now(), func(e providers.Event) error {
+						select {
+						case triggers <- fmt.Sprintf("event from %s: %s %s", name, e.Address, e.Reason):
+						default: // a reconcile is already due
+						}
+						return nil
+					})
+					if err != nil && ctx.Err() == nil {
+						slog.Error("provider events stopped", "provider", name, "error", err)
+					}
+				}(name, p)
 			}
 			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.Specs))
 			return w.Run(ctx)

@@ -72,6 +72,21 @@ type simOptions struct {
 	fresh     bool // ignore the sim state file: a self-contained run
 }
 
+// selfPath overrides os.Executable as the binary serving built-in
+// providers (tests run from a test binary, which cannot).
+var selfPath string
+
+func selfBinary() (string, error) {
+	if selfPath != "" {
+		return selfPath, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the setpoint binary: %w", err)
+	}
+	return p, nil
+}
+
 // inProcess runs the built-in providers inside setpoint, for debugging and
 // to measure what the process boundary costs.
 func inProcess() bool { return os.Getenv("SETPOINT_PROVIDERS") == "in-process" }
@@ -102,9 +117,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if w.env.Spec.State.Backend != "file" {
 		return nil, fmt.Errorf("%s: state backend %q is not available yet; use file", w.env.Src.PosOf("spec.state.backend"), w.env.Spec.State.Backend)
 	}
-	self, err := os.Executable()
+	self, err := selfBinary()
 	if err != nil {
-		return nil, fmt.Errorf("finding the setpoint binary: %w", err)
+		return nil, err
 	}
 	w.mgr = &plugin.Manager{Self: self, BuiltIn: builtInNames(), Pins: map[string]string{}}
 	for _, p := range w.env.Spec.PluginPath {

@@ -40,6 +40,9 @@ type Watcher struct {
 	Debounce  time.Duration
 	Reconcile Reconciler
 	Log       *slog.Logger
+	// Triggers carries reasons to reconcile everything now: provider
+	// events (a world change), debounced like edits.
+	Triggers <-chan string
 	// files holds the last good documents of each file.
 	files map[string][]spec.Document
 }
@@ -155,12 +158,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer tick.Stop()
 	pending := map[string]bool{}
 	var debounce <-chan time.Time
+	var triggered []string
+	var triggerDebounce <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 			w.Reconcile(ctx, w.Set(), nil, "tick")
+		case why := <-w.Triggers:
+			triggered = append(triggered, why)
+			triggerDebounce = time.After(w.Debounce)
+		case <-triggerDebounce:
+			triggerDebounce = nil
+			w.Reconcile(ctx, w.Set(), nil, strings.Join(compact(triggered), "; "))
+			triggered = triggered[:0]
 		case ev, ok := <-fw.Events:
 			if !ok {
 				return nil
@@ -195,4 +207,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+func compact(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }

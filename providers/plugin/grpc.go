@@ -132,10 +132,6 @@ func fromNanos(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func errDiag(summary string, err error) []providers.Diagnostic {
-	return []providers.Diagnostic{{Severity: providers.Error, Summary: summary, Detail: err.Error()}}
-}
-
 // ---- server side ----
 
 type server struct {

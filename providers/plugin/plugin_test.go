@@ -101,7 +101,9 @@ func TestKilledMidApply(t *testing.T) {
 	pid := m.Pid("slow")
 	done := make(chan providers.ApplyResponse, 1)
 	changes := []providers.Change{{Address: addr("slow", "a"), Attribute: "spec.replicas", Value: "3"}, {Address: addr("slow", "b"), Attribute: "spec.replicas", Value: "4"}}
-	go func() { done <- p.Apply(context.Background(), providers.ApplyRequest{Now: time.Now(), Changes: changes}) }()
+	go func() {
+		done <- p.Apply(context.Background(), providers.ApplyRequest{Now: time.Now(), Changes: changes})
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -206,5 +208,24 @@ func TestNoOrphansAfterClose(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("provider process %d outlived Close", pid)
 		}
+	}
+}
+
+func TestEventsStream(t *testing.T) {
+	m := manager()
+	defer m.Close()
+	p := m.Provider("good", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var got []providers.Event
+	err := p.Events(ctx, time.Now(), func(e providers.Event) error {
+		got = append(got, e)
+		if len(got) == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil || len(got) != 3 || got[0].Address.Name != "a" || got[0].Reason != "replicas changed" {
+		t.Fatalf("events: %v %+v", err, got)
 	}
 }

@@ -40,7 +40,26 @@ type tp struct {
 }
 
 func (p *tp) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
-	return providers.Schema{Name: p.mode, Version: "test"}, nil
+	return providers.Schema{Name: p.mode, Version: "test", Events: p.mode == "good"}, nil
+}
+
+// Events: the good provider reports a change every 50 ms.
+func (p *tp) Events(ctx context.Context, _ time.Time, send func(providers.Event) error) error {
+	if p.mode != "good" {
+		<-ctx.Done()
+		return nil
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+		a := providers.Address{Provider: "good", Kind: "Deployment", Namespace: "shop", Name: "a"}
+		if err := send(providers.Event{Now: time.Now(), Address: a, Reason: "replicas changed"}); err != nil {
+			return err
+		}
+	}
 }
 
 func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
@@ -51,8 +70,7 @@ func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.Read
 		case <-ctx.Done():
 		}
 	case "panic":
-		var m map[string]string
-		m["boom"] = "x" // a nil map write: a real panic
+		panic("the test provider panics in Read on purpose")
 	case "malformed":
 		resp := providers.ReadResponse{Objects: []providers.Object{
 			{}, // no address at all
