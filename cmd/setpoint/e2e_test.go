@@ -186,7 +186,7 @@ func TestConcurrentApplies(t *testing.T) {
 		switch {
 		case c == 0:
 			ok++
-		case c == 1 && strings.Contains(errs[i], "state is locked by pid"):
+		case c == 1 && strings.Contains(errs[i], "state is locked by "):
 		default:
 			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
 		}

@@ -214,7 +214,7 @@ func Acquire(ctx context.Context, path, who string, wait bool) (*Lock, error) {
 		holder := readHolder(path + ".lock")
 		if !wait {
 			f.Close()
-			return nil, fmt.Errorf("%w by %s; wait for it or run again with --lock-wait", ErrLocked, holder)
+			return nil, fmt.Errorf("%w by %s; wait for it, or run again with --lock-timeout", ErrLocked, holder)
 		}
 		select {
 		case <-ctx.Done():
