@@ -161,3 +161,25 @@ func TestQuery(t *testing.T) {
 		}
 	}
 }
+
+func TestProvidersList(t *testing.T) {
+	out, _, code := runCLI(t, "providers")
+	if code != 0 || !strings.Contains(out, "sim dev (built in; signals true, events false)") || !strings.Contains(out, "  HorizontalPodAutoscaler\n    spec.minReplicas (int)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestNoProviderLeftBehind: after a command exits, its provider processes
+// are gone.
+func TestNoProviderLeftBehind(t *testing.T) {
+	if _, _, code := runCLI(t, "sim", "--quiet", "--until", "1m", "specs"); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(b), binary+"\x00provider\x00serve") {
+			t.Fatalf("a provider process is still running: %s", p)
+		}
+	}
+}

@@ -2,12 +2,14 @@ package plugin_test
 
 import (
 	"context"
+	"log/slog"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -228,4 +230,41 @@ func TestEventsStream(t *testing.T) {
 	if err != nil || len(got) != 3 || got[0].Address.Name != "a" || got[0].Reason != "replicas changed" {
 		t.Fatalf("events: %v %+v", err, got)
 	}
+}
+
+// TestProviderLogsForwarded: a provider's slog lines arrive in setpoint's
+// log with their level, fields and the provider's name.
+func TestProviderLogsForwarded(t *testing.T) {
+	var buf safeBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	m := manager()
+	defer m.Close()
+	m.Provider("good", nil).Read(context.Background(), providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{addr("good", "log")}})
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(buf.String(), "asked to log") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := buf.String()
+	if !strings.Contains(out, `level=WARN msg="asked to log"`) || !strings.Contains(out, "provider=good") || !strings.Contains(out, "address=good:Deployment/shop/log") {
+		t.Fatalf("forwarded log:\n%s", out)
+	}
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
