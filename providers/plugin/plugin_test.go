@@ -2,9 +2,9 @@ package plugin_test
 
 import (
 	"context"
-	"log/slog"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
