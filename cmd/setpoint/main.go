@@ -2,9 +2,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
@@ -16,9 +19,13 @@ func main() {
 var errSilent = errors.New("failed")
 
 func run(args []string) int {
+	// An interrupt cancels the command's context, so it stops its provider
+	// processes and releases the state lock on the way out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	root := newRootCmd()
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	if err := root.ExecuteContext(ctx); err != nil {
 		if errors.Is(err, errChanges) {
 			return 2
 		}
