@@ -178,7 +178,13 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			feeds = append(feeds, &engine.Feed{Provider: prov, Sink: &embedded.Ingestor{Store: w.store}})
 		}
 	}
-	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: dir}
+	// A saved plan names its directory absolutely: it may be applied from
+	// anywhere.
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: absDir}
 	return w, nil
 }
 
