@@ -96,30 +96,22 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	t := &Trace{}
 	if rc := col("rate", "rps", "requests"); rc >= 0 {
 		tc := col("second", "time", "timestamp")
-		line := 1
-		for {
-			rec, err := cr.Read()
-			if err == io.EOF {
-				break
-			}
-			line++
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-			if rc >= len(rec) {
-				return nil, fmt.Errorf("line %d: no rate column", line)
-			}
+		err := eachRecord(cr, rc, func(line int, rec []string) error {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rec[rc]), 64)
 			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-				return nil, fmt.Errorf("line %d: rate %q is not a non-negative number", line, rec[rc])
+				return fmt.Errorf("line %d: rate %q is not a non-negative number", line, rec[rc])
 			}
-			if tc >= 0 && line == 2 {
+			if tc >= 0 && tc < len(rec) && line == 2 {
 				if ts, ok := parseTime(rec[tc]); ok {
 					t.Start = ts
 				}
 			}
 			t.Arrivals++
 			t.Rate = append(t.Rate, v*o.Thin)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	} else {
 		tc := col("timestamp", "time", "arrival")
@@ -127,41 +119,33 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 			return nil, fmt.Errorf("header %v: want a TIMESTAMP column of arrivals or a rate column", head)
 		}
 		var first time.Time
-		line := 1
-		for {
-			rec, err := cr.Read()
-			if err == io.EOF {
-				break
-			}
-			line++
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-			if tc >= len(rec) {
-				return nil, fmt.Errorf("line %d: no timestamp", line)
-			}
+		err := eachRecord(cr, tc, func(line int, rec []string) error {
 			ts, ok := parseTime(rec[tc])
 			if !ok {
-				return nil, fmt.Errorf("line %d: %q is not a timestamp (want e.g. 2023-11-16 18:15:46.6805900)", line, rec[tc])
+				return fmt.Errorf("line %d: %q is not a timestamp (want e.g. 2023-11-16 18:15:46.6805900)", line, rec[tc])
 			}
 			if first.IsZero() {
 				first = ts.Truncate(time.Second)
 				t.Start = first
 			}
 			if ts.Before(first) {
-				return nil, fmt.Errorf("line %d: arrivals must be in time order", line)
+				return fmt.Errorf("line %d: arrivals must be in time order", line)
 			}
 			t.Arrivals++
 			// Thinning draws for every arrival, kept or not, so the same seed
 			// keeps the same arrivals whatever the window.
 			if o.Thin < 1 && rng.Float64() >= o.Thin {
-				continue
+				return nil
 			}
 			i := int(ts.Sub(first) / time.Second)
 			for len(t.Rate) <= i {
 				t.Rate = append(t.Rate, 0)
 			}
 			t.Rate[i]++
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if len(t.Rate) == 0 {
@@ -176,6 +160,26 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 		t.Rate[i] *= o.RateScale
 	}
 	return window(t, o)
+}
+
+// eachRecord calls f with every data row (1-based line numbers, the header
+// being line 1) that has a column col.
+func eachRecord(cr *csv.Reader, col int, f func(line int, rec []string) error) error {
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %w", line, err)
+		}
+		if col >= len(rec) {
+			return fmt.Errorf("line %d: only %d columns", line, len(rec))
+		}
+		if err := f(line, rec); err != nil {
+			return err
+		}
+	}
 }
 
 func window(t *Trace, o TraceOptions) (*Trace, error) {
