@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +83,4 @@ func BenchmarkPlan10k(b *testing.B) {
 	if held+changes < n || notes > n {
 		b.Fatalf("want a decision per workload: %d changes, %d held, %d notes", changes, held, notes)
 	}
-	_ = strings.TrimSpace
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/providers"
-	"github.com/setpoint-dev/setpoint/providers/plugin"
 )
 
 // BenchmarkStartToFirstCall: process start, handshake, gRPC dial, one Read.
@@ -73,5 +72,3 @@ func BenchmarkBatch1000(b *testing.B) {
 		}
 	})
 }
-
-var _ = plugin.ProtocolVersion

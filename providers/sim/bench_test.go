@@ -49,5 +49,4 @@ func BenchmarkFullTrace100Workloads(b *testing.B) {
 	virtual := tr.Duration().Seconds() * float64(b.N)
 	b.ReportMetric(virtual/b.Elapsed().Seconds(), "virtual-s/s")
 	b.ReportMetric(float64(series), "live-series")
-	_ = time.Second
 }

@@ -29,7 +29,7 @@ func NewPlugin() *Plugin { return &Plugin{} }
 
 // Schema lists the kinds and attributes the sim world serves.
 func (s *Plugin) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
-	mem := func(kind string) []providers.AttributeSchema {
+	mem := func() []providers.AttributeSchema {
 		return []providers.AttributeSchema{
 			{Path: ContainerAttr("NAME", "requests"), Type: "quantity", Description: "a container's memory request"},
 			{Path: ContainerAttr("NAME", "limits"), Type: "quantity", Description: "a container's memory limit"},
@@ -37,11 +37,11 @@ func (s *Plugin) Schema(context.Context) (providers.Schema, []providers.Diagnost
 		}
 	}
 	return providers.Schema{Name: "sim", Version: version.Version, Signals: true, Kinds: []providers.KindSchema{
-		{Kind: "Deployment", Attributes: append([]providers.AttributeSchema{{Path: AttrReplicas, Type: "int", Description: "replicas (written by the HPA when there is one)"}}, mem("Deployment")...)},
+		{Kind: "Deployment", Attributes: append([]providers.AttributeSchema{{Path: AttrReplicas, Type: "int", Description: "replicas (written by the HPA when there is one)"}}, mem()...)},
 		{Kind: "HorizontalPodAutoscaler", Attributes: []providers.AttributeSchema{
 			{Path: AttrMinReplicas, Type: "int"}, {Path: AttrMaxReplicas, Type: "int"},
 			{Path: AttrCurrentReplicas, Type: "int", ReadOnly: true}, {Path: AttrDesiredReplicas, Type: "int", ReadOnly: true}}},
-		{Kind: "KnativeService", Attributes: append([]providers.AttributeSchema{{Path: AttrMinScale, Type: "int"}, {Path: AttrMaxScale, Type: "int"}}, mem("KnativeService")...)},
+		{Kind: "KnativeService", Attributes: append([]providers.AttributeSchema{{Path: AttrMinScale, Type: "int"}, {Path: AttrMaxScale, Type: "int"}}, mem()...)},
 	}}, nil
 }
 
