@@ -183,3 +183,15 @@ func TestNoProviderLeftBehind(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownProviderInEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	env := "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: prod}\nspec:\n  providers: [{name: acme, config: {}}]\n  pluginPath: [plugins]\n"
+	if err := os.WriteFile(filepath.Join(dir, "env.yaml"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runCLI(t, "plan", dir)
+	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (sim) and no setpoint-provider-acme on the plugin path ["+filepath.Join(dir, "plugins")+"]") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
