@@ -364,3 +364,29 @@ func TestSimProviderRestartResumes(t *testing.T) {
 		t.Fatalf("no new samples after the restart: %d → %d", before, after)
 	}
 }
+
+// TestApplyConfirmsOnATerminal runs apply under a real pseudo-terminal
+// (util-linux script): "yes" applies, anything else cancels.
+func TestApplyConfirmsOnATerminal(t *testing.T) {
+	for _, c := range []struct {
+		answer, want string
+		code         int
+	}{
+		{"no\n", "apply cancelled", 1},
+		{"yes\n", "Apply complete: 4 applied, 0 failed", 0},
+	} {
+		dir := copySpecs(t, quick...)
+		cmd := exec.Command("script", "-q", "-e", "-c", binary+" apply "+dir, "/dev/null")
+		cmd.Stdin = strings.NewReader(c.answer)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.code || !strings.Contains(string(out), "Apply these changes? Only 'yes' will be accepted:") || !strings.Contains(string(out), c.want) {
+			t.Errorf("answer %q: exit %d\n%s", c.answer, code, out)
+		}
+	}
+}
