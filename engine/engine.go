@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,12 +104,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 			}
 		}
 	}
-	names := make([]string, 0, len(byProv))
-	for n := range byProv {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(byProv)) {
 		addrs := byProv[name]
 		p, ok := e.Providers[name]
 		if !ok {

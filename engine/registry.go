@@ -2,7 +2,8 @@ package engine
 
 import (
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,12 +58,7 @@ func Lookup(kind string) (Decider, bool) {
 func Kinds() []string {
 	regMu.RLock()
 	defer regMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for k := range registry {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(registry))
 }
 
 // Tick is one evaluation: its time, and the signal source with every query

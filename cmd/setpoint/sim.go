@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,30 +220,16 @@ func (s *Summary) print(w io.Writer) {
 	if len(s.Held) > 0 {
 		fmt.Fprintf(w, "Held (change × tick): %s\n", joinCounts(s.Held))
 	}
-	keys := make([]string, 0, len(s.ReplicaHours))
-	for k := range s.ReplicaHours {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.ReplicaHours)) {
 		fmt.Fprintf(w, "Replica-hours %-22s %6.2f\n", k, s.ReplicaHours[k])
 	}
-	keys = keys[:0]
-	for k := range s.OverLatency {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.OverLatency)) {
 		fmt.Fprintf(w, "p99 over target  %-22s %s\n", k, s.OverLatency[k])
 	}
 }
 
 func joinCounts(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

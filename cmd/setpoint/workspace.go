@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
@@ -27,11 +29,7 @@ var builtIn = map[string]func() providers.Full{
 }
 
 func builtInNames() []string {
-	out := make([]string, 0, len(builtIn))
-	for n := range builtIn {
-		out = append(out, n)
-	}
-	return out
+	return slices.Sorted(maps.Keys(builtIn))
 }
 
 // workspace is a loaded spec directory with its providers and signals.

@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -141,12 +143,7 @@ func Lookup(name string) (Kind, bool) {
 
 // Kinds returns the registered kind names, sorted.
 func Kinds() []string {
-	names := make([]string, 0, len(kinds))
-	for n := range kinds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 // FieldError is a rule a kind checks in Go after decoding, where CUE would

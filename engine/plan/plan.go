@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -101,13 +103,8 @@ func (p *Plan) Seal() {
 
 // Fingerprint hashes observations in key order.
 func Fingerprint(obs map[string]string) string {
-	keys := make([]string, 0, len(obs))
-	for k := range obs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	h := sha256.New()
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(obs)) {
 		fmt.Fprintf(h, "%s\x00%s\x00", k, obs[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -185,12 +182,7 @@ func (p *Plan) Text(w io.Writer) {
 			last = c.Address
 		}
 		if c.Action == Create {
-			keys := make([]string, 0, len(c.Create))
-			for k := range c.Create {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(c.Create)) {
 				fmt.Fprintf(w, "    %s: %s\n", k, c.Create[k])
 			}
 			fmt.Fprintf(w, "    %s\n", c.reason())

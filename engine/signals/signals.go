@@ -8,8 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,11 +25,7 @@ type Source interface {
 type Labels map[string]string
 
 func (l Labels) String() string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(l))
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, k := range keys {

@@ -15,9 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -252,10 +253,5 @@ func (l *Lock) Release() error {
 
 // Keys returns the state's keys, sorted.
 func (s *State) Keys() []string {
-	keys := make([]string, 0, len(s.Entries))
-	for k := range s.Entries {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(s.Entries))
 }

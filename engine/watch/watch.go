@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -61,12 +63,7 @@ func (w *Watcher) Load() load.Diagnostics {
 // Set returns the specs in force.
 func (w *Watcher) Set() Set {
 	var s Set
-	names := make([]string, 0, len(w.files))
-	for f := range w.files {
-		names = append(names, f)
-	}
-	sort.Strings(names)
-	for _, f := range names {
+	for _, f := range slices.Sorted(maps.Keys(w.files)) {
 		for _, d := range w.files[f] {
 			switch x := d.(type) {
 			case *spec.Environment:

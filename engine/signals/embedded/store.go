@@ -6,6 +6,8 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -336,12 +338,7 @@ func (q *querier) LabelNames(_ context.Context, _ *storage.LabelHints, ms ...*la
 func (q *querier) Close() error { return nil }
 
 func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 type seriesSet struct {
