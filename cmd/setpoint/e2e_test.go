@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,7 +252,7 @@ func TestSimCommand(t *testing.T) {
 func TestWatchLiveEdits(t *testing.T) {
 	dir := copySpecs(t)
 	cmd := exec.Command(binary, "watch", dir)
-	var logs safeBuffer
+	var logs testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -299,23 +300,6 @@ func TestWatchLiveEdits(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch did not stop on SIGINT")
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestSimProviderRestartResumes: the sim world runs in its own process; it

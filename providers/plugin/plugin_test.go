@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -235,7 +235,7 @@ func TestEventsStream(t *testing.T) {
 // TestProviderLogsForwarded: a provider's slog lines arrive in setpoint's
 // log with their level, fields and the provider's name.
 func TestProviderLogsForwarded(t *testing.T) {
-	var buf safeBuffer
+	var buf testutil.Buffer
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	defer slog.SetDefault(old)
@@ -250,21 +250,4 @@ func TestProviderLogsForwarded(t *testing.T) {
 	if !strings.Contains(out, `level=WARN msg="asked to log"`) || !strings.Contains(out, "provider=good") || !strings.Contains(out, "address=good:Deployment/shop/log") {
 		t.Fatalf("forwarded log:\n%s", out)
 	}
-}
-
-type safeBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
