@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,7 +56,12 @@ the sim config's start at the sim speed (at least real time).`,
 			w.Tick = ws.env.Spec.Tick.D()
 			cfg, _ := sim.Config(ws.env)
 			clk := clock.NewScaled(clock.Wall{}, ws.now, max(cfg.Speed, 1))
+			providersAt := providerConfigs(ws.env)
 			w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
+				if set.Env != nil && providerConfigs(set.Env) != providersAt {
+					providersAt = providerConfigs(set.Env)
+					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
+				}
 				reconcileOnce(ctx, ws, set, touched, reason, clk.Now(), w.Tick)
 			}
 			// Providers that stream world changes trigger a reconcile.
@@ -117,4 +123,10 @@ func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []
 	if err != nil {
 		slog.Error("reconcile", "reason", reason, "error", err)
 	}
+}
+
+// providerConfigs summarises what starting the providers depends on.
+func providerConfigs(env *spec.Environment) string {
+	b, _ := json.Marshal([]any{env.Spec.Providers, env.Spec.PluginPath})
+	return string(b)
 }
