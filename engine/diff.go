@@ -33,7 +33,7 @@ type Desired struct {
 // exact value if there is one, else the tightest lower bound (so a bound
 // setpoint raised can come back down); an upper bound alone only lowers a
 // current value above it. Never last-writer-wins.
-func Combine(intents []intent.Intent, current func(providers.Address, string) (int64, bool)) []Desired {
+func Combine(intents []intent.Intent, current func(providers.Address, string, intent.Unit) (int64, bool)) []Desired {
 	type group struct {
 		its []intent.Intent
 	}
@@ -83,7 +83,7 @@ func Combine(intents []intent.Intent, current func(providers.Address, string) (i
 		if specs := distinctSources(its); specs > 1 {
 			d.Contributors = its
 		}
-		cur, has := current(d.Address, d.Attribute)
+		cur, has := current(d.Address, d.Attribute, d.Unit)
 		switch {
 		case exact != nil:
 			d.Primary, d.Value, d.Set = *exact, exact.Value, true

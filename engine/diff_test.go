@@ -15,8 +15,8 @@ func it(kind intent.Kind, v int64, src string) intent.Intent {
 }
 
 func TestCombine(t *testing.T) {
-	cur := func(v int64) func(providers.Address, string) (int64, bool) {
-		return func(providers.Address, string) (int64, bool) { return v, true }
+	cur := func(v int64) func(providers.Address, string, intent.Unit) (int64, bool) {
+		return func(providers.Address, string, intent.Unit) (int64, bool) { return v, true }
 	}
 	cases := []struct {
 		name     string

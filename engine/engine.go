@@ -164,22 +164,25 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		f.Pull(ctx, now)
 	}
 	obs := e.observe(ctx, now, ds)
-	p.Observed = obs.fingerprintable()
+	p.Record(func(p *plan.Plan) {
+		p.Observed = obs.fingerprintable()
+		for _, d := range ds {
+			p.Specs[d.doc.Head().ID()] = spec.Digest(d.doc)
+		}
+	})
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
 
 	var intents []intent.Intent
 	bySpec := map[string]decided{}
 	for _, d := range ds {
-		h := d.doc.Head()
-		p.Specs[h.ID()] = spec.Digest(d.doc)
-		bySpec[h.ID()] = d
+		bySpec[d.doc.Head().ID()] = d
 		its, notes, errs := d.decider.Decide(tick, d.doc, d.reads, obs, st)
 		p.Notes = append(p.Notes, notes...)
 		p.Errors = append(p.Errors, errs...)
 		intents = append(intents, its...)
 	}
 
-	current := func(a providers.Address, attr string) (int64, bool) {
+	current := func(a providers.Address, attr string, u intent.Unit) (int64, bool) {
 		o, ok := obs.Objects[a.String()]
 		if !ok || !o.Exists {
 			return 0, false
@@ -187,10 +190,6 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		v, ok := o.Attributes[attr]
 		if !ok {
 			return 0, true // an absent annotation reads as 0, as Knative does
-		}
-		u := intent.Count
-		if strings.HasSuffix(attr, ".memory") {
-			u = intent.Bytes
 		}
 		return parseValue(u, v)
 	}
@@ -200,7 +199,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		}
 		sp := bySpec[d.Primary.Source]
 		o := obs.Objects[d.Address.String()]
-		cur, has := current(d.Address, d.Attribute)
+		cur, has := current(d.Address, d.Attribute, d.Unit)
 		key := state.Key(d.Address.String(), d.Attribute)
 		entry := st.Get(key)
 		if entry.User == nil && has && o.Exists {
@@ -256,7 +255,6 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 		}
 		return p.Changes[i].Attribute < p.Changes[j].Attribute
 	})
-	p.Seal()
 	return p
 }
 

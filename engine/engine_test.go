@@ -191,10 +191,17 @@ func TestFaultsAndHolds(t *testing.T) {
 	}
 	// Paused by annotation; with no traffic there is also nothing to say
 	// about replicas, and the memory change is held as paused.
+	pausedHolds := 0
 	for _, h := range pl.Held {
-		if strings.Contains(h.Address, "/paused") && !strings.HasPrefix(h.Held, "paused (setpoint.dev/paused") {
-			t.Errorf("paused: %+v", h)
+		if strings.Contains(h.Address, "/paused") {
+			pausedHolds++
+			if !strings.HasPrefix(h.Held, "paused (setpoint.dev/paused") {
+				t.Errorf("paused: %+v", h)
+			}
 		}
+	}
+	if pausedHolds == 0 {
+		t.Errorf("the paused target's memory changes should be listed as held: %s", out)
 	}
 	if !strings.Contains(out, "NFR/shop/paused") || !strings.Contains(out, "~0") {
 		t.Errorf("no traffic should hold the replicas decision: %s", out)

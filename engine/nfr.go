@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -187,10 +186,7 @@ func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.In
 			if !ok || e.User == nil || e.Applied == nil {
 				continue
 			}
-			dim, unit := intent.Replicas, intent.Count
-			if strings.HasSuffix(attr, ".memory") {
-				dim, unit = intent.Memory, intent.Bytes
-			}
+			dim, unit := nfr.Dimension(attr)
 			mode := n.Spec.Enforcement.Replicas
 			if dim == intent.Memory {
 				mode = n.Spec.Enforcement.Memory

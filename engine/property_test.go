@@ -33,7 +33,7 @@ func TestUserValueNeverUndercut(t *testing.T) {
 		cur := int64(r.IntN(60))
 		target := providers.Object{Address: addr, Exists: true, Attributes: map[string]string{nfr.AttrReplicas: strconv.FormatInt(cur, 10)}}
 		out := nfr.Decide(nfr.Input{Spec: n, Target: target, Signals: nfr.Signals{RPS: &rps, CPUMilli: &cpu}, UserValue: map[string]int64{nfr.AttrReplicas: user}})
-		ds := Combine(out.Intents, func(providers.Address, string) (int64, bool) { return cur, true })
+		ds := Combine(out.Intents, func(providers.Address, string, intent.Unit) (int64, bool) { return cur, true })
 		for _, d := range ds {
 			if d.Value < user {
 				t.Fatalf("desired %d below the user's %d", d.Value, user)

@@ -116,6 +116,7 @@ func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, s
 		}
 	}
 	if asJSON {
+		p.Seal()
 		type res struct {
 			Address, Attribute, To, Error string
 		}

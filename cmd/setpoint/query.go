@@ -9,10 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/engine/signals"
-	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
-	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
 func newQueryCmd() *cobra.Command {
@@ -27,47 +24,39 @@ the changes applied so far) up to --at: RFC 3339, or an offset from the start
 of the trace such as 15m; the default is the sim config's start.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := load.New()
+			// The same path as plan: the sim world in its provider process,
+			// its metrics pulled into the store through Signals.
+			w, err := openWorkspace(dir, simOptions{})
 			if err != nil {
 				return err
 			}
-			r := l.LoadDir(dir)
-			env := r.Environment()
-			if env == nil {
-				for _, d := range r.Diags {
-					fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
-				}
-				return fmt.Errorf("%s: no valid Environment to take the signal source from", dir)
+			defer w.close()
+			if len(w.diags) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d errors in other specs of %s (setpoint validate lists them)\n", len(w.diags), dir)
 			}
-			if len(r.Diags) > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d errors in other specs of %s (setpoint validate lists them)\n", len(r.Diags), dir)
+			if w.trace == nil {
+				return fmt.Errorf("%s: query needs a signal source: this release has the sim world's", dir)
 			}
-			if env.Spec.Signals.Default != "embedded" {
-				return fmt.Errorf("%s: signals.default %q is not available yet; use embedded", env.Src.PosOf("spec.signals.default"), env.Spec.Signals.Default)
-			}
-			store := embedded.NewStore(0)
-			p, err := sim.Open(env, store)
-			if err != nil {
-				return err
-			}
-			cfg, _ := sim.Config(env)
-			when := p.World.Start().Add(cfg.Start.D())
+			start, end := w.trace.Start, w.trace.Start.Add(w.trace.Duration())
+			when := w.now
 			if at != "" {
-				if when, err = p.World.ParseTime(at); err != nil {
+				if when, err = w.trace.ParseTime(at); err != nil {
 					return err
 				}
 			}
-			if when.Before(p.World.Start()) || when.After(p.World.End()) {
-				return fmt.Errorf("time %s is outside the trace (%s to %s)", when.Format(time.RFC3339), p.World.Start().Format(time.RFC3339), p.World.End().Format(time.RFC3339))
+			if when.Before(start) || when.After(end) {
+				return fmt.Errorf("time %s is outside the trace (%s to %s)", when.Format(time.RFC3339), start.Format(time.RFC3339), end.Format(time.RFC3339))
 			}
 			started := time.Now()
-			p.World.AdvanceTo(when)
+			for _, f := range w.eng.Feeds {
+				f.Pull(cmd.Context(), when)
+			}
 			replay := time.Since(started)
-			res, err := embedded.NewSource(store).Query(cmd.Context(), args[0], when)
+			res, err := w.eng.Signals.Query(cmd.Context(), args[0], when)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "# at %s (%s into the trace; replayed in %s)\n", when.UTC().Format(time.RFC3339), when.Sub(p.World.Start()), replay.Round(time.Millisecond))
+			fmt.Fprintf(cmd.ErrOrStderr(), "# at %s (%s into the trace; replayed in %s)\n", when.UTC().Format(time.RFC3339), when.Sub(start), replay.Round(time.Millisecond))
 			if asJSON {
 				return printResultJSON(cmd, res)
 			}

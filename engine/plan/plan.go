@@ -94,10 +94,22 @@ type Plan struct {
 	Held        []Change          `json:"held"`
 	Notes       []Note            `json:"notes"`
 	Errors      []Note            `json:"errors"`
+
+	// record fills Specs and Observed. They matter only for a plan that is
+	// written out, so a loop that plans every tick does not pay for them.
+	record func(p *Plan)
 }
 
-// Seal computes the fingerprint of the observations.
+// Record arranges for Specs and Observed to be filled when the plan is
+// written out (JSON, Save).
+func (p *Plan) Record(f func(p *Plan)) { p.record = f }
+
+// Seal fills Specs and Observed (once) and fingerprints the observations.
 func (p *Plan) Seal() {
+	if p.record != nil {
+		p.record(p)
+		p.record = nil
+	}
 	p.Fingerprint = Fingerprint(p.Observed)
 }
 
@@ -214,6 +226,7 @@ func (p *Plan) Text(w io.Writer) {
 
 // JSON writes the plan for machines.
 func (p *Plan) JSON(w io.Writer) error {
+	p.Seal()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(p)

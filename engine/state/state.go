@@ -15,10 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -249,9 +247,4 @@ func (l *Lock) Release() error {
 	l.f.Close()
 	l.f = nil
 	return err
-}
-
-// Keys returns the state's keys, sorted.
-func (s *State) Keys() []string {
-	return slices.Sorted(maps.Keys(s.Entries))
 }

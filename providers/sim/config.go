@@ -55,7 +55,7 @@ func Open(env *spec.Environment, sink Sink) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
 	}
-	return &Provider{World: w, StatePath: path, Name: "sim"}, nil
+	return &Provider{World: w, StatePath: path}, nil
 }
 
 // ParseTime reads a time as RFC 3339 or as an offset from the world's start

@@ -34,6 +34,7 @@ func ContainerAttr(container, which string) string {
 // object is one API object of the world, with what the gate needs: the
 // manager of each field, annotations and a generation.
 type object struct {
+	wl                    *workload // the workload it belongs to
 	kind, namespace, name string
 	attrs                 map[string]string
 	managers              map[string]string

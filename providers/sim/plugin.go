@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err != nil {
 		return []providers.Diagnostic{{Severity: providers.Error, Summary: "sim world", Detail: err.Error()}}
 	}
-	s.p, s.buf = &Provider{World: w, StatePath: req.StatePath, Name: "sim"}, buf
+	s.p, s.buf = &Provider{World: w, StatePath: req.StatePath}, buf
 	return nil
 }
 
@@ -113,6 +112,3 @@ func (s *Plugin) Events(ctx context.Context, _ time.Time, _ func(providers.Event
 	<-ctx.Done()
 	return nil
 }
-
-// String names the provider in logs.
-func (s *Plugin) String() string { return fmt.Sprintf("sim provider %s", version.Version) }

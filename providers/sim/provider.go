@@ -85,7 +85,6 @@ type Provider struct {
 	World *World
 	// StatePath persists applied changes ("" keeps them in memory only).
 	StatePath string
-	Name      string // the provider name in addresses, "sim"
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -115,8 +114,8 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 			obj.Attributes[k] = v
 			obj.Managers[k] = o.manager(k)
 		}
-		if wl := p.World.workloadOf(o); wl != nil && (o.kind == "Deployment" || o.kind == "KnativeService") {
-			obj.Attributes[AttrReadyReplicas] = strconv.Itoa(wl.ready(p.World.sec))
+		if o.kind == "Deployment" || o.kind == "KnativeService" {
+			obj.Attributes[AttrReadyReplicas] = strconv.Itoa(o.wl.ready(p.World.sec))
 		}
 		obj.Annotations = map[string]string{}
 		for k, v := range o.annotations {
@@ -175,15 +174,6 @@ func (w *World) record(cs []Change) {
 	w.applied = len(w.changes)
 }
 
-func (w *World) workloadOf(o *object) *workload {
-	for _, wl := range w.wls {
-		if wl.deploy == o || wl.ksvc == o || wl.hpa == o {
-			return wl
-		}
-	}
-	return nil
-}
-
 // create makes an object the engine asked for: an HPA for a Deployment that
 // has none (with a CPU target of 80% of requests, as kubectl autoscale).
 func (w *World) create(c providers.Change) (*object, error) {
@@ -205,7 +195,7 @@ func (w *World) create(c providers.Change) (*object, error) {
 		if wl.cfg.HPA == nil {
 			wl.cfg.HPA = &spec.SimHPA{Min: minR, Max: maxR}
 		}
-		wl.hpa = w.newObject("HorizontalPodAutoscaler", wl.cfg, func(string) string { return c.Manager })
+		wl.hpa = wl.newObject("HorizontalPodAutoscaler", func(string) string { return c.Manager })
 		wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(minR)
 		wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(maxR)
 		wl.deploy.managers[AttrReplicas] = "horizontal-pod-autoscaler"

@@ -239,14 +239,14 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 	}
 	switch c.Kind {
 	case "Deployment":
-		wl.deploy = w.newObject("Deployment", c, managers)
+		wl.deploy = wl.newObject("Deployment", managers)
 		wl.deploy.attrs[AttrReplicas] = strconv.Itoa(c.Replicas)
 		for k, v := range containers {
 			wl.deploy.attrs[k] = v
 		}
 		wl.template = wl.deploy
 		if c.HPA != nil {
-			wl.hpa = w.newObject("HorizontalPodAutoscaler", c, managers)
+			wl.hpa = wl.newObject("HorizontalPodAutoscaler", managers)
 			wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(c.HPA.Min)
 			wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(c.HPA.Max)
 			wl.replicas = min(max(c.Replicas, c.HPA.Min), c.HPA.Max)
@@ -259,7 +259,7 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 		if k == nil {
 			k = &spec.SimKnative{TargetConcurrency: 100}
 		}
-		wl.ksvc = w.newObject("KnativeService", c, managers)
+		wl.ksvc = wl.newObject("KnativeService", managers)
 		wl.ksvc.attrs[AttrMinScale] = strconv.Itoa(k.MinScale)
 		if k.MaxScale > 0 {
 			wl.ksvc.attrs[AttrMaxScale] = strconv.Itoa(k.MaxScale)
@@ -279,8 +279,9 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 	return wl, nil
 }
 
-func (w *World) newObject(kind string, c *spec.SimWorkload, managers func(string) string) *object {
-	o := &object{kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[string]string{},
+func (wl *workload) newObject(kind string, managers func(string) string) *object {
+	c, w := wl.cfg, wl.w
+	o := &object{wl: wl, kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[string]string{},
 		managers: map[string]string{}, annotations: map[string]string{}, generation: 1, managerOf: managers}
 	for k, v := range c.Annotations {
 		o.annotations[k] = v

@@ -48,7 +48,7 @@ func newRig(t *testing.T, tr *Trace, wls ...spec.SimWorkload) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{w: w, src: embedded.NewSource(store), p: &Provider{World: w, Name: "sim"}}
+	return &rig{w: w, src: embedded.NewSource(store), p: &Provider{World: w}}
 }
 
 func (r *rig) at(sec int) time.Time { return r.w.Start().Add(time.Duration(sec) * time.Second) }

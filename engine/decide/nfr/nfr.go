@@ -30,6 +30,15 @@ func ContainerAttr(container, which string) string {
 	return containerPrefix + container + "].resources." + which + ".memory"
 }
 
+// Dimension says which dimension an attribute an NFR writes belongs to,
+// and its unit: container memory is bytes, everything else replica counts.
+func Dimension(attr string) (intent.Dimension, intent.Unit) {
+	if strings.HasPrefix(attr, containerPrefix) && strings.HasSuffix(attr, ".memory") {
+		return intent.Memory, intent.Bytes
+	}
+	return intent.Replicas, intent.Count
+}
+
 // Fixed floors and ceilings of the memory recommendation.
 const (
 	MiB            = int64(spec.MiB)

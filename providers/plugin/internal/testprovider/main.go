@@ -66,10 +66,7 @@ func (p *tp) Events(ctx context.Context, _ time.Time, send func(providers.Event)
 func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	switch p.mode {
 	case "slow":
-		select {
-		case <-time.After(30 * time.Second):
-		case <-ctx.Done():
-		}
+		hang(ctx)
 	case "panic":
 		panic("the test provider panics in Read on purpose")
 	case "malformed":
@@ -100,10 +97,7 @@ func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.Read
 func (p *tp) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	switch p.mode {
 	case "slow":
-		select {
-		case <-time.After(30 * time.Second):
-		case <-ctx.Done():
-		}
+		hang(ctx)
 	case "malformed":
 		return providers.ApplyResponse{Results: []providers.ChangeResult{{}}} // one result, whatever was asked
 	}
@@ -118,4 +112,12 @@ func (p *tp) Apply(ctx context.Context, req providers.ApplyRequest) providers.Ap
 		resp.Results = append(resp.Results, providers.ChangeResult{Change: c})
 	}
 	return resp
+}
+
+// hang stands in for a provider stuck in a call.
+func hang(ctx context.Context) {
+	select {
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
 }
