@@ -1,74 +1,47 @@
-// Package providers defines what the engine asks of a provider: read the
-// objects specs target and apply attribute changes, every request carrying
-// the engine's now (wall or virtual). The sim world implements it in
+// Package providers defines what the engine asks of a provider: read and
+// list the objects specs target, dry-run and apply changes grouped per
+// object, every request carrying the engine's now (wall or virtual). The sim world implements it in
 // process; the gRPC protocol carries the same requests out of process.
 package providers
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
 // Address names one object: PROVIDER:Kind/namespace/name.
-type Address struct {
-	Provider, Kind, Namespace, Name string
-}
-
-func (a Address) String() string {
-	return a.Provider + ":" + a.Kind + "/" + a.Namespace + "/" + a.Name
-}
-
-// Key is the address without its provider, as a provider indexes objects.
-func (a Address) Key() string { return a.Kind + "/" + a.Namespace + "/" + a.Name }
+type Address = addrs.Object
 
 // ParseAddress reads "sim:Deployment/shop/checkout".
-func ParseAddress(s string) (Address, error) {
-	prov, rest, ok := strings.Cut(s, ":")
-	parts := strings.Split(rest, "/")
-	if !ok || prov == "" || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return Address{}, fmt.Errorf("address %q: want PROVIDER:Kind/namespace/name", s)
-	}
-	return Address{Provider: prov, Kind: parts[0], Namespace: parts[1], Name: parts[2]}, nil
-}
+func ParseAddress(s string) (Address, error) { return addrs.ParseObject(s) }
 
-// Object is what a provider read of one address.
+// Object is what a provider read of one address: typed attribute values
+// by path, the field manager of each, labels (for List selectors),
+// annotations and the generation.
 type Object struct {
 	Address     Address
 	Exists      bool
-	Attributes  map[string]string // dotted path → value
-	Managers    map[string]string // dotted path → field manager
+	Attributes  map[addrs.Path]values.Value
+	Managers    map[addrs.Path]string
+	Labels      map[string]string
 	Annotations map[string]string
 	Generation  int64
 }
 
-// Change sets one attribute of one object as a field manager. With Create
-// set, the object does not exist yet and is created with those attributes.
-type Change struct {
-	Address   Address
-	Attribute string
-	Value     string
-	Manager   string
-	Create    map[string]string
-}
-
-// Severity of a diagnostic.
-type Severity string
+// Diagnostic is a provider's report on a request, as Terraform's are: the
+// one diagnostics type of setpoint.
+type Diagnostic = diag.Diagnostic
 
 // Severities.
 const (
-	Error   Severity = "error"
-	Warning Severity = "warning"
+	Error   = diag.Error
+	Warning = diag.Warning
 )
-
-// Diagnostic is a provider's report on a request, as Terraform's are.
-type Diagnostic struct {
-	Severity Severity
-	Summary  string
-	Detail   string
-	Address  *Address
-}
 
 // ReadRequest asks for the objects at addresses as of Now.
 type ReadRequest struct {
@@ -82,28 +55,91 @@ type ReadResponse struct {
 	Diagnostics []Diagnostic
 }
 
-// ApplyRequest applies changes as of Now; applying a value an attribute
-// already has is a no-op.
-type ApplyRequest struct {
-	Now     time.Time
-	Changes []Change
+// ListRequest asks for every object of a kind (in a namespace, or all of
+// them when Namespace is empty) whose labels match Selector: discovery of
+// a Fleet's clusters or a RouteGroup's backends.
+type ListRequest struct {
+	Now       time.Time
+	Provider  string
+	Kind      string
+	Namespace string
+	Selector  map[string]string
 }
 
-// ChangeResult says what became of one change; Err is empty on success.
-type ChangeResult struct {
-	Change Change
-	Err    string
+// ListResponse holds the matching objects, in address order.
+type ListResponse struct {
+	Objects     []Object
+	Diagnostics []Diagnostic
+}
+
+// ObjectChange is one object's change, grouped so a server-side-apply
+// provider can send one applied configuration: Attributes holds every
+// attribute setpoint owns on the object after the change (the ones it
+// moves and the ones it owned before and keeps), so no owned field is
+// ever dropped; Changed says which of them this change moves.
+type ObjectChange struct {
+	Address    Address
+	Action     action.Action
+	Attributes map[addrs.Path]values.Value
+	Changed    []addrs.Path
+	// Manager is the field manager setpoint writes as.
+	Manager string
+	// Force takes fields other managers own: set only when the gate
+	// allowed the takeover.
+	Force bool
+}
+
+// Conflict is a field another manager owns, which a change without Force
+// may not take.
+type Conflict struct {
+	Path    addrs.Path
+	Manager string
+}
+
+// ObjectResult says what became of one object's change: Err is empty on
+// success; Conflicts name the managers that refused it.
+type ObjectResult struct {
+	Address   Address
+	Err       string
+	Conflicts []Conflict
+	// After is the object's owned attributes as the provider would leave
+	// them (PlanChange) or left them (Apply).
+	After map[addrs.Path]values.Value
+}
+
+// ApplyRequest applies changes as of Now; applying values an object
+// already has is a no-op. Each object's change succeeds or fails whole.
+type ApplyRequest struct {
+	Now     time.Time
+	Changes []ObjectChange
 }
 
 // ApplyResponse holds one result per change, in order.
 type ApplyResponse struct {
-	Results     []ChangeResult
+	Results     []ObjectResult
+	Diagnostics []Diagnostic
+}
+
+// PlanChangeRequest asks, without changing anything, whether each change
+// would be accepted and what the object would become (server-side apply
+// dry-run for Kubernetes), so rejections show in a plan.
+type PlanChangeRequest struct {
+	Now     time.Time
+	Changes []ObjectChange
+}
+
+// PlanChangeResponse holds one result per change, in order: Err says why
+// the provider would refuse it.
+type PlanChangeResponse struct {
+	Results     []ObjectResult
 	Diagnostics []Diagnostic
 }
 
 // Provider is the interface every provider implements.
 type Provider interface {
 	Read(ctx context.Context, req ReadRequest) ReadResponse
+	List(ctx context.Context, req ListRequest) ListResponse
+	PlanChange(ctx context.Context, req PlanChangeRequest) PlanChangeResponse
 	Apply(ctx context.Context, req ApplyRequest) ApplyResponse
 }
 
@@ -163,8 +199,8 @@ type Event struct {
 
 // AttributeSchema describes one attribute a provider serves.
 type AttributeSchema struct {
-	Path        string
-	Type        string
+	Path        addrs.Path
+	Type        values.Type
 	ReadOnly    bool
 	Description string
 }

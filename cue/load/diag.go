@@ -1,7 +1,6 @@
 package load
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -15,72 +14,15 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 )
 
-// Diagnostic is one problem with a spec, at the position the user wrote.
-type Diagnostic struct {
-	Pos      spec.Pos
-	Path     string // dotted field path within the document, if any
-	Message  string
-	Expected string
-}
-
-func (d Diagnostic) Error() string {
-	var b strings.Builder
-	b.WriteString(d.Pos.String())
-	b.WriteString(": ")
-	if d.Path != "" {
-		b.WriteString(d.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(d.Message)
-	if d.Expected != "" {
-		b.WriteString(" (expected ")
-		b.WriteString(d.Expected)
-		b.WriteString(")")
-	}
-	return b.String()
-}
-
-// MarshalJSON flattens the position for machines.
-func (d Diagnostic) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		File     string `json:"file"`
-		Line     int    `json:"line,omitempty"`
-		Column   int    `json:"column,omitempty"`
-		Path     string `json:"path,omitempty"`
-		Message  string `json:"message"`
-		Expected string `json:"expected,omitempty"`
-	}{d.Pos.File, d.Pos.Line, d.Pos.Col, d.Path, d.Message, d.Expected})
-}
+// Diagnostic is one problem with a spec, at the position the user wrote:
+// the one diagnostics type of loader, engine and providers.
+type Diagnostic = diag.Diagnostic
 
 // Diagnostics is a list of problems; it is an error when not empty.
-type Diagnostics []Diagnostic
-
-func (ds Diagnostics) Error() string {
-	lines := make([]string, len(ds))
-	for i, d := range ds {
-		lines[i] = d.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Sort orders by file, line, column, then message, so output is stable.
-func (ds Diagnostics) Sort() {
-	sort.SliceStable(ds, func(i, j int) bool {
-		a, b := ds[i], ds[j]
-		if a.Pos.File != b.Pos.File {
-			return a.Pos.File < b.Pos.File
-		}
-		if a.Pos.Line != b.Pos.Line {
-			return a.Pos.Line < b.Pos.Line
-		}
-		if a.Pos.Col != b.Pos.Col {
-			return a.Pos.Col < b.Pos.Col
-		}
-		return a.Message < b.Message
-	})
-}
+type Diagnostics = diag.Diagnostics
 
 func posOf(p token.Pos, fallback string) spec.Pos {
 	if !p.IsValid() {

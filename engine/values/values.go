@@ -1,0 +1,338 @@
+// Package values is setpoint's typed values: a count (replicas), bytes
+// (memory), millicores (CPU), a duration, a string, or a structured value
+// (a JSON object or list: a route table's config, a CPU set). Each type
+// knows how it is parsed, printed, compared, stepped and rounded, so no
+// stage downstream guesses a unit from an attribute's name.
+package values
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+)
+
+// Type of a value.
+type Type uint8
+
+// Types.
+const (
+	Invalid Type = iota
+	Count
+	Bytes
+	Millicores
+	Duration
+	String
+	Structured
+)
+
+var typeNames = [...]string{"invalid", "count", "bytes", "millicores", "duration", "string", "structured"}
+
+func (t Type) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return "type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseType reads a type's name.
+func ParseType(s string) (Type, error) {
+	for i, n := range typeNames {
+		if n == s && i > 0 {
+			return Type(i), nil
+		}
+	}
+	return Invalid, fmt.Errorf("unknown value type %q (want count, bytes, millicores, duration, string or structured)", s)
+}
+
+// Numeric types are ordered and stepped.
+func (t Type) Numeric() bool { return t >= Count && t <= Duration }
+
+// Value is one typed value. The zero Value is invalid (absent).
+type Value struct {
+	t Type
+	n int64  // count, bytes, millicores, nanoseconds
+	s string // string; structured: compact JSON
+}
+
+// Constructors.
+func CountOf(n int64) Value             { return Value{t: Count, n: n} }
+func BytesOf(n int64) Value             { return Value{t: Bytes, n: n} }
+func MillicoresOf(n int64) Value        { return Value{t: Millicores, n: n} }
+func DurationOf(d time.Duration) Value  { return Value{t: Duration, n: int64(d)} }
+func StringOf(s string) Value           { return Value{t: String, s: s} }
+func Numeric(t Type, n int64) Value     { return Value{t: t, n: n} }
+func (v Value) WithInt(n int64) Value   { return Value{t: v.t, n: n} }
+func (v Value) Type() Type              { return v.t }
+func (v Value) IsValid() bool           { return v.t != Invalid }
+func (v Value) Int() int64              { return v.n }
+func (v Value) Duration() time.Duration { return time.Duration(v.n) }
+func (v Value) Str() string             { return v.s }
+func (v Value) JSON() json.RawMessage   { return json.RawMessage(v.s) }
+func (v Value) Float() float64          { return float64(v.n) }
+func (v Value) SameType(w Value) bool   { return v.t == w.t }
+func (v Value) Equal(w Value) bool      { return v == w }
+func (v Value) IsZeroNumber() bool      { return v.t.Numeric() && v.n == 0 }
+func (v Value) Abs() int64              { return abs(v.n) }
+func (v Value) Sub(w Value) int64       { return v.n - w.n }
+
+// MaxStructured bounds a structured value's JSON (a route table's config):
+// values come from providers and saved plans.
+const MaxStructured = 1 << 20
+
+// StructuredOf compacts raw JSON into a structured value.
+func StructuredOf(raw []byte) (Value, error) {
+	if len(raw) > MaxStructured {
+		return Value{}, fmt.Errorf("structured value of %d bytes: at most %d", len(raw), MaxStructured)
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return Value{}, fmt.Errorf("structured value: %w", err)
+	}
+	if c := b.Bytes(); len(c) == 0 || (c[0] != '{' && c[0] != '[') {
+		return Value{}, fmt.Errorf("structured value: want a JSON object or list")
+	}
+	return Value{t: Structured, s: b.String()}, nil
+}
+
+// Parse reads a value of type t from its printed form: "3", "256Mi",
+// "500m", "30s", any string, or JSON.
+func Parse(t Type, s string) (Value, error) {
+	switch t {
+	case Count:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return Value{}, fmt.Errorf("%q is not a count", s)
+		}
+		return CountOf(n), nil
+	case Bytes:
+		b, err := spec.ParseBytes(s)
+		if err != nil {
+			return Value{}, err
+		}
+		return BytesOf(int64(b)), nil
+	case Millicores:
+		c, err := spec.ParseMilliCPU(s)
+		if err != nil {
+			return Value{}, err
+		}
+		return MillicoresOf(int64(c)), nil
+	case Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return Value{}, fmt.Errorf("%q is not a duration", s)
+		}
+		return DurationOf(d), nil
+	case String:
+		return StringOf(s), nil
+	case Structured:
+		return StructuredOf([]byte(s))
+	}
+	return Value{}, fmt.Errorf("cannot parse a value of type %s", t)
+}
+
+// String prints the value as a user writes it.
+func (v Value) String() string {
+	switch v.t {
+	case Count:
+		return strconv.FormatInt(v.n, 10)
+	case Bytes:
+		return spec.Bytes(v.n).String()
+	case Millicores:
+		return spec.MilliCPU(v.n).String()
+	case Duration:
+		return time.Duration(v.n).String()
+	case String, Structured:
+		return v.s
+	}
+	return "(none)"
+}
+
+// Compare orders two values of one numeric type (-1, 0, 1); strings and
+// structured values compare by their text. Values of different types
+// compare by type, so a sort is still total.
+func (v Value) Compare(w Value) int {
+	if v.t != w.t {
+		return cmpInt(int64(v.t), int64(w.t))
+	}
+	if v.t.Numeric() {
+		return cmpInt(v.n, w.n)
+	}
+	return strings.Compare(v.s, w.s)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Max and Min of two values of one type.
+func Max(a, b Value) Value {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+func Min(a, b Value) Value {
+	if a.Compare(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+// Granule is the unit a type's steps round to: 1 replica, 16Mi, 1m of
+// CPU, 1 s.
+func (t Type) Granule() int64 {
+	switch t {
+	case Bytes:
+		return 16 << 20
+	case Duration:
+		return int64(time.Second)
+	case Count, Millicores:
+		return 1
+	}
+	return 0
+}
+
+// RoundUp rounds a numeric value up to a multiple of its granule
+// (roundUp16Mi for memory).
+func (v Value) RoundUp() Value {
+	g := v.t.Granule()
+	if g <= 1 {
+		return v
+	}
+	return v.WithInt(ceilDiv(v.n, g) * g)
+}
+
+func ceilDiv(a, g int64) int64 {
+	q := a / g
+	if a%g != 0 && a > 0 {
+		q++
+	}
+	return q
+}
+
+// Within reports whether v is within tolerance (a fraction) of anchor;
+// counts allow at least one. Non-numeric values are within only when
+// equal.
+func Within(anchor, v Value, tolerance float64) bool {
+	if !anchor.t.Numeric() || anchor.t != v.t {
+		return anchor == v
+	}
+	tol := tolerance * math.Abs(float64(anchor.n))
+	if anchor.t == Count {
+		tol = max(tol, 1)
+	}
+	return math.Abs(float64(v.n-anchor.n)) <= tol+1e-9
+}
+
+// Step bounds one move from cur toward want to a fraction of cur. Counts:
+// |Δ| ≤ max(1, floor(pct × cur)). Other numbers: |Δ| ≤ pct × cur, the
+// bounded value rounded to the granule toward cur (so the bound always
+// holds), or unrounded when no granule multiple lies strictly between.
+// Strings and structured values are not stepped. The note says how the
+// value was bounded ("" when it was not).
+func Step(cur, want Value, pct float64) (Value, string) {
+	if pct <= 0 || want == cur || !cur.t.Numeric() || cur.t != want.t {
+		return want, ""
+	}
+	delta := want.n - cur.n
+	if cur.t == Count {
+		maxD := max(int64(1), int64(math.Floor(pct*float64(cur.n)+1e-9)))
+		if abs(delta) <= maxD {
+			return want, ""
+		}
+		sign, v := "+", cur.n+maxD
+		if delta < 0 {
+			sign, v = "-", cur.n-maxD
+		}
+		return cur.WithInt(v), fmt.Sprintf("bounded to %s%s%% of %d, at least 1", sign, pctString(pct), cur.n)
+	}
+	maxD := pct * float64(cur.n)
+	if float64(abs(delta)) <= maxD+1e-6 {
+		return want, ""
+	}
+	g := float64(cur.t.Granule())
+	var v int64
+	if delta > 0 {
+		v = int64(math.Floor((float64(cur.n)+maxD)/g)) * int64(g)
+		if v <= cur.n {
+			v = cur.n + int64(maxD)
+		}
+	} else {
+		v = int64(math.Ceil((float64(cur.n)-maxD)/g)) * int64(g)
+		if v >= cur.n {
+			v = cur.n - int64(maxD)
+		}
+	}
+	return cur.WithInt(v), fmt.Sprintf("step bounded to %s%% of %s", pctString(pct), cur)
+}
+
+func pctString(p float64) string { return strconv.FormatFloat(p*100, 'g', -1, 64) }
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// wire is the JSON form: the type beside the printed value (structured
+// values inline).
+type wire struct {
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+// MarshalJSON writes {"type":"bytes","value":"256Mi"}.
+func (v Value) MarshalJSON() ([]byte, error) {
+	if v.t == Invalid {
+		return []byte("null"), nil
+	}
+	var raw []byte
+	if v.t == Structured {
+		raw = []byte(v.s)
+	} else {
+		raw, _ = json.Marshal(v.String())
+	}
+	return json.Marshal(wire{Type: v.t.String(), Value: raw})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*v = Value{}
+		return nil
+	}
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("value: %w", err)
+	}
+	t, err := ParseType(w.Type)
+	if err != nil {
+		return err
+	}
+	if t == Structured {
+		x, err := StructuredOf(w.Value)
+		*v = x
+		return err
+	}
+	var s string
+	if err := json.Unmarshal(w.Value, &s); err != nil {
+		return fmt.Errorf("value of type %s: want a string", t)
+	}
+	x, err := Parse(t, s)
+	*v = x
+	return err
+}
