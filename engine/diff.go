@@ -4,23 +4,24 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/intent"
-	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
 // Desired is the combined wish of every intent on one attribute.
 type Desired struct {
-	Address   providers.Address
-	Attribute string
-	Unit      intent.Unit
+	Attr      addrs.Attr
 	Dimension intent.Dimension
 	// Value is the attribute's desired value; Set is false when nothing
 	// asks for a change (only an upper bound the current value is under).
-	Value int64
+	Value values.Value
 	Set   bool
 	// Primary is the intent whose numbers explain Value.
 	Primary intent.Intent
-	// Contributors are all intents, when there is more than one spec.
+	// Intents are every intent that counts, Contributors them when more
+	// than one spec contributes (for the plan).
+	Intents      []intent.Intent
 	Contributors []intent.Intent
 	// Conflict is set when two specs want different exact values: nothing
 	// is applied and the plan names both.
@@ -28,32 +29,54 @@ type Desired struct {
 	Create   *intent.Create
 }
 
+// Specs lists the distinct specs whose intents count, in order.
+func (d Desired) Specs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, it := range d.Intents {
+		if !seen[it.Source] {
+			seen[it.Source] = true
+			out = append(out, it.Source)
+		}
+	}
+	return out
+}
+
 // Combine merges intents per attribute: lower bounds by max, upper bounds
 // by min, an exact value clamped into the bounds. The desired value is the
 // exact value if there is one, else the tightest lower bound (so a bound
 // setpoint raised can come back down); an upper bound alone only lowers a
-// current value above it. Never last-writer-wins.
-func Combine(intents []intent.Intent, current func(providers.Address, string, intent.Unit) (int64, bool)) []Desired {
-	type group struct {
-		its []intent.Intent
-	}
-	groups := map[string]*group{}
-	var order []string
+// current value above it. A restore (enforcement turned off) counts only
+// when no other intent is on the attribute. Never last-writer-wins.
+func Combine(intents []intent.Intent, current func(addrs.Attr) (values.Value, bool)) []Desired {
+	groups := map[addrs.Attr][]intent.Intent{}
+	var order []addrs.Attr
 	for _, it := range intents {
-		k := it.Address.String() + " " + it.Attribute
-		g, ok := groups[k]
-		if !ok {
-			g = &group{}
-			groups[k] = g
-			order = append(order, k)
+		if _, ok := groups[it.Attr]; !ok {
+			order = append(order, it.Attr)
 		}
-		g.its = append(g.its, it)
+		groups[it.Attr] = append(groups[it.Attr], it)
 	}
-	sort.Strings(order)
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.Object != b.Object {
+			return a.Object.String() < b.Object.String()
+		}
+		return a.Path.String() < b.Path.String()
+	})
 	out := make([]Desired, 0, len(order))
 	for _, k := range order {
-		its := groups[k].its
-		d := Desired{Address: its[0].Address, Attribute: its[0].Attribute, Unit: its[0].Unit, Dimension: its[0].Dimension}
+		its := groups[k]
+		var live []intent.Intent
+		for _, it := range its {
+			if !it.Restore {
+				live = append(live, it)
+			}
+		}
+		if len(live) > 0 {
+			its = live
+		}
+		d := Desired{Attr: k, Dimension: its[0].Dimension, Intents: its}
 		var lower, upper, exact *intent.Intent
 		for i := range its {
 			it := &its[i]
@@ -62,44 +85,43 @@ func Combine(intents []intent.Intent, current func(providers.Address, string, in
 			}
 			switch it.Kind {
 			case intent.LowerBound:
-				if lower == nil || it.Value > lower.Value {
+				if lower == nil || it.Value.Compare(lower.Value) > 0 {
 					lower = it
 				}
 			case intent.UpperBound:
-				if upper == nil || it.Value < upper.Value {
+				if upper == nil || it.Value.Compare(upper.Value) < 0 {
 					upper = it
 				}
 			case intent.Exact:
 				if exact != nil && exact.Value != it.Value {
-					d.Conflict = fmt.Sprintf("two specs want exact values: %s from %s (%s) and %s from %s (%s)",
-						intent.Format(exact.Value, exact.Unit), exact.Source, exact.SourcePos,
-						intent.Format(it.Value, it.Unit), it.Source, it.SourcePos)
+					d.Conflict = fmt.Sprintf("%s from %s (%s) and %s from %s (%s)",
+						exact.Value, exact.Source, exact.SourcePos, it.Value, it.Source, it.SourcePos)
 				}
 				if exact == nil {
 					exact = it
 				}
 			}
 		}
-		if specs := distinctSources(its); specs > 1 {
+		if len(d.Specs()) > 1 {
 			d.Contributors = its
 		}
-		cur, has := current(d.Address, d.Attribute, d.Unit)
+		cur, has := current(k)
 		switch {
 		case exact != nil:
 			d.Primary, d.Value, d.Set = *exact, exact.Value, true
-			if lower != nil && d.Value < lower.Value {
+			if lower != nil && d.Value.Compare(lower.Value) < 0 {
 				d.Value = lower.Value
 			}
-			if upper != nil && d.Value > upper.Value {
+			if upper != nil && d.Value.Compare(upper.Value) > 0 {
 				d.Value = upper.Value
 			}
 		case lower != nil:
 			d.Primary, d.Value, d.Set = *lower, lower.Value, true
-			if upper != nil && d.Value > upper.Value {
+			if upper != nil && d.Value.Compare(upper.Value) > 0 {
 				d.Value = upper.Value
-				d.Primary.Rationale += fmt.Sprintf("; held at %d by %s", upper.Value, upper.Rationale)
+				d.Primary.Rationale += fmt.Sprintf("; held at %s by %s", upper.Value, upper.Rationale)
 			}
-		case upper != nil && has && cur > upper.Value:
+		case upper != nil && has && cur.Compare(upper.Value) > 0:
 			d.Primary, d.Value, d.Set = *upper, upper.Value, true
 		default:
 			d.Primary = its[0]
@@ -107,12 +129,4 @@ func Combine(intents []intent.Intent, current func(providers.Address, string, in
 		out = append(out, d)
 	}
 	return out
-}
-
-func distinctSources(its []intent.Intent) int {
-	seen := map[string]bool{}
-	for _, it := range its {
-		seen[it.Source] = true
-	}
-	return len(seen)
 }

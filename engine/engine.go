@@ -1,6 +1,7 @@
 // Package engine runs setpoint's loop: observe through providers and
 // signals, decide per spec, combine intents, gate, plan, and apply. The
-// core knows nothing of Kubernetes or BPF: providers do.
+// core knows nothing of Kubernetes or BPF: providers do; nor of any one
+// kind: each registers a Decider whose Rules carry its gate policy.
 package engine
 
 import (
@@ -10,16 +11,18 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -29,7 +32,7 @@ const PausedAnnotation = "setpoint.dev/paused"
 // Engine plans and applies for a set of specs.
 type Engine struct {
 	Env *spec.Environment
-	// Specs are the documents to reconcile; each kind is handled by the
+	// Specs are the documents in force; each kind is handled by the
 	// decider registered for it.
 	Specs     []spec.Document
 	Providers map[string]providers.Provider
@@ -40,6 +43,9 @@ type Engine struct {
 	Version string
 	Dir     string
 	Log     *slog.Logger
+	// NoDryRun skips the providers' PlanChange (benchmarks of the engine
+	// alone).
+	NoDryRun bool
 }
 
 func (e *Engine) logger() *slog.Logger {
@@ -49,9 +55,9 @@ func (e *Engine) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// defaultProvider is the Environment's first provider: where a spec's
+// DefaultProvider is the Environment's first provider: where a spec's
 // target lives unless it names one.
-func (e *Engine) defaultProvider() string {
+func (e *Engine) DefaultProvider() string {
 	if e.Env != nil && len(e.Env.Spec.Providers) > 0 {
 		return e.Env.Spec.Providers[0].Name
 	}
@@ -61,14 +67,18 @@ func (e *Engine) defaultProvider() string {
 // decided pairs a spec with its decider and the addresses it reads.
 type decided struct {
 	doc     spec.Document
+	id      string
 	decider Decider
-	reads   []providers.Address
+	reads   []addrs.Object
 }
 
-func (e *Engine) plans() ([]decided, []plan.Note) {
-	out := make([]decided, 0, len(e.Specs))
+// specs returns the specs to plan: every one when focus is nil, else the
+// focused ones and, transitively, every spec that reads an object one of
+// them reads — a spec is never planned without the others on its target.
+func (e *Engine) specs(focus []string) ([]decided, []plan.Note) {
+	all := make([]decided, 0, len(e.Specs))
 	var errs []plan.Note
-	def := e.defaultProvider()
+	def := e.DefaultProvider()
 	for _, d := range e.Specs {
 		h := d.Head()
 		if h.Kind == "Environment" {
@@ -79,23 +89,78 @@ func (e *Engine) plans() ([]decided, []plan.Note) {
 			errs = append(errs, plan.Note{Spec: h.ID(), Pos: h.Src.Pos.String(), Text: "no decider for kind " + h.Kind + " in this release"})
 			continue
 		}
-		out = append(out, decided{doc: d, decider: dec, reads: dec.Reads(d, def)})
+		all = append(all, decided{doc: d, id: h.ID(), decider: dec, reads: dec.Reads(d, def)})
+	}
+	if focus == nil {
+		return all, errs
+	}
+	byObject := map[addrs.Object][]int{}
+	byID := map[string]int{}
+	for i, d := range all {
+		byID[d.id] = i
+		for _, a := range d.reads {
+			byObject[a] = append(byObject[a], i)
+		}
+	}
+	in := make([]bool, len(all))
+	var stack []int
+	for _, id := range focus {
+		if i, ok := byID[id]; ok && !in[i] {
+			in[i] = true
+			stack = append(stack, i)
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, a := range all[i].reads {
+			for _, j := range byObject[a] {
+				if !in[j] {
+					in[j] = true
+					stack = append(stack, j)
+				}
+			}
+		}
+	}
+	out := all[:0:0]
+	for i, d := range all {
+		if in[i] {
+			out = append(out, d)
+		}
 	}
 	return out, errs
 }
 
 // Observation is what one tick read.
 type Observation struct {
-	Objects map[string]providers.Object // by address
+	Objects map[addrs.Object]providers.Object
 	// Failed holds a provider error per address that could not be read.
-	Failed map[string]string
+	Failed map[addrs.Object]string
+}
+
+// Value returns an attribute's observed value. An absent attribute of an
+// existing object reads as the zero of its type (an absent annotation is
+// 0, as Knative reads it), so has is true; a missing object is not.
+func (o Observation) Value(a addrs.Attr, t values.Type) (values.Value, bool) {
+	obj, ok := o.Objects[a.Object]
+	if !ok || !obj.Exists {
+		return values.Value{}, false
+	}
+	v, ok := obj.Attributes[a.Path]
+	if !ok {
+		if t.Numeric() {
+			return values.Numeric(t, 0), true
+		}
+		return values.Value{}, false
+	}
+	return v, true
 }
 
 // observe reads every address the specs target, one batch per provider.
 func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Observation {
-	obs := Observation{Objects: map[string]providers.Object{}, Failed: map[string]string{}}
-	byProv := map[string][]providers.Address{}
-	seen := map[providers.Address]bool{}
+	obs := Observation{Objects: map[addrs.Object]providers.Object{}, Failed: map[addrs.Object]string{}}
+	byProv := map[string][]addrs.Object{}
+	seen := map[addrs.Object]bool{}
 	for _, d := range ds {
 		for _, a := range d.reads {
 			if !seen[a] {
@@ -105,36 +170,36 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(byProv)) {
-		addrs := byProv[name]
+		as := byProv[name]
 		p, ok := e.Providers[name]
 		if !ok {
-			for _, a := range addrs {
-				obs.Failed[a.String()] = fmt.Sprintf("provider %q is not configured", name)
+			for _, a := range as {
+				obs.Failed[a] = fmt.Sprintf("provider %q is not configured", name)
 			}
 			continue
 		}
-		resp := p.Read(ctx, providers.ReadRequest{Now: now, Addresses: addrs})
+		resp := p.Read(ctx, providers.ReadRequest{Now: now, Addresses: as})
 		for _, d := range resp.Diagnostics {
 			if d.Severity != providers.Error {
 				continue
 			}
 			if d.Address != nil {
-				obs.Failed[d.Address.String()] = d.Summary
+				obs.Failed[*d.Address] = d.Message
 				continue
 			}
-			for _, a := range addrs {
-				obs.Failed[a.String()] = d.Summary + ": " + d.Detail
+			for _, a := range as {
+				obs.Failed[a] = d.Message + ": " + d.Detail
 			}
 		}
 		for i, o := range resp.Objects {
-			if i < len(addrs) && o.Address == addrs[i] {
-				obs.Objects[o.Address.String()] = o
+			if i < len(as) && o.Address == as[i] {
+				obs.Objects[o.Address] = o
 			}
 		}
-		for _, a := range addrs {
-			if _, ok := obs.Objects[a.String()]; !ok {
-				if _, failed := obs.Failed[a.String()]; !failed {
-					obs.Failed[a.String()] = "the provider returned nothing for it"
+		for _, a := range as {
+			if _, ok := obs.Objects[a]; !ok {
+				if _, failed := obs.Failed[a]; !failed {
+					obs.Failed[a] = "the provider returned nothing for it"
 				}
 			}
 		}
@@ -142,23 +207,15 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 	return obs
 }
 
-// parseValue reads an attribute as a number in its unit.
-func parseValue(u intent.Unit, s string) (int64, bool) {
-	if u == intent.Bytes {
-		b, err := spec.ParseBytes(s)
-		return int64(b), err == nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
-}
-
-// Plan runs observe → decide → diff → gate at now. It records what it saw
-// in st (each attribute's user value at adoption, the recommendation and
-// the stability window) and changes nothing else.
-func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan.Plan {
+// Plan runs observe → decide → diff → gate → dry run at now for the specs
+// in focus (nil: every spec) and every spec sharing a target with them. It
+// records what it saw in st (each attribute's user value at adoption and
+// each policy's state) and changes nothing else.
+func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus []string) *plan.Plan {
 	p := &plan.Plan{FormatVersion: plan.FormatVersion, SetpointVersion: e.Version, At: now, Dir: e.Dir,
-		Specs: map[string]string{}, Observed: map[string]string{}, Changes: []plan.Change{}, Held: []plan.Change{}, Notes: []plan.Note{}, Errors: []plan.Note{}}
-	ds, errs := e.plans()
+		Specs: map[string]string{}, Observed: map[string]string{}, Changes: []plan.Change{}, Held: []plan.Change{},
+		Notes: []plan.Note{}, Errors: []plan.Note{}, Due: map[string]time.Time{}}
+	ds, errs := e.specs(focus)
 	p.Errors = append(p.Errors, errs...)
 	for _, f := range e.Feeds {
 		f.Pull(ctx, now)
@@ -167,7 +224,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 	p.Record(func(p *plan.Plan) {
 		p.Observed = obs.fingerprintable()
 		for _, d := range ds {
-			p.Specs[d.doc.Head().ID()] = spec.Digest(d.doc)
+			p.Specs[d.id] = spec.Digest(d.doc)
 		}
 	})
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
@@ -175,87 +232,297 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State) *plan
 	var intents []intent.Intent
 	bySpec := map[string]decided{}
 	for _, d := range ds {
-		bySpec[d.doc.Head().ID()] = d
+		bySpec[d.id] = d
 		its, notes, errs := d.decider.Decide(tick, d.doc, d.reads, obs, st)
 		p.Notes = append(p.Notes, notes...)
 		p.Errors = append(p.Errors, errs...)
 		intents = append(intents, its...)
 	}
-
-	current := func(a providers.Address, attr string, u intent.Unit) (int64, bool) {
-		o, ok := obs.Objects[a.String()]
-		if !ok || !o.Exists {
-			return 0, false
-		}
-		v, ok := o.Attributes[attr]
-		if !ok {
-			return 0, true // an absent annotation reads as 0, as Knative does
-		}
-		return parseValue(u, v)
+	var gitops []string
+	if e.Env != nil {
+		gitops = e.Env.Spec.GitopsManagers
 	}
+	current := func(a addrs.Attr) (values.Value, bool) {
+		return obs.Value(a, typeOf(intents, a))
+	}
+	policies := map[addrs.Attr]gate.Policy{}
 	for _, d := range Combine(intents, current) {
 		if !d.Set {
 			continue
 		}
-		sp := bySpec[d.Primary.Source]
-		o := obs.Objects[d.Address.String()]
-		cur, has := current(d.Address, d.Attribute, d.Unit)
-		key := state.Key(d.Address.String(), d.Attribute)
-		entry := st.Get(key)
+		o := obs.Objects[d.Attr.Object]
+		cur, has := obs.Value(d.Attr, d.Value.Type())
+		entry := st.Entry(d.Attr)
 		if entry.User == nil && has && o.Exists {
-			if _, present := o.Attributes[d.Attribute]; present {
+			if _, present := o.Attributes[d.Attr.Path]; present {
 				v := cur
 				entry.User = &v // adoption: the value the workload had
 			}
 		}
-		entry.Record(now, d.Value)
 		if has && cur == d.Value {
-			entry.Window = nil
+			entry.Policy = nil
 			continue
 		}
-		params := sp.decider.Params(sp.doc, sp.reads, d.Dimension, obs)
-		if e.Env != nil {
-			params.GitOps = e.Env.Spec.GitopsManagers
+		specs := d.Specs()
+		rules := make([]gate.Rules, 0, len(specs))
+		primary := 0
+		for i, id := range specs {
+			sp := bySpec[id]
+			r := sp.decider.Rules(sp.doc, sp.reads, dimensionOf(d.Intents, id), obs)
+			r.Spec = id
+			rules = append(rules, r)
+			if id == d.Primary.Source {
+				primary = i
+			}
 		}
-		ch := gate.Change{Unit: d.Unit, Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attribute]}
-		dec := gate.Evaluate(now, params, ch, entry)
-		entry.Window = dec.Window
+		if r := rules[primary]; r.Policy != nil {
+			policies[d.Attr] = r.Policy
+		}
+		ch := gate.Change{Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attr.Path]}
+		dec := gate.Evaluate(now, gitops, rules, primary, ch, entry)
 		pc := plan.Change{
-			Address: d.Address.String(), Attribute: d.Attribute, Action: plan.Update, Dimension: string(d.Dimension),
-			From: intent.Format(cur, d.Unit), To: intent.Format(dec.Value, d.Unit), Wanted: intent.Format(d.Value, d.Unit),
-			Reason: d.Primary.Rationale, Notes: dec.Notes, Held: dec.Held, Conflict: dec.Conflict, Manager: ch.Manager,
+			Address: d.Attr.Object, Attribute: d.Attr.Path, Action: action.Update, Dimension: string(d.Dimension),
+			From: cur.String(), To: dec.Value.String(), Wanted: d.Value.String(),
+			Reason: d.Primary.Rationale, Notes: dec.Notes, Held: dec.Hold, Manager: ch.Manager,
 			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value, Restore: d.Primary.Restore,
+			By: specs, Group: d.Primary.Group, Force: dec.Force,
 		}
 		if !o.Exists {
 			if d.Create == nil {
 				continue
 			}
-			pc.Action, pc.From = plan.Create, ""
-			pc.Create = map[string]string{}
-			for k, v := range d.Create.Attributes {
-				pc.Create[k] = v
+			pc.Action, pc.From = action.Create, ""
+			pc.Create = maps.Clone(d.Create.Attributes)
+			if pc.Create == nil {
+				pc.Create = map[addrs.Path]values.Value{}
 			}
-			pc.Create[d.Attribute] = pc.To
+			pc.Create[d.Attr.Path] = dec.Value
 		}
 		for _, c := range d.Contributors {
-			pc.Contributors = append(pc.Contributors, plan.Contributor{Spec: c.Source, Pos: c.SourcePos.String(), Kind: string(c.Kind), Value: intent.Format(c.Value, c.Unit), Rationale: c.Rationale})
+			pc.Contributors = append(pc.Contributors, plan.Contributor{Spec: c.Source, Pos: c.SourcePos.String(), Kind: string(c.Kind), Value: c.Value.String(), Rationale: c.Rationale})
 		}
 		if d.Conflict != "" {
-			pc.Held, pc.Conflict = "conflict: "+d.Conflict, true
+			pc.Held = &plan.Hold{Kind: plan.HoldTwoExact, Detail: d.Conflict}
 		}
-		if pc.Held != "" {
+		if pc.Held != nil && !dec.Due.IsZero() {
+			for _, id := range specs {
+				if t, ok := p.Due[id]; !ok || dec.Due.Before(t) {
+					p.Due[id] = dec.Due
+				}
+			}
+		}
+		if pc.Held != nil {
 			p.Held = append(p.Held, pc)
 		} else {
 			p.Changes = append(p.Changes, pc)
 		}
 	}
-	sort.SliceStable(p.Changes, func(i, j int) bool {
-		if p.Changes[i].Address != p.Changes[j].Address {
-			return p.Changes[i].Address < p.Changes[j].Address
-		}
-		return p.Changes[i].Attribute < p.Changes[j].Attribute
-	})
+	e.coupled(p, obs, policies)
+	if !e.NoDryRun {
+		e.dryRun(ctx, now, p, st)
+	}
+	sortChanges(p.Changes)
+	sortChanges(p.Held)
 	return p
+}
+
+func sortChanges(cs []plan.Change) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Address != cs[j].Address {
+			return cs[i].Address.String() < cs[j].Address.String()
+		}
+		return cs[i].Attribute.String() < cs[j].Attribute.String()
+	})
+}
+
+// typeOf is the value type the intents on an attribute use.
+func typeOf(its []intent.Intent, a addrs.Attr) values.Type {
+	for _, it := range its {
+		if it.Attr == a {
+			return it.Value.Type()
+		}
+	}
+	return values.Invalid
+}
+
+// dimensionOf is the dimension a spec's intent on the attribute is in.
+func dimensionOf(its []intent.Intent, id string) intent.Dimension {
+	for _, it := range its {
+		if it.Source == id {
+			return it.Dimension
+		}
+	}
+	return ""
+}
+
+type groupKey struct {
+	obj   addrs.Object
+	group string
+}
+
+// coupled holds a group of coupled attributes together: if one is held,
+// every one is; and the values the group would have after this plan must
+// satisfy its policy's rule (a container's request ≤ its limit).
+func (e *Engine) coupled(p *plan.Plan, obs Observation, policies map[addrs.Attr]gate.Policy) {
+	heldIn := map[groupKey]plan.Change{}
+	for _, c := range p.Held {
+		if c.Group != "" {
+			if _, ok := heldIn[groupKey{c.Address, c.Group}]; !ok {
+				heldIn[groupKey{c.Address, c.Group}] = c
+			}
+		}
+	}
+	members := map[groupKey][]int{}
+	for i, c := range p.Changes {
+		if c.Group != "" {
+			members[groupKey{c.Address, c.Group}] = append(members[groupKey{c.Address, c.Group}], i)
+		}
+	}
+	hold := map[int]*plan.Hold{}
+	for k, idx := range members {
+		if h, ok := heldIn[k]; ok {
+			for _, i := range idx {
+				hold[i] = &plan.Hold{Kind: plan.HoldCoupled, Attribute: h.Attribute.String(), Detail: h.Held.String()}
+			}
+			continue
+		}
+		pol := policies[addrs.Attr{Object: k.obj, Path: p.Changes[idx[0]].Attribute}]
+		if pol == nil {
+			continue
+		}
+		after := map[addrs.Path]values.Value{}
+		var paths []addrs.Path
+		for _, i := range idx {
+			after[p.Changes[i].Attribute] = p.Changes[i].Value
+			paths = append(paths, p.Changes[i].Attribute)
+		}
+		value := func(path addrs.Path) (values.Value, bool) {
+			if v, ok := after[path]; ok {
+				return v, true
+			}
+			v, ok := obs.Objects[k.obj].Attributes[path]
+			return v, ok
+		}
+		if err := pol.Coherent(paths, value); err != nil {
+			for _, i := range idx {
+				hold[i] = &plan.Hold{Kind: plan.HoldInvalid, Detail: err.Error()}
+			}
+		}
+	}
+	if len(hold) == 0 {
+		return
+	}
+	kept := p.Changes[:0:0]
+	for i, c := range p.Changes {
+		if h, ok := hold[i]; ok {
+			c.Held = h
+			p.Held = append(p.Held, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	p.Changes = kept
+}
+
+// objectChanges groups changes per provider and object, each object's
+// change carrying every attribute setpoint owns on it (from the state)
+// with the new values over them, so a server-side apply keeps every field
+// setpoint owned.
+func objectChanges(cs []plan.Change, st *state.State) (map[string][]providers.ObjectChange, map[addrs.Object][]int) {
+	byProv := map[string][]providers.ObjectChange{}
+	index := map[addrs.Object]int{}
+	members := map[addrs.Object][]int{}
+	for i, c := range cs {
+		a := c.Address
+		members[a] = append(members[a], i)
+		j, ok := index[a]
+		if !ok {
+			oc := providers.ObjectChange{Address: a, Action: action.Update, Attributes: map[addrs.Path]values.Value{}, Manager: gate.SetpointManager}
+			if so, ok := st.Object(a); ok {
+				for path, e := range so.Attrs {
+					if e.Applied == nil {
+						continue
+					}
+					pp, err := addrs.ParsePath(path)
+					if err != nil {
+						continue // a state entry is written from a parsed path
+					}
+					oc.Attributes[pp] = e.Applied.Value
+				}
+			}
+			byProv[a.Provider] = append(byProv[a.Provider], oc)
+			j = len(byProv[a.Provider]) - 1
+			index[a] = j
+		}
+		oc := &byProv[a.Provider][j]
+		if c.Action == action.Create {
+			oc.Action = action.Create
+			for k, v := range c.Create {
+				oc.Attributes[k] = v
+			}
+		}
+		if c.Action == action.Delete {
+			oc.Action = action.Delete
+		}
+		oc.Attributes[c.Attribute] = c.Value
+		oc.Changed = append(oc.Changed, c.Attribute)
+		oc.Force = oc.Force || c.Force
+	}
+	return byProv, members
+}
+
+// dryRun asks each provider whether it would accept the changes the gate
+// let through; a refused object's changes are held with the provider's
+// reason, so a rejection shows in the plan and not only in apply.
+func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) {
+	if len(p.Changes) == 0 {
+		return
+	}
+	byProv, members := objectChanges(p.Changes, st)
+	refused := map[int]string{}
+	for _, name := range slices.Sorted(maps.Keys(byProv)) {
+		prov, ok := e.Providers[name]
+		if !ok {
+			continue // Apply reports it with the spec's position
+		}
+		ocs := byProv[name]
+		resp := prov.PlanChange(ctx, providers.PlanChangeRequest{Now: now, Changes: ocs})
+		for i, oc := range ocs {
+			why := ""
+			switch {
+			case i >= len(resp.Results):
+				if len(resp.Diagnostics) > 0 && resp.Diagnostics[0].Severity == providers.Error {
+					why = resp.Diagnostics[0].Error()
+				}
+			case resp.Results[i].Err != "":
+				why = resp.Results[i].Err
+			case len(resp.Results[i].Conflicts) > 0:
+				var cs []string
+				for _, c := range resp.Results[i].Conflicts {
+					cs = append(cs, c.Path.String()+" owned by "+c.Manager)
+				}
+				why = "conflicts: " + strings.Join(cs, ", ")
+			}
+			if why != "" {
+				for _, m := range members[oc.Address] {
+					refused[m] = why
+				}
+			}
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	kept := p.Changes[:0:0]
+	for i, c := range p.Changes {
+		if why, ok := refused[i]; ok {
+			c.Held = &plan.Hold{Kind: plan.HoldRejected, Detail: why}
+			p.Held = append(p.Held, c)
+			continue
+		}
+		kept = append(kept, c)
+	}
+	p.Changes = kept
 }
 
 // Result of applying one change.
@@ -264,60 +531,62 @@ type Result struct {
 	Err    string
 }
 
-// Apply writes a plan's changes, one batch per provider. Only changes that
+// Apply writes a plan's changes, one batch per provider, one change per
+// object (all of its attributes together, or none). Only changes that
 // succeeded are recorded in st; a failure names the spec's file:line.
 func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []Result {
-	byProv := map[string][]plan.Change{}
-	var order []string
-	for _, c := range p.Changes {
-		a, err := providers.ParseAddress(c.Address)
-		if err != nil {
-			continue
-		}
-		if _, ok := byProv[a.Provider]; !ok {
-			order = append(order, a.Provider)
-		}
-		byProv[a.Provider] = append(byProv[a.Provider], c)
-	}
+	byProv, members := objectChanges(p.Changes, st)
 	var results []Result
-	for _, name := range order {
-		changes := byProv[name]
+	for _, name := range slices.Sorted(maps.Keys(byProv)) {
+		ocs := byProv[name]
 		prov, ok := e.Providers[name]
-		if !ok {
-			for _, c := range changes {
-				results = append(results, Result{Change: c, Err: fmt.Sprintf("%s: provider %q is not configured", c.SpecPos, name)})
-			}
-			continue
+		var resp providers.ApplyResponse
+		if ok {
+			resp = prov.Apply(ctx, providers.ApplyRequest{Now: now, Changes: ocs})
 		}
-		req := providers.ApplyRequest{Now: now}
-		for _, c := range changes {
-			a, _ := providers.ParseAddress(c.Address)
-			req.Changes = append(req.Changes, providers.Change{Address: a, Attribute: c.Attribute, Value: c.To, Manager: gate.SetpointManager, Create: c.Create})
-		}
-		resp := prov.Apply(ctx, req)
-		for i, c := range changes {
-			r := Result{Change: c}
+		for i, oc := range ocs {
+			why := ""
 			switch {
+			case !ok:
+				why = fmt.Sprintf("provider %q is not configured", name)
 			case i >= len(resp.Results):
-				r.Err = fmt.Sprintf("%s: %s %s: the provider did not answer for this change", c.SpecPos, c.Address, c.Attribute)
+				why = "the provider did not answer for this change"
+				for _, d := range resp.Diagnostics {
+					if d.Severity == providers.Error {
+						why += ": " + d.Error()
+						break
+					}
+				}
 			case resp.Results[i].Err != "":
-				r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, resp.Results[i].Err)
-			case c.Restore:
-				// The user's value is back: setpoint no longer owns it.
-				delete(st.Entries, state.Key(c.Address, c.Attribute))
-			default:
-				e := st.Get(state.Key(c.Address, c.Attribute))
-				e.Applied = &state.Applied{Value: c.Value, At: now}
-				e.Window = nil
+				why = resp.Results[i].Err
+			case len(resp.Results[i].Conflicts) > 0:
+				var cs []string
+				for _, c := range resp.Results[i].Conflicts {
+					cs = append(cs, c.Path.String()+" owned by "+c.Manager)
+				}
+				why = "conflicts: " + strings.Join(cs, ", ")
 			}
-			if r.Err != "" {
-				e.logger().Error("apply failed", "address", c.Address, "attribute", c.Attribute, "error", r.Err)
+			for _, m := range members[oc.Address] {
+				c := p.Changes[m]
+				r := Result{Change: c}
+				attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
+				switch {
+				case why != "":
+					r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, why)
+					e.logger().Error("apply failed", "address", c.Address.String(), "attribute", c.Attribute.String(), "error", why)
+				case c.Restore:
+					// The user's value is back: setpoint no longer owns it.
+					st.Delete(attr)
+				default:
+					en := st.Entry(attr)
+					en.Applied = &state.Applied{Value: c.Value, At: now, By: c.By}
+				}
+				results = append(results, r)
 			}
-			results = append(results, r)
 		}
 		for _, d := range resp.Diagnostics {
 			if d.Severity == providers.Error {
-				e.logger().Error("provider", "provider", name, "summary", d.Summary, "detail", d.Detail)
+				e.logger().Error("provider", "provider", name, "error", d.Error())
 			}
 		}
 	}
@@ -327,8 +596,18 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 // Observe re-reads what a plan observes, for the staleness check of a
 // saved plan.
 func (e *Engine) Observe(ctx context.Context, now time.Time) map[string]string {
-	ds, _ := e.plans()
+	ds, _ := e.specs(nil)
 	return e.observe(ctx, now, ds).fingerprintable()
+}
+
+// SpecDigests returns each spec's digest, as a saved plan records them.
+func (e *Engine) SpecDigests() map[string]string {
+	out := map[string]string{}
+	ds, _ := e.specs(nil)
+	for _, d := range ds {
+		out[d.id] = spec.Digest(d.doc)
+	}
+	return out
 }
 
 // fingerprintable lists every object's existence and generation and every
@@ -340,14 +619,13 @@ func (o Observation) fingerprintable() map[string]string {
 		a := obj.Address.String()
 		out[a] = fmt.Sprintf("exists=%t generation=%d", obj.Exists, obj.Generation)
 		for k, v := range obj.Attributes {
-			if strings.HasPrefix(k, "status.") {
-				continue
+			if ks := k.String(); !strings.HasPrefix(ks, "status.") {
+				out[a+" "+ks] = v.String() + " (manager " + obj.Managers[k] + ")"
 			}
-			out[a+" "+k] = v + " (manager " + obj.Managers[k] + ")"
 		}
 	}
 	for a, why := range o.Failed {
-		out[a] = "unreadable: " + why
+		out[a.String()] = "unreadable: " + why
 	}
 	return out
 }

@@ -35,7 +35,7 @@ func (f *Feed) Pull(ctx context.Context, now time.Time) {
 	for {
 		resp := f.Provider.Signals(ctx, providers.SignalsRequest{Now: now, Cursor: f.cursor, KnownSeries: f.known, MaxSamples: page, Instance: f.instance})
 		for _, d := range resp.Diagnostics {
-			slog.Error("signals", "summary", d.Summary, "detail", d.Detail)
+			slog.Error("signals", "error", d.Error())
 		}
 		if resp.Instance != f.instance {
 			f.instance, f.cursor, f.known = resp.Instance, 0, 0

@@ -8,27 +8,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/schema"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/state"
-	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Decider adapts one kind's pure decision function to the loop: which
 // objects a spec reads, its intents from what was observed, and the gate's
 // rules for each of its dimensions. Each kind registers one.
 type Decider interface {
-	// Reads lists the addresses a spec needs observed.
-	Reads(doc spec.Document, defaultProvider string) []providers.Address
+	// Reads lists the addresses a spec needs observed; specs that read a
+	// common object are planned together.
+	Reads(doc spec.Document, defaultProvider string) []addrs.Object
 	// Decide returns the spec's intents, notes (decisions it could not
 	// make, and why) and errors (things the user must fix).
-	Decide(t *Tick, doc spec.Document, reads []providers.Address, obs Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note)
-	// Params are the gate's rules for one dimension of the spec (reads are
-	// what Reads returned).
-	Params(doc spec.Document, reads []providers.Address, d intent.Dimension, obs Observation) gate.Params
+	Decide(t *Tick, doc spec.Document, reads []addrs.Object, obs Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note)
+	// Rules are the gate's rules for one dimension of the spec: the common
+	// core's parameters and the kind's policy.
+	Rules(doc spec.Document, reads []addrs.Object, d intent.Dimension, obs Observation) gate.Rules
 }
 
 var (
@@ -36,7 +38,8 @@ var (
 	registry = map[string]Decider{}
 )
 
-// Register adds the decider of a kind.
+// Register adds the decider of a kind whose schema and Go type are built
+// in (cue/schema, cue/spec).
 func Register(kind string, d Decider) {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -59,6 +62,24 @@ func Kinds() []string {
 	regMu.RLock()
 	defer regMu.RUnlock()
 	return slices.Sorted(maps.Keys(registry))
+}
+
+// Kind is everything a spec kind brings: its CUE schema (a file that adds
+// `#Kinds: NAME: #NAME`), its Go type and its decider (whose Rules carry
+// its gate policy). RegisterKind is the one place a kind is registered.
+type Kind struct {
+	Name    string
+	Schema  []byte
+	New     func() spec.Document
+	Decider Decider
+}
+
+// RegisterKind registers a kind's schema, Go type and decider; call it
+// from an init, before a loader is made.
+func RegisterKind(k Kind) {
+	schema.Add(strings.ToLower(k.Name)+".cue", k.Schema)
+	spec.Register(spec.Kind{Name: k.Name, New: k.New})
+	Register(k.Name, k.Decider)
 }
 
 // Tick is one evaluation: its time, and the signal source with every query

@@ -2,7 +2,6 @@ package load
 
 import (
 	"bytes"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +72,7 @@ func TestCueVetParity(t *testing.T) {
 	schemaDir := t.TempDir()
 	var schemaFiles []string
 	for _, n := range schema.Names() {
-		b, err := fs.ReadFile(schema.FS(), n)
+		b, err := schema.ReadFile(n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -471,6 +471,13 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 	byID := map[string]spec.Document{}
 	byTarget := map[string]spec.Document{}
 	var envs []*spec.Environment
+	def := ""
+	for _, d := range docs {
+		if e, ok := d.(*spec.Environment); ok && len(e.Spec.Providers) > 0 {
+			def = e.Spec.Providers[0].Name
+			break
+		}
+	}
 	for _, d := range docs {
 		h := d.Head()
 		if first, dup := byID[h.ID()]; dup {
@@ -481,7 +488,7 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 		}
 		byID[h.ID()] = d
 		if t, ok := d.(spec.Targeter); ok {
-			key := h.Kind + " " + t.TargetKey()
+			key := h.Kind + " " + t.TargetKey(def)
 			if first, dup := byTarget[key]; dup {
 				fh := first.Head()
 				out = append(out, Diagnostic{Pos: h.Src.PosOf("spec.target"), Path: "spec.target",

@@ -436,7 +436,7 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 			if typ&os.ModeSymlink != 0 {
 				st, err := os.Stat(p)
 				if err != nil {
-					if isSpecName(name) {
+					if IsSpecFile(name) {
 						diags = append(diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "cannot follow symlink: " + unwrapPathError(err)})
 					}
 					continue
@@ -445,11 +445,11 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 			}
 			switch {
 			case typ.IsDir():
-				if strings.HasPrefix(name, ".") || name == "cue.mod" {
+				if SkipDir(name) {
 					continue
 				}
 				visit(p)
-			case typ.IsRegular() && isSpecName(name):
+			case typ.IsRegular() && IsSpecFile(name):
 				files = append(files, p)
 			}
 		}
@@ -459,13 +459,28 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 	return files, true, diags
 }
 
-func isSpecName(name string) bool {
-	if strings.HasPrefix(name, ".") {
+// IsSpecFile reports whether a file of this name (a base name or a path) is
+// a spec file: YAML (.yaml, .yml) or CUE (.cue), not hidden. It is the one
+// definition: the loader's walk and the watcher both use it.
+func IsSpecFile(name string) bool {
+	base := filepath.Base(name)
+	if strings.HasPrefix(base, ".") {
 		return false
 	}
-	switch filepath.Ext(name) {
+	switch filepath.Ext(base) {
 	case ".yaml", ".yml", ".cue":
 		return true
 	}
 	return false
+}
+
+// SkipDir reports whether a directory of this name (a base name or a path)
+// below the spec directory is skipped: hidden ones (.git, .setpoint) and
+// cue.mod. The spec directory itself is never skipped.
+func SkipDir(name string) bool {
+	base := filepath.Base(name)
+	if base == "." || base == ".." {
+		return false
+	}
+	return strings.HasPrefix(base, ".") || base == "cue.mod"
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/build"
@@ -20,6 +21,25 @@ var files embed.FS
 // FS returns the schema files, for writing them out for `cue vet`.
 func FS() fs.FS { return files }
 
+var (
+	extraMu sync.Mutex
+	extra   = map[string][]byte{}
+)
+
+// Add registers one more schema file, for a kind registered outside this
+// package; it is compiled with the embedded files.
+func Add(name string, src []byte) {
+	extraMu.Lock()
+	defer extraMu.Unlock()
+	if _, dup := extra[name]; dup {
+		panic("schema: file added twice: " + name)
+	}
+	if _, err := fs.Stat(files, name); err == nil {
+		panic("schema: file added twice: " + name)
+	}
+	extra[name] = src
+}
+
 // Names returns the schema file names, sorted.
 func Names() []string {
 	ents, _ := fs.ReadDir(files, ".")
@@ -27,8 +47,24 @@ func Names() []string {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
+	extraMu.Lock()
+	for n := range extra {
+		names = append(names, n)
+	}
+	extraMu.Unlock()
 	sort.Strings(names)
 	return names
+}
+
+// ReadFile returns a schema file's source.
+func ReadFile(name string) ([]byte, error) {
+	extraMu.Lock()
+	src, ok := extra[name]
+	extraMu.Unlock()
+	if ok {
+		return src, nil
+	}
+	return files.ReadFile(name)
 }
 
 // Compile builds the schema package in ctx as one instance of its files,
@@ -36,7 +72,7 @@ func Names() []string {
 func Compile(ctx *cue.Context) (cue.Value, error) {
 	inst := build.NewContext().NewInstance("setpoint.dev/schema", nil)
 	for _, name := range Names() {
-		src, err := files.ReadFile(name)
+		src, err := ReadFile(name)
 		if err != nil {
 			return cue.Value{}, fmt.Errorf("reading schema %s: %w", name, err)
 		}

@@ -102,8 +102,9 @@ func (h *Header) ID() string {
 // kind on one target are a validation error.
 type Targeter interface {
 	Document
-	// TargetKey identifies the target within the document's kind.
-	TargetKey() string
+	// TargetKey identifies the target within the document's kind, with
+	// the provider defaulted (the Environment's first).
+	TargetKey(defaultProvider string) string
 }
 
 // Digest is the SHA-256 of a document's JSON encoding: equal for equal

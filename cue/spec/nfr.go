@@ -11,9 +11,14 @@ type NFR struct {
 	Spec NFRSpec `json:"spec"`
 }
 
-// TargetKey makes two NFRs on one workload a validation error.
-func (n *NFR) TargetKey() string {
-	return n.Spec.Target.Provider + ":" + n.Spec.Target.Kind + "/" + n.Metadata.Namespace + "/" + n.Spec.Target.Name
+// TargetKey makes two NFRs on one workload a validation error; a target
+// without a provider is on the default one.
+func (n *NFR) TargetKey(defaultProvider string) string {
+	p := n.Spec.Target.Provider
+	if p == "" {
+		p = defaultProvider
+	}
+	return p + ":" + n.Spec.Target.Kind + "/" + n.Metadata.Namespace + "/" + n.Spec.Target.Name
 }
 
 // Mode is off, observe or enforce.

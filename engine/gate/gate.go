@@ -1,194 +1,219 @@
 // Package gate decides, for every change a plan proposes, whether it is
-// applied now or held, and why, with the numbers: modes, pause, hard caps,
-// ownership, cooldown, stability and the bounded step all live here, for
-// every kind.
+// applied now or held, and why, with the numbers. A common core holds for
+// every kind — mode, pause, hard caps, ownership and GitOps conflicts —
+// and each kind brings a Policy with its own persisted state (NFR's
+// stability, cooldown and bounded step; Schedule's behavior policies). When
+// several specs contribute to one attribute, an increase follows the
+// fastest contributor's policy and a decrease the slowest's.
 package gate
 
 import (
+	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
-	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
 // SetpointManager is the field manager setpoint writes as.
 const SetpointManager = "setpoint"
 
-// Params are the rules for one dimension of one spec.
-type Params struct {
+// Rules are one contributing spec's rules for one attribute.
+type Rules struct {
+	// Spec is the contributor (kind/namespace/name).
+	Spec        string
 	Mode        spec.Mode
 	Paused      bool
 	PauseReason string
-	// Stability: every recommendation since the window opened stays within
-	// Tolerance (a fraction, at least one unit for counts) of the one that
-	// opened it for this long. Zero disables it.
-	Stability time.Duration
-	Tolerance float64
-	Cooldown  time.Duration
-	// MaxStep is the bounded step as a fraction of the current value
-	// (replicas: at least 1; memory: rounded to 16Mi toward the current).
-	MaxStep float64
-	// Cap is a hard ceiling (maxReplicas, maxMemory), 0 for none.
-	Cap      int64
+	// Cap is a hard ceiling (maxReplicas, maxMemory); invalid for none.
+	Cap      values.Value
 	CapField string
-	// GitOps managers, and those of them the spec lets setpoint take from.
-	GitOps       []string
+	// TakeOverFrom lists the GitOps managers the spec lets setpoint take
+	// fields from.
 	TakeOverFrom []string
+	// Policy is the kind's own rules; nil lets every change through
+	// unbounded (restoring a user's value).
+	Policy Policy
+}
+
+// Policy is one kind's rules, with the state it persists per attribute.
+type Policy interface {
+	// Name keys the policy's state in the attribute's entry.
+	Name() string
+	// Evaluate runs the rules on one change. prev is what the policy saved
+	// for this attribute last time (nil at first); it returns what to save
+	// now (nil: nothing).
+	Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMessage)
+	// Coherent checks the values a group of coupled attributes would have
+	// after this plan (value gives each path's value: the new one or the
+	// current one); an error holds the whole group.
+	Coherent(group []addrs.Path, value func(addrs.Path) (values.Value, bool)) error
+}
+
+// Input is one attribute's proposed move as a policy sees it.
+type Input struct {
+	Now        time.Time
+	Current    values.Value
+	HasCurrent bool
+	// Desired is the combined desired value after the caps.
+	Desired values.Value
+	// Applied is setpoint's last write of the attribute.
+	Applied *state.Applied
+}
+
+// Verdict is a policy's answer.
+type Verdict struct {
+	// Value is what it would write now (bounded).
+	Value values.Value
+	Notes []string
+	// Hold is why not now; nil lets it through.
+	Hold *plan.Hold
+	// Due is when the hold ends (zero: not known).
+	Due time.Time
 }
 
 // Change is one attribute's proposed move.
 type Change struct {
-	Unit       intent.Unit
-	Current    int64
+	Current    values.Value
 	HasCurrent bool // false: the attribute or object does not exist yet
-	Desired    int64
+	Desired    values.Value
 	Manager    string // who owns the field now
 }
 
-// Decision is the gate's answer.
+// Decision is the gate's answer for one attribute.
 type Decision struct {
 	Apply bool
 	// Value is what would be written: Desired after the cap and the step.
-	Value int64
-	// Held is why not, with numbers; empty when applied.
-	Held string
-	// Conflict marks a hold caused by ownership.
-	Conflict bool
-	// Notes explain how Value differs from Desired and whose field is taken.
+	Value values.Value
+	// Hold is why not; nil when applied.
+	Hold  *plan.Hold
 	Notes []string
-	// Window is the stability window after this evaluation (to save).
-	Window *state.Window
+	// Force: the apply takes the field from another manager.
+	Force bool
+	// Due is when a held change may pass (zero: not known).
+	Due time.Time
 }
 
-// Evaluate runs the gate on one change at now. e is the attribute's state
-// (its last apply and open window); Evaluate does not modify it.
-func Evaluate(now time.Time, p Params, c Change, e *state.Entry) Decision {
+// Evaluate runs the gate on one change at now. rules has one entry per
+// contributing spec; primary is the index of the one whose intent decided
+// the desired value (its mode and takeovers apply). Each policy's new
+// state is written into e.Policy: the state tracks the desired value in
+// every mode, so turning enforcement on finds the history there.
+func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Change, e *state.Entry) Decision {
 	var d Decision
-	// The stability window tracks the desired value, whatever the mode, so
-	// turning enforcement on finds the history there. During a cooldown no
-	// window is open; the first evaluation after it opens a fresh one.
-	inCooldown := false
-	var coolLeft time.Duration
-	if e != nil && e.Applied != nil && p.Cooldown > 0 {
-		if since := now.Sub(e.Applied.At); since < p.Cooldown {
-			inCooldown, coolLeft = true, since
-		}
-	}
-	if !inCooldown {
-		d.Window = track(now, p, c, e)
-	}
-
 	d.Value = c.Desired
-	if p.Cap > 0 && d.Value > p.Cap {
-		d.Value = p.Cap
-		d.Notes = append(d.Notes, fmt.Sprintf("capped at %s by %s", intent.Format(p.Cap, c.Unit), p.CapField))
-	}
-	if c.HasCurrent {
-		v, note := Step(c.Unit, c.Current, d.Value, p.MaxStep)
-		if v != d.Value {
-			d.Notes = append(d.Notes, note)
+	// Caps: the tightest of every contributor's.
+	for _, r := range rules {
+		if r.Cap.IsValid() && d.Value.Compare(r.Cap) > 0 {
+			d.Value = r.Cap
+			d.Notes = append(d.Notes[:0], fmt.Sprintf("capped at %s by %s", r.Cap, r.CapField))
 		}
-		d.Value = v
 	}
+	in := Input{Now: now, Current: c.Current, HasCurrent: c.HasCurrent, Desired: d.Value, Applied: e.Applied}
+	up := !c.HasCurrent || d.Value.Compare(c.Current) > 0
+
+	var verdicts []Verdict
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if r.Policy == nil || seen[r.Policy.Name()] {
+			continue
+		}
+		name := r.Policy.Name()
+		seen[name] = true
+		v, next := r.Policy.Evaluate(in, e.Policy[name])
+		if next == nil {
+			delete(e.Policy, name)
+		} else {
+			if e.Policy == nil {
+				e.Policy = map[string]json.RawMessage{}
+			}
+			e.Policy[name] = next
+		}
+		verdicts = append(verdicts, v)
+	}
+	policyHold, due := merge(verdicts, up, &d)
+
+	p := rules[primary]
 	taking := c.Manager != "" && c.Manager != SetpointManager
 	switch {
-	case p.Paused:
-		d.Held = "paused (" + p.PauseReason + ")"
+	case anyPaused(rules) != "":
+		d.Hold = &plan.Hold{Kind: plan.HoldPaused, Detail: anyPaused(rules)}
 	case p.Mode != spec.ModeEnforce:
-		d.Held = string(p.Mode) + " mode"
-	case taking && slices.Contains(p.GitOps, c.Manager) && !slices.Contains(p.TakeOverFrom, c.Manager):
-		d.Held = fmt.Sprintf("conflict: the field is managed by %s, a GitOps controller; list it under takeOverFrom to let setpoint take it", c.Manager)
-		d.Conflict = true
-	case inCooldown:
-		d.Held = fmt.Sprintf("cooldown %d s of %d s since the last apply", int(coolLeft.Seconds()), int(p.Cooldown.Seconds()))
-	case p.Stability > 0 && (d.Window == nil || now.Sub(d.Window.OpenedAt) < p.Stability):
-		stable := time.Duration(0)
-		if d.Window != nil {
-			stable = now.Sub(d.Window.OpenedAt)
-		}
-		d.Held = fmt.Sprintf("stable %d s of %d s", int(stable.Seconds()), int(p.Stability.Seconds()))
+		d.Hold = &plan.Hold{Kind: plan.HoldMode, Mode: string(p.Mode)}
+	case taking && slices.Contains(gitops, c.Manager) && !slices.Contains(p.TakeOverFrom, c.Manager):
+		d.Hold = &plan.Hold{Kind: plan.HoldConflict, Manager: c.Manager}
+	case policyHold != nil:
+		d.Hold, d.Due = policyHold, due
 	default:
 		d.Apply = true
 		if taking {
+			d.Force = true
 			d.Notes = append(d.Notes, "takes the field from "+c.Manager)
 		}
 	}
 	return d
 }
 
-// track updates the stability window with a new desired value: a value
-// outside the tolerance of the one that opened the window reopens it.
-func track(now time.Time, p Params, c Change, e *state.Entry) *state.Window {
-	if e != nil && e.Window != nil && Within(c.Unit, e.Window.Anchor, c.Desired, p.Tolerance) {
-		w := *e.Window
-		return &w
+// merge combines the contributors' verdicts: an increase passes when any
+// policy lets it through, at the largest value they allow (the fastest
+// contributor); a decrease only when every policy does, at the largest
+// value (the slowest).
+func merge(vs []Verdict, up bool, d *Decision) (*plan.Hold, time.Time) {
+	if len(vs) == 0 {
+		return nil, time.Time{}
 	}
-	return &state.Window{OpenedAt: now, Anchor: c.Desired}
-}
-
-// Within reports whether v is within tolerance of anchor: a fraction of
-// the anchor, and for counts at least one.
-func Within(u intent.Unit, anchor, v int64, tolerance float64) bool {
-	tol := tolerance * math.Abs(float64(anchor))
-	if u == intent.Count {
-		tol = max(tol, 1)
-	}
-	return math.Abs(float64(v-anchor)) <= tol+1e-9
-}
-
-const mi16 = 16 << 20
-
-// Step bounds one move from cur toward want. Replicas: |Δ| ≤ max(1,
-// floor(pct × cur)). Memory: |Δ| ≤ pct × cur, the bounded value rounded to
-// 16Mi toward cur (so the bound always holds), or unrounded when no 16Mi
-// multiple lies strictly between (only below 64Mi at 25%).
-func Step(u intent.Unit, cur, want int64, pct float64) (int64, string) {
-	if pct <= 0 || want == cur {
-		return want, ""
-	}
-	delta := want - cur
-	switch u {
-	case intent.Count:
-		maxD := max(int64(1), int64(math.Floor(pct*float64(cur)+1e-9)))
-		if abs(delta) <= maxD {
-			return want, ""
-		}
-		sign := "+"
-		v := cur + maxD
-		if delta < 0 {
-			sign, v = "-", cur-maxD
-		}
-		return v, fmt.Sprintf("bounded to %s%s%% of %d, at least 1", sign, pctString(pct), cur)
-	default:
-		maxD := pct * float64(cur)
-		if float64(abs(delta)) <= maxD+1e-6 {
-			return want, ""
-		}
-		var v int64
-		if delta > 0 {
-			v = int64(math.Floor((float64(cur)+maxD)/mi16)) * mi16
-			if v <= cur {
-				v = cur + int64(maxD)
-			}
+	var pass []Verdict
+	var held []Verdict
+	for _, v := range vs {
+		if v.Hold == nil {
+			pass = append(pass, v)
 		} else {
-			v = int64(math.Ceil((float64(cur)-maxD)/mi16)) * mi16
-			if v >= cur {
-				v = cur - int64(maxD)
+			held = append(held, v)
+		}
+	}
+	pick := func(from []Verdict) Verdict {
+		best := from[0]
+		for _, v := range from[1:] {
+			if v.Value.Compare(best.Value) > 0 {
+				best = v
 			}
 		}
-		return v, fmt.Sprintf("step bounded to %s%% of %s", pctString(pct), intent.Format(cur, intent.Bytes))
+		return best
 	}
+	if up && len(pass) > 0 || !up && len(held) == 0 {
+		v := pick(pass)
+		d.Value = v.Value
+		d.Notes = append(d.Notes, v.Notes...)
+		return nil, time.Time{}
+	}
+	// Held: the value shown is what the policy holding it would write.
+	v := pick(held)
+	d.Value = v.Value
+	d.Notes = append(d.Notes, v.Notes...)
+	due := v.Due
+	for _, h := range held {
+		if h.Due.IsZero() {
+			continue
+		}
+		// An increase waits for the first hold to end, a decrease for the
+		// last.
+		if due.IsZero() || up && h.Due.Before(due) || !up && h.Due.After(due) {
+			due = h.Due
+		}
+	}
+	return v.Hold, due
 }
 
-func pctString(p float64) string { return fmt.Sprintf("%g", p*100) }
-
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
+func anyPaused(rules []Rules) string {
+	for _, r := range rules {
+		if r.Paused {
+			return r.PauseReason
+		}
 	}
-	return x
+	return ""
 }

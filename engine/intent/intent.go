@@ -4,10 +4,9 @@
 package intent
 
 import (
-	"fmt"
-
 	"github.com/setpoint-dev/setpoint/cue/spec"
-	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
 // Kind of an intent.
@@ -20,55 +19,36 @@ const (
 	Exact      Kind = "exact"
 )
 
-// Unit says how a value is printed and stepped.
-type Unit string
-
-// Units.
-const (
-	Count Unit = "count" // replicas
-	Bytes Unit = "bytes" // memory
-)
-
 // Dimension groups attributes under one enforcement mode.
 type Dimension string
 
-// Dimensions of an NFR.
-const (
-	Replicas Dimension = "replicas"
-	Memory   Dimension = "memory"
-)
-
 // Intent is one decider's wish for one attribute.
 type Intent struct {
-	Address   providers.Address
-	Attribute string
+	Attr      addrs.Attr
 	Kind      Kind
-	Value     int64
-	Unit      Unit
+	Value     values.Value
 	Dimension Dimension
 	// Recommended is the raw recommendation before bounds from the user's
-	// value (what the stability window tracks).
-	Recommended int64
+	// value.
+	Recommended values.Value
 	Rationale   string
-	// Source is the spec and the position of the field that asked for it.
-	Source    string // kind/namespace/name of the spec
+	// Source is the spec (kind/namespace/name) and the position of the
+	// field that asked for it.
+	Source    string
 	SourcePos spec.Pos
-	// Create asks for the object to be created when it does not exist.
+	// Create asks for the object to be created when it does not exist,
+	// with these attributes besides this one.
 	Create *Create
 	// Restore puts back the user's value after enforcement was turned off;
-	// once applied, setpoint forgets the attribute.
+	// once applied, setpoint forgets the attribute. Any other intent on the
+	// attribute wins over a restore.
 	Restore bool
+	// Group names a set of coupled attributes of one object that move in
+	// one apply or not at all (a container's memory request and limit).
+	Group string
 }
 
 // Create describes an object to create (an HPA the spec asks for).
 type Create struct {
-	Attributes map[string]string
-}
-
-// Format prints a value in its unit.
-func Format(v int64, u Unit) string {
-	if u == Bytes {
-		return spec.Bytes(v).String()
-	}
-	return fmt.Sprint(v)
+	Attributes map[addrs.Path]values.Value
 }

@@ -4,6 +4,7 @@
 package plan
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,27 +16,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 )
 
 // FormatVersion of saved plans.
-const FormatVersion = 1
-
-// Action on an object.
-type Action string
-
-// Actions, with their Terraform-style symbols.
-const (
-	Create Action = "create"
-	Update Action = "update"
-)
-
-// Symbol prints an action as a plan does.
-func (a Action) Symbol() string {
-	if a == Create {
-		return "+"
-	}
-	return "~"
-}
+const FormatVersion = 2
 
 // Contributor is one spec's intent on an attribute.
 type Contributor struct {
@@ -48,27 +37,33 @@ type Contributor struct {
 
 // Change is one attribute's move, applied or held.
 type Change struct {
-	Address   string   `json:"address"`
-	Attribute string   `json:"attribute"`
-	Action    Action   `json:"action"`
-	Dimension string   `json:"dimension"`
-	From      string   `json:"from,omitempty"` // empty when the object is created
-	To        string   `json:"to"`             // what is (or would be) written
-	Wanted    string   `json:"wanted"`         // before cap and step
-	Reason    string   `json:"reason"`
-	Notes     []string `json:"notes,omitempty"`
-	Held      string   `json:"held,omitempty"`
-	Conflict  bool     `json:"conflict,omitempty"`
-	Manager   string   `json:"manager,omitempty"` // the field's manager before
+	Address   addrs.Object  `json:"address"`
+	Attribute addrs.Path    `json:"attribute"`
+	Action    action.Action `json:"action"`
+	Dimension string        `json:"dimension"`
+	From      string        `json:"from,omitempty"` // empty when the object is created
+	To        string        `json:"to"`             // what is (or would be) written
+	Wanted    string        `json:"wanted"`         // before cap and step
+	Reason    string        `json:"reason"`
+	Notes     []string      `json:"notes,omitempty"`
+	Held      *Hold         `json:"held,omitempty"`
+	Manager   string        `json:"manager,omitempty"` // the field's manager before
 	// Create holds the attributes of an object to create.
-	Create       map[string]string `json:"create,omitempty"`
-	Spec         string            `json:"spec"`
-	SpecPos      string            `json:"specPos"`
-	Contributors []Contributor     `json:"contributors,omitempty"`
-	// Value is To as a number (replicas, bytes), for the state.
-	Value int64 `json:"value"`
+	Create       map[addrs.Path]values.Value `json:"create,omitempty"`
+	Spec         string                      `json:"spec"`
+	SpecPos      string                      `json:"specPos"`
+	Contributors []Contributor               `json:"contributors,omitempty"`
+	// Value is To, typed.
+	Value values.Value `json:"value"`
 	// Restore marks the return of the user's value (enforcement off).
 	Restore bool `json:"restore,omitempty"`
+	// By lists the specs whose intents decided the value (recorded in the
+	// state with the apply).
+	By []string `json:"by,omitempty"`
+	// Group names coupled attributes that are applied together.
+	Group string `json:"group,omitempty"`
+	// Force takes the field from another manager (the gate allowed it).
+	Force bool `json:"force,omitempty"`
 }
 
 // Note is something a spec's decision has to say without a change: a
@@ -94,6 +89,13 @@ type Plan struct {
 	Held        []Change          `json:"held"`
 	Notes       []Note            `json:"notes"`
 	Errors      []Note            `json:"errors"`
+	// ChangesDigest hashes Changes and Held, so an edited plan file is
+	// refused.
+	ChangesDigest string `json:"changesDigest"`
+
+	// Due is, per spec, the earliest time a held change of it may pass the
+	// gate (a stability window or a cooldown ends): when to look again.
+	Due map[string]time.Time `json:"-"`
 
 	// record fills Specs and Observed. They matter only for a plan that is
 	// written out, so a loop that plans every tick does not pay for them.
@@ -111,6 +113,21 @@ func (p *Plan) Seal() {
 		p.record = nil
 	}
 	p.Fingerprint = Fingerprint(p.Observed)
+	p.ChangesDigest = p.digestChanges()
+}
+
+// digestChanges hashes the changes and holds as JSON (struct fields in
+// order, maps sorted: stable bytes).
+func (p *Plan) digestChanges() string {
+	b, err := json.Marshal(struct {
+		C []Change `json:"c"`
+		H []Change `json:"h"`
+	}{p.Changes, p.Held})
+	if err != nil {
+		return "unmarshalable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Fingerprint hashes observations in key order.
@@ -149,13 +166,19 @@ type Counts struct {
 // Summary counts objects to add and change and changes held.
 func (p *Plan) Summary() Counts {
 	var c Counts
-	changed := map[string]bool{}
+	seen := map[addrs.Object]bool{}
 	for _, ch := range p.Changes {
-		if ch.Action == Create {
+		if seen[ch.Address] {
+			continue
+		}
+		seen[ch.Address] = true
+		switch ch.Action {
+		case action.Create:
 			c.Add++
-		} else if !changed[ch.Address] {
-			changed[ch.Address] = true
+		case action.Update:
 			c.Change++
+		case action.Delete:
+			c.Destroy++
 		}
 	}
 	c.Held = len(p.Held)
@@ -187,14 +210,19 @@ func (c Change) reason() string {
 // Text writes the plan for people: Terraform-style symbols, each change
 // with its numbers, a held section, notes and a summary line.
 func (p *Plan) Text(w io.Writer) {
-	var last string
+	var last addrs.Object
 	for _, c := range p.Changes {
 		if c.Address != last {
 			fmt.Fprintf(w, "%s %s\n", c.Action.Symbol(), c.Address)
 			last = c.Address
 		}
-		if c.Action == Create {
-			for _, k := range slices.Sorted(maps.Keys(c.Create)) {
+		if c.Action == action.Delete {
+			fmt.Fprintf(w, "    %s\n", c.reason())
+			continue
+		}
+		if c.Action == action.Create {
+			keys := slices.SortedFunc(maps.Keys(c.Create), func(a, b addrs.Path) int { return strings.Compare(a.String(), b.String()) })
+			for _, k := range keys {
 				fmt.Fprintf(w, "    %s: %s\n", k, c.Create[k])
 			}
 			fmt.Fprintf(w, "    %s\n", c.reason())
@@ -205,7 +233,7 @@ func (p *Plan) Text(w io.Writer) {
 	for _, c := range p.Held {
 		fmt.Fprintf(w, "held: %s %s\n", c.Address, c.Attribute)
 		from := c.From
-		if c.Action == Create {
+		if c.Action == action.Create {
 			from = "(new)"
 		}
 		fmt.Fprintf(w, "    %s → %s %s: %s\n", from, c.To, c.reason(), c.Held)
@@ -234,25 +262,25 @@ func (p *Plan) JSON(w io.Writer) error {
 
 // Save writes a plan file atomically.
 func (p *Plan) Save(path string) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	var b bytes.Buffer
+	if err := p.JSON(&b); err != nil {
 		return fmt.Errorf("saving plan: %w", err)
 	}
-	if err := p.JSON(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("saving plan: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("saving plan: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, b.Bytes(), 0o644)
 }
+
+// MaxPlanFile bounds a saved plan read back.
+const MaxPlanFile = 256 << 20
 
 // Load reads a saved plan.
 func Load(path string) (*Plan, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	if fi.Size() > MaxPlanFile {
+		return nil, fmt.Errorf("%s: %d bytes is larger than a saved plan can be (%d)", path, fi.Size(), MaxPlanFile)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading plan: %w", err)
@@ -267,5 +295,15 @@ func Load(path string) (*Plan, error) {
 	if Fingerprint(p.Observed) != p.Fingerprint {
 		return nil, fmt.Errorf("%s: the plan's observations do not match its fingerprint: it was edited", path)
 	}
+	if got := p.digestChanges(); got != p.ChangesDigest {
+		return nil, fmt.Errorf("%s: the plan's changes do not match their digest (%s, computed %s): it was edited", path, short(p.ChangesDigest), short(got))
+	}
 	return &p, nil
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }

@@ -1,250 +1,222 @@
-// Package state keeps what setpoint must remember between runs: for each
-// attribute it acts on, the user's value at adoption, what it applied and
-// when, and the recommendations of the open stability window. The local
-// backend is one JSON file written atomically (temp file + rename), guarded
-// by flock so two applies never race, and checksummed so corruption is
-// reported, never silently reset.
+// Package state keeps what setpoint must remember between runs, sharded by
+// target object: for each attribute it acts on, the user's value at
+// adoption, what it applied, when and for which specs, and each gate
+// policy's own state (stability windows, cooldowns, behavior history).
+//
+// A State is held in memory and stored by a Backend. A backend stores one
+// shard per target object, so a run that touches 1% of the objects writes
+// 1% of the state, no shard grows with the size of the fleet, and the same
+// shape maps onto one cluster object per target in in-cluster mode (far
+// below the 1 MiB object limit, with the cluster's optimistic concurrency).
+// The local backend (NewFile) is one file per object, each written
+// atomically and checksummed, under a flock; see NewFile.
+//
+// Save tells which shards changed by comparing each shard's serialized
+// bytes with what was loaded or last saved, so no change is missed for want
+// of a dirty mark and a Save with nothing changed writes nothing.
 package state
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
-// Version of the file format.
-const Version = 1
+// Version is the shard format this release reads and writes. Version 1
+// was the single-file state of earlier releases.
+const Version = 2
 
-// MaxHistory bounds the recommendations kept per attribute.
-const MaxHistory = 32
+// MaxShard bounds one shard's stored form (a shard file). Save refuses a
+// bigger shard with an error naming its object; policies bound what they
+// keep per attribute, so only a runaway policy gets near it.
+const MaxShard = 256 << 10
 
-// State is every attribute's entry, keyed by Key(address, attribute).
+var (
+	// ErrLocked marks a failure to take the lock because another holder
+	// has it; the error (a *LockedError) names the holder.
+	ErrLocked = errors.New("state is locked")
+	// ErrCorrupt marks a shard that fails its checksum or does not parse.
+	// Such a shard is left as it is, never reset.
+	ErrCorrupt = errors.New("state shard is corrupt")
+	// ErrOldFormat marks state written by an earlier release (the
+	// single-file format 1) or by a newer one.
+	ErrOldFormat = errors.New("state is in another release's format")
+	// ErrTooLarge marks a shard over MaxShard, refused by Save.
+	ErrTooLarge = errors.New("state shard is too large")
+)
+
+// State is every target object's shard. It is not safe for concurrent use.
 type State struct {
-	Entries map[string]*Entry `json:"entries"`
+	objects map[addrs.Object]*Object
+	// origin names the backend that saved describes; a state saved to
+	// another backend writes every shard.
+	origin string
+	// saved is the hash of each shard's serialized attributes as the
+	// backend holds it (as loaded, or as last saved).
+	saved map[addrs.Object]digest
+	// unreadable are the backend's shards Load could not read, by their
+	// storage name, with why: Save never writes over them.
+	unreadable map[string]error
 }
 
-// Key names an attribute of an object: "sim:Deployment/shop/checkout spec.replicas".
-func Key(address, attribute string) string { return address + " " + attribute }
+// digest is a shard's SHA-256, over its serialized attributes.
+type digest [32]byte
 
-// Entry is what is remembered of one attribute.
+// Object is one shard: what setpoint remembers about one target object.
+type Object struct {
+	// Attrs holds each attribute's entry by canonical attribute path text
+	// (addrs.Path.String()).
+	Attrs map[string]*Entry `json:"attrs"`
+}
+
+// Entry is what is remembered of one attribute. An entry with nothing in
+// it (no User, no Applied, no Policy) is not stored: after a reload it is
+// absent.
 type Entry struct {
-	// User is the value the attribute had when setpoint first saw it.
-	User *int64 `json:"user,omitempty"`
+	// User is the value the attribute had when setpoint adopted it: shown
+	// in plans, restored when enforcement is turned off.
+	User *values.Value `json:"user,omitempty"`
 	// Applied is setpoint's last write.
 	Applied *Applied `json:"applied,omitempty"`
-	// Window is the open stability window.
-	Window *Window `json:"window,omitempty"`
-	// History is the latest recommendations, oldest first.
-	History []Rec `json:"history,omitempty"`
+	// Policy holds each gate policy's own state for this attribute, by
+	// policy name (e.g. "nfr"), exactly what the policy reads; the policy
+	// bounds its size. Each must be valid JSON.
+	Policy map[string]json.RawMessage `json:"policy,omitempty"`
 }
 
-// Applied records a write.
+// Applied records setpoint's last write of an attribute.
 type Applied struct {
-	Value int64     `json:"value"`
-	At    time.Time `json:"at"`
+	Value values.Value `json:"value"`
+	At    time.Time    `json:"at"`
+	// By lists the specs (kind/namespace/name) whose intents set the
+	// applied value: enforcement turned off in one spec restores only what
+	// that spec wrote.
+	By []string `json:"by,omitempty"`
 }
 
-// Window is a stability window: opened by Anchor at OpenedAt.
-type Window struct {
-	OpenedAt time.Time `json:"openedAt"`
-	Anchor   int64     `json:"anchor"`
-}
-
-// Rec is one recommendation.
-type Rec struct {
-	At    time.Time `json:"at"`
-	Value int64     `json:"value"`
+// IsEmpty reports whether the entry remembers nothing (and so is not
+// stored).
+func (e *Entry) IsEmpty() bool {
+	return e == nil || (e.User == nil && e.Applied == nil && len(e.Policy) == 0)
 }
 
 // New returns an empty state.
-func New() *State { return &State{Entries: map[string]*Entry{}} }
+func New() *State { return &State{objects: map[addrs.Object]*Object{}} }
 
-// Get returns the entry for key, creating it.
-func (s *State) Get(key string) *Entry {
-	e, ok := s.Entries[key]
-	if !ok {
+// Entry returns the attribute's entry, creating it (and its object's
+// shard) if need be.
+func (s *State) Entry(a addrs.Attr) *Entry {
+	if s.objects == nil {
+		s.objects = map[addrs.Object]*Object{}
+	}
+	o := s.objects[a.Object]
+	if o == nil {
+		o = &Object{}
+		s.objects[a.Object] = o
+	}
+	if o.Attrs == nil {
+		o.Attrs = map[string]*Entry{}
+	}
+	k := a.Path.String()
+	e := o.Attrs[k]
+	if e == nil {
 		e = &Entry{}
-		s.Entries[key] = e
+		o.Attrs[k] = e
 	}
 	return e
 }
 
-// Record appends a recommendation, keeping the newest MaxHistory.
-func (e *Entry) Record(at time.Time, v int64) {
-	e.History = append(e.History, Rec{At: at, Value: v})
-	if n := len(e.History); n > MaxHistory {
-		e.History = append(e.History[:0], e.History[n-MaxHistory:]...)
+// Lookup returns the attribute's entry, if there is one; it creates
+// nothing.
+func (s *State) Lookup(a addrs.Attr) (*Entry, bool) {
+	o := s.objects[a.Object]
+	if o == nil {
+		return nil, false
+	}
+	e, ok := o.Attrs[a.Path.String()]
+	return e, ok && e != nil
+}
+
+// Delete drops an attribute's entry. An object left with no attribute is
+// dropped too, and its shard is removed by the next Save.
+func (s *State) Delete(a addrs.Attr) {
+	o := s.objects[a.Object]
+	if o == nil {
+		return
+	}
+	delete(o.Attrs, a.Path.String())
+	if len(o.Attrs) == 0 {
+		delete(s.objects, a.Object)
 	}
 }
 
-type file struct {
-	Version  int             `json:"version"`
-	Checksum string          `json:"checksum"`
-	Entries  json.RawMessage `json:"entries"`
+// Object returns one object's shard.
+func (s *State) Object(o addrs.Object) (*Object, bool) {
+	x, ok := s.objects[o]
+	return x, ok && x != nil
 }
 
-// ErrCorrupt marks a state file that fails its checksum or does not parse.
-var ErrCorrupt = errors.New("state file is corrupt")
-
-// Load reads the state at path; a missing file is an empty state.
-func Load(path string) (*State, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return New(), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading state %s: %w", path, err)
-	}
-	var f file
-	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v; it was left as it is: repair it or move it aside", path, ErrCorrupt, err)
-	}
-	if f.Version != Version {
-		return nil, fmt.Errorf("%s: state version %d, this release reads %d", path, f.Version, Version)
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, f.Entries); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
-	}
-	if sum := checksum(compact.Bytes()); sum != f.Checksum {
-		return nil, fmt.Errorf("%s: %w: checksum %s, content hashes to %s; it was left as it is: repair it or move it aside", path, ErrCorrupt, short(f.Checksum), short(sum))
-	}
-	s := New()
-	if err := json.Unmarshal(f.Entries, &s.Entries); err != nil {
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
-	}
-	if s.Entries == nil {
-		s.Entries = map[string]*Entry{}
-	}
-	return s, nil
-}
-
-func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
-}
-
-func checksum(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// Save writes the state atomically: a crash leaves the old file or the new
-// one, never a mix.
-func Save(path string, s *State) error {
-	entries, err := json.Marshal(s.Entries) // map keys are sorted: stable bytes
-	if err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(file{Version: Version, Checksum: checksum(entries), Entries: entries}, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating state directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".state-*.tmp")
-	if err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing state: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // make the rename durable
-		d.Close()
-	}
-	return nil
-}
-
-// Lock is an exclusive lock on a state file, held through a sibling
-// ".lock" file (the state itself is replaced by rename on every save).
-type Lock struct {
-	f *os.File
-}
-
-// ErrLocked is returned when another process holds the lock.
-var ErrLocked = errors.New("state is locked")
-
-// Acquire takes the lock for path. With wait it retries until ctx ends;
-// without, it fails at once naming the holder.
-func Acquire(ctx context.Context, path, who string, wait bool) (*Lock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
-	}
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening state lock: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking state: %w", err)
-		}
-		holder := readHolder(path + ".lock")
-		if !wait {
-			f.Close()
-			return nil, fmt.Errorf("%w by %s; wait for it, or run again with --lock-timeout", ErrLocked, holder)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("%w by %s: gave up waiting: %v", ErrLocked, holder, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+// Objects lists the objects that have a shard, sorted by String() (ties,
+// possible only for addresses whose parts hold '/', by their parts).
+func (s *State) Objects() []addrs.Object {
+	out := make([]addrs.Object, 0, len(s.objects))
+	for o, x := range s.objects {
+		if x != nil {
+			out = append(out, o)
 		}
 	}
-	host, _ := os.Hostname()
-	info := fmt.Sprintf("pid %d on %s (%s) since %s", os.Getpid(), host, who, time.Now().UTC().Format(time.RFC3339))
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(info), 0)
-	return &Lock{f: f}, nil
+	slices.SortFunc(out, func(a, b addrs.Object) int {
+		if c := strings.Compare(a.String(), b.String()); c != 0 {
+			return c
+		}
+		for _, c := range [...]int{
+			strings.Compare(a.Provider, b.Provider), strings.Compare(a.Kind, b.Kind),
+			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name),
+		} {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	return out
 }
 
-func readHolder(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) == 0 {
-		return "another process"
-	}
-	return strings.TrimSpace(string(b))
+// Backend stores State.
+//
+// A backend that is not local (in-cluster: one object per target object,
+// a Lease for the lock, the object's resourceVersion for optimistic
+// concurrency) implements the same interface.
+type Backend interface {
+	// Lock takes the exclusive lock; with wait it retries until ctx ends,
+	// without it fails at once with an error wrapping ErrLocked that names
+	// the holder (pid, host, who, since). unlock gives the lock up; calling
+	// it again does nothing.
+	Lock(ctx context.Context, who string, wait bool) (unlock func() error, err error)
+	// Load reads every shard. Nothing stored is an empty state. A shard
+	// that cannot be read (ErrCorrupt, or another release's format) is
+	// reported by name and left as it is; Load then returns, with that
+	// error, the state of every shard it could read, and Save on that
+	// state never writes over the unreadable ones, so a caller may carry
+	// on for the other objects.
+	Load(ctx context.Context) (*State, error)
+	// Save writes only the shards whose content changed since Load (or
+	// the last Save), removes shards that became empty, and reports how
+	// many it wrote and removed. It writes every shard it can: a shard it
+	// refuses (over MaxShard, an invalid policy value, an unreadable shard
+	// in its place) is named in the error and the others are still
+	// written. A state Load did not return writes every shard it holds and
+	// removes none.
+	Save(ctx context.Context, s *State) (SaveStats, error)
+	// String says where it stores, for messages.
+	String() string
 }
 
-// Release gives the lock up.
-func (l *Lock) Release() error {
-	if l == nil || l.f == nil {
-		return nil
-	}
-	_ = l.f.Truncate(0)
-	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	l.f.Close()
-	l.f = nil
-	return err
-}
+// SaveStats says what a Save did.
+type SaveStats struct{ Written, Removed int }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -38,6 +40,11 @@ type Manager struct {
 	// Pins maps a provider name to the SHA-256 its binary must have.
 	Pins    map[string]string
 	Timeout time.Duration
+	// RestartBackoff says how long to wait, after n consecutive failures
+	// of a provider (n ≥ 1), before starting it again. It is consulted at
+	// each call, measured from the last failure. Nil: 1 s, 2 s, 4 s … at
+	// most 30 s.
+	RestartBackoff func(n int) time.Duration
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -48,9 +55,9 @@ type proc struct {
 	cfg       *providers.ConfigureRequest
 	client    *goplugin.Client
 	c         *Client
-	failures  int
-	nextStart time.Time
-	lastErr   error
+	failures int
+	failedAt time.Time
+	lastErr  error
 }
 
 // Found is a provider the manager can start.
@@ -150,6 +157,9 @@ func (m *Manager) start(p *proc) error {
 	return nil
 }
 
+// pluginVersion finds the provider's version in go-plugin's error.
+var pluginVersion = regexp.MustCompile(`(?i)plugin version: (\d+)`)
+
 // explain makes go-plugin's errors say what a user can do.
 func explain(err error) error {
 	msg := err.Error()
@@ -157,32 +167,43 @@ func explain(err error) error {
 	case strings.Contains(msg, "checksums did not match"):
 		return fmt.Errorf("the binary does not match its sha256 pin in the Environment: %w", err)
 	case strings.Contains(strings.ToLower(msg), "incompatible api version"):
-		return fmt.Errorf("protocol version mismatch (setpoint speaks %d): %w", ProtocolVersion, err)
+		theirs := "another version"
+		if m := pluginVersion.FindStringSubmatch(msg); m != nil {
+			theirs = "version " + m[1]
+		}
+		return fmt.Errorf("protocol version mismatch: setpoint speaks provider protocol version %d, the provider speaks %s: %w", ProtocolVersion, theirs, err)
 	}
 	return err
 }
 
-func hasError(ds []providers.Diagnostic) bool {
-	for _, d := range ds {
-		if d.Severity == providers.Error {
-			return true
-		}
-	}
-	return false
-}
+func hasError(ds []providers.Diagnostic) bool { return diag.Diagnostics(ds).HasErrors() }
 
 func diagText(ds []providers.Diagnostic) string {
 	var parts []string
 	for _, d := range ds {
-		parts = append(parts, strings.TrimSpace(d.Summary+": "+d.Detail))
+		parts = append(parts, d.Error())
 	}
 	return strings.Join(parts, "; ")
 }
 
 // backoff after n consecutive failures: 1 s, 2 s, 4 s … at most 30 s.
 func backoff(n int) time.Duration {
-	d := time.Second << min(n-1, 5)
+	d := time.Second << min(max(n, 1)-1, 5)
 	return min(d, 30*time.Second)
+}
+
+func (m *Manager) backoff(n int) time.Duration {
+	if m.RestartBackoff != nil {
+		return m.RestartBackoff(n)
+	}
+	return backoff(n)
+}
+
+// fail counts one failure of p (m.mu held).
+func (m *Manager) fail(p *proc, err error) {
+	p.failures++
+	p.lastErr = err
+	p.failedAt = time.Now()
 }
 
 // get returns a live client, starting the process if needed.
@@ -204,17 +225,16 @@ func (m *Manager) get(name string) (*Client, error) {
 		// It died: count it, and wait out the backoff before a restart.
 		p.client.Kill()
 		p.client, p.c = nil, nil
-		p.failures++
-		p.nextStart = time.Now().Add(backoff(p.failures))
-		slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", backoff(p.failures))
+		m.fail(p, errors.New("the provider process exited"))
+		slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", m.backoff(p.failures))
 	}
-	if wait := time.Until(p.nextStart); wait > 0 {
-		return nil, fmt.Errorf("provider %s is restarting in %s (last error: %v)", name, wait.Round(time.Millisecond), p.lastErr)
+	if p.failures > 0 {
+		if wait := time.Until(p.failedAt.Add(m.backoff(p.failures))); wait > 0 {
+			return nil, fmt.Errorf("provider %s is restarting in %s (last error: %v)", name, wait.Round(time.Millisecond), p.lastErr)
+		}
 	}
 	if err := m.start(p); err != nil {
-		p.failures++
-		p.lastErr = err
-		p.nextStart = time.Now().Add(backoff(p.failures))
+		m.fail(p, err)
 		return nil, err
 	}
 	return p.c, nil
@@ -240,10 +260,8 @@ func (m *Manager) markDead(name string, c *Client) {
 	}
 	p.client.Kill()
 	p.client, p.c = nil, nil
-	p.failures++
-	p.lastErr = errors.New("the connection to the provider broke")
-	p.nextStart = time.Now().Add(backoff(p.failures))
-	slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", backoff(p.failures))
+	m.fail(p, errors.New("the connection to the provider broke"))
+	slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", m.backoff(p.failures))
 }
 
 // Pid returns a running provider's process id (tests kill it).
@@ -300,7 +318,16 @@ type handle struct {
 var errDown = errors.New("provider unavailable")
 
 func (h *handle) unavailable(err error) []providers.Diagnostic {
-	return []providers.Diagnostic{{Severity: providers.Error, Summary: fmt.Sprintf("provider %s is unavailable", h.name), Detail: err.Error()}}
+	return []providers.Diagnostic{{Severity: providers.Error, Message: fmt.Sprintf("provider %s is unavailable", h.name), Detail: err.Error()}}
+}
+
+// unavailableResults fails every change of a batch that could not be sent.
+func (h *handle) unavailableResults(changes []providers.ObjectChange, err error) []providers.ObjectResult {
+	out := make([]providers.ObjectResult, len(changes))
+	for i, ch := range changes {
+		out[i] = providers.ObjectResult{Address: ch.Address, Err: fmt.Sprintf("provider %s is unavailable: %v", h.name, err)}
+	}
+	return out
 }
 
 // done notes how a call went: a healthy call resets the failure count; a
@@ -345,14 +372,30 @@ func (h *handle) Read(ctx context.Context, req providers.ReadRequest) providers.
 	return r
 }
 
+func (h *handle) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return providers.ListResponse{Diagnostics: h.unavailable(err)}
+	}
+	r := c.List(ctx, req)
+	h.done(c, r.Diagnostics)
+	return r
+}
+
+func (h *handle) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	c, err := h.m.get(h.name)
+	if err != nil {
+		return providers.PlanChangeResponse{Results: h.unavailableResults(req.Changes, err), Diagnostics: h.unavailable(err)}
+	}
+	r := c.PlanChange(ctx, req)
+	h.done(c, r.Diagnostics)
+	return r
+}
+
 func (h *handle) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	c, err := h.m.get(h.name)
 	if err != nil {
-		out := providers.ApplyResponse{Diagnostics: h.unavailable(err)}
-		for _, ch := range req.Changes {
-			out.Results = append(out.Results, providers.ChangeResult{Change: ch, Err: fmt.Sprintf("provider %s is unavailable: %v", h.name, err)})
-		}
-		return out
+		return providers.ApplyResponse{Results: h.unavailableResults(req.Changes, err), Diagnostics: h.unavailable(err)}
 	}
 	r := c.Apply(ctx, req)
 	h.done(c, r.Diagnostics)

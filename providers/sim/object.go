@@ -2,101 +2,157 @@ package sim
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+	"maps"
 
-	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// Kinds the sim world serves.
+const (
+	KindDeployment = "Deployment"
+	KindHPA        = "HorizontalPodAutoscaler"
+	KindKnative    = "KnativeService"
 )
 
 // Attribute paths the sim world serves, the same as the kubernetes
 // provider's.
-const (
-	AttrReplicas        = "spec.replicas"
-	AttrReadyReplicas   = "status.readyReplicas"
-	AttrMinReplicas     = "spec.minReplicas"
-	AttrMaxReplicas     = "spec.maxReplicas"
-	AttrCurrentReplicas = "status.currentReplicas"
-	AttrDesiredReplicas = "status.desiredReplicas"
-	AttrMinScale        = `spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`
-	AttrMaxScale        = `spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`
+var (
+	AttrReplicas        = addrs.MustPath("spec.replicas")
+	AttrReadyReplicas   = addrs.MustPath("status.readyReplicas")
+	AttrMinReplicas     = addrs.MustPath("spec.minReplicas")
+	AttrMaxReplicas     = addrs.MustPath("spec.maxReplicas")
+	AttrCurrentReplicas = addrs.MustPath("status.currentReplicas")
+	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
+	AttrMinScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	AttrMaxScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+
+	pathStatus       = addrs.MustPath("status")
+	pathTemplateSpec = addrs.MustPath("spec.template.spec")
+	pathContainers   = addrs.MustPath("spec.template.spec.containers")
 )
 
 // DefaultManager owns fields no configured manager claims: what kubectl
 // apply records.
 const DefaultManager = "kubectl-client-side-apply"
 
+// HPAManager is the field manager of what an HPA writes (a Deployment's
+// replicas).
+const HPAManager = "horizontal-pod-autoscaler"
+
 // ContainerAttr is the path of a container's memory request or limit
 // (which: "requests" or "limits").
-func ContainerAttr(container, which string) string {
-	return "spec.template.spec.containers[name=" + container + "].resources." + which + ".memory"
+func ContainerAttr(container, which string) addrs.Path {
+	return pathContainers.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
 }
 
 // object is one API object of the world, with what the gate needs: the
-// manager of each field, annotations and a generation.
+// manager of each field, labels, annotations and a generation. Attributes
+// are typed inside the world too, so nothing on a hot path parses.
 type object struct {
 	wl                    *workload // the workload it belongs to
 	kind, namespace, name string
-	attrs                 map[string]string
-	managers              map[string]string
-	managerOf             func(string) string
+	attrs                 map[addrs.Path]values.Value
+	managers              map[addrs.Path]string
+	managerOf             func(addrs.Path) string
+	labels                map[string]string
 	annotations           map[string]string
-	generation            int64 // bumped by every spec change
-	templateGen           int64 // bumped by pod-template changes: a rollout
+	generation            int64  // bumped by every spec change
+	templateGen           int64  // bumped by pod-template changes: a rollout
+	createdBy             string // the manager that created it through Apply ("" for configured objects)
 }
 
 func (o *object) key() string { return o.kind + "/" + o.namespace + "/" + o.name }
 
 // manager returns who owns attr.
-func (o *object) manager(attr string) string {
+func (o *object) manager(attr addrs.Path) string {
 	if m, ok := o.managers[attr]; ok {
 		return m
 	}
 	return o.managerOf(attr)
 }
 
-// set changes one attribute as manager; it refuses what a real API server
-// would refuse (unknown paths, status, malformed values).
-func (o *object) set(attr, value, manager string) error {
-	if strings.HasPrefix(attr, "status.") {
-		return fmt.Errorf("%s: status is written by controllers, not applied", attr)
+// toObject is the object as a provider reports it at second sec.
+func (o *object) toObject(addr providers.Address, sec int) providers.Object {
+	obj := providers.Object{
+		Address:     addr,
+		Exists:      true,
+		Generation:  o.generation,
+		Attributes:  make(map[addrs.Path]values.Value, len(o.attrs)+1),
+		Managers:    make(map[addrs.Path]string, len(o.attrs)),
+		Labels:      maps.Clone(o.labels),
+		Annotations: maps.Clone(o.annotations),
 	}
-	old, known := o.attrs[attr]
+	for k, v := range o.attrs {
+		obj.Attributes[k] = v
+		obj.Managers[k] = o.manager(k)
+	}
+	if o.kind == KindDeployment || o.kind == KindKnative {
+		obj.Attributes[AttrReadyReplicas] = values.CountOf(int64(o.wl.ready(sec)))
+	}
+	return obj
+}
+
+// attrType is the type of a writable attribute of a kind of object of
+// the workload; an error says why the path cannot be applied, as an API
+// server would refuse it.
+func (wl *workload) attrType(kind string, p addrs.Path) (values.Type, error) {
+	if p.HasPrefix(pathStatus) {
+		return values.Invalid, fmt.Errorf("%s: status is written by controllers, not applied", p)
+	}
+	switch p {
+	case AttrReplicas:
+		if kind == KindDeployment {
+			return values.Count, nil
+		}
+	case AttrMinReplicas, AttrMaxReplicas:
+		if kind == KindHPA {
+			return values.Count, nil
+		}
+	case AttrMinScale, AttrMaxScale:
+		if kind == KindKnative {
+			return values.Count, nil
+		}
+		return values.Invalid, fmt.Errorf("%s: only a KnativeService has it", p)
+	default:
+		if kind != KindHPA && p.HasPrefix(pathContainers) {
+			if _, ok := wl.containerOf[p]; ok {
+				return values.Bytes, nil
+			}
+			if name, ok := p.Selected("name"); ok && !wl.hasContainer(name) {
+				return values.Invalid, fmt.Errorf("%s: no such container %q", p, name)
+			}
+		}
+	}
+	return values.Invalid, fmt.Errorf("%s: %s has no such attribute", p, kind)
+}
+
+// checkValue refuses what an API server would: a value of the wrong type,
+// a negative one, an HPA's minReplicas below 1.
+func (wl *workload) checkValue(kind string, p addrs.Path, v values.Value) error {
+	t, err := wl.attrType(kind, p)
+	if err != nil {
+		return err
+	}
 	switch {
-	case attr == AttrReplicas || attr == AttrMinReplicas || attr == AttrMaxReplicas:
-		n, err := strconv.Atoi(value)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%s: %q is not a non-negative integer", attr, value)
-		}
-		if attr == AttrMinReplicas && n < 1 {
-			return fmt.Errorf("%s: must be at least 1", attr)
-		}
-	case attr == AttrMinScale || attr == AttrMaxScale:
-		if n, err := strconv.Atoi(value); err != nil || n < 0 {
-			return fmt.Errorf("%s: %q is not a non-negative integer", attr, value)
-		}
-		if o.kind != "KnativeService" {
-			return fmt.Errorf("%s: only a KnativeService has it", attr)
-		}
-		known = true
-	case strings.HasPrefix(attr, "spec.template.spec.containers["):
-		if !known {
-			return fmt.Errorf("%s: no such container", attr)
-		}
-		if _, err := spec.ParseBytes(value); err != nil {
-			return fmt.Errorf("%s: %w", attr, err)
-		}
-	}
-	if !known {
-		return fmt.Errorf("%s: %s has no such attribute", attr, o.kind)
-	}
-	o.managers[attr] = manager
-	if old == value {
-		return nil
-	}
-	o.attrs[attr] = value
-	o.generation++
-	if strings.HasPrefix(attr, "spec.template.spec.") {
-		o.templateGen++
+	case !v.IsValid():
+		return fmt.Errorf("%s: no value", p)
+	case v.Type() != t:
+		return fmt.Errorf("%s: want a %s, got the %s %s", p, t, v.Type(), v)
+	case v.Int() < 0:
+		return fmt.Errorf("%s: %s is negative", p, v)
+	case p == AttrMinReplicas && v.Int() < 1:
+		return fmt.Errorf("%s: must be at least 1, got %s", p, v)
 	}
 	return nil
+}
+
+func (wl *workload) hasContainer(name string) bool {
+	for _, ct := range wl.cfg.Containers {
+		if ct.Name == name {
+			return true
+		}
+	}
+	return false
 }

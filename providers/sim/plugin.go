@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -26,22 +29,35 @@ var _ providers.Full = (*Plugin)(nil)
 // NewPlugin returns an unconfigured sim provider.
 func NewPlugin() *Plugin { return &Plugin{} }
 
-// Schema lists the kinds and attributes the sim world serves.
+// Schema lists the kinds and attributes the sim world serves, with their
+// types. NAME in a container path stands for any container's name.
 func (s *Plugin) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
-	mem := func() []providers.AttributeSchema {
+	return simSchema(), nil
+}
+
+func simSchema() providers.Schema {
+	attr := func(p addrs.Path, t values.Type, ro bool, desc string) providers.AttributeSchema {
+		return providers.AttributeSchema{Path: p, Type: t, ReadOnly: ro, Description: desc}
+	}
+	pods := func() []providers.AttributeSchema {
 		return []providers.AttributeSchema{
-			{Path: ContainerAttr("NAME", "requests"), Type: "quantity", Description: "a container's memory request"},
-			{Path: ContainerAttr("NAME", "limits"), Type: "quantity", Description: "a container's memory limit"},
-			{Path: AttrReadyReplicas, Type: "int", ReadOnly: true, Description: "pods serving"},
+			attr(ContainerAttr("NAME", "requests"), values.Bytes, false, "a container's memory request (at most its limit)"),
+			attr(ContainerAttr("NAME", "limits"), values.Bytes, false, "a container's memory limit"),
+			attr(AttrReadyReplicas, values.Count, true, "pods serving"),
 		}
 	}
 	return providers.Schema{Name: "sim", Version: version.Version, Signals: true, Kinds: []providers.KindSchema{
-		{Kind: "Deployment", Attributes: append([]providers.AttributeSchema{{Path: AttrReplicas, Type: "int", Description: "replicas (written by the HPA when there is one)"}}, mem()...)},
-		{Kind: "HorizontalPodAutoscaler", Attributes: []providers.AttributeSchema{
-			{Path: AttrMinReplicas, Type: "int"}, {Path: AttrMaxReplicas, Type: "int"},
-			{Path: AttrCurrentReplicas, Type: "int", ReadOnly: true}, {Path: AttrDesiredReplicas, Type: "int", ReadOnly: true}}},
-		{Kind: "KnativeService", Attributes: append([]providers.AttributeSchema{{Path: AttrMinScale, Type: "int"}, {Path: AttrMaxScale, Type: "int"}}, mem()...)},
-	}}, nil
+		{Kind: KindDeployment, Attributes: append([]providers.AttributeSchema{
+			attr(AttrReplicas, values.Count, false, "replicas (written by the HPA when there is one)")}, pods()...)},
+		{Kind: KindHPA, Attributes: []providers.AttributeSchema{
+			attr(AttrMinReplicas, values.Count, false, "at least 1"),
+			attr(AttrMaxReplicas, values.Count, false, "at least minReplicas"),
+			attr(AttrCurrentReplicas, values.Count, true, "replicas at the last sync"),
+			attr(AttrDesiredReplicas, values.Count, true, "replicas the last sync asked for")}},
+		{Kind: KindKnative, Attributes: append([]providers.AttributeSchema{
+			attr(AttrMinScale, values.Count, false, "pods kept however idle"),
+			attr(AttrMaxScale, values.Count, false, "at most this many pods (0: no bound)")}, pods()...)},
+	}}
 }
 
 // Configure builds the world from the sim config.
@@ -50,26 +66,26 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	defer s.mu.Unlock()
 	var cfg spec.SimConfig
 	if err := json.Unmarshal(req.Config, &cfg); err != nil {
-		return []providers.Diagnostic{{Severity: providers.Error, Summary: "sim config", Detail: err.Error()}}
+		return []providers.Diagnostic{diag.New("sim config", err.Error())}
 	}
 	var changes []Change
 	if req.StatePath != "" {
 		var err error
 		if changes, err = LoadChanges(req.StatePath); err != nil {
-			return []providers.Diagnostic{{Severity: providers.Error, Summary: "sim state", Detail: err.Error()}}
+			return []providers.Diagnostic{diag.New("sim state", err.Error())}
 		}
 	}
 	buf := NewBuffer()
 	w, err := New(cfg, Options{BaseDir: req.BaseDir, Sink: buf, Changes: changes})
 	if err != nil {
-		return []providers.Diagnostic{{Severity: providers.Error, Summary: "sim world", Detail: err.Error()}}
+		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
 	s.p, s.buf = &Provider{World: w, StatePath: req.StatePath}, buf
 	return nil
 }
 
 func (s *Plugin) notConfigured() []providers.Diagnostic {
-	return []providers.Diagnostic{{Severity: providers.Error, Summary: "the sim provider was not configured"}}
+	return []providers.Diagnostic{diag.New("the sim provider was not configured", "")}
 }
 
 // Read reads objects as of req.Now.
@@ -82,18 +98,42 @@ func (s *Plugin) Read(ctx context.Context, req providers.ReadRequest) providers.
 	return s.p.Read(ctx, req)
 }
 
+// List lists objects as of req.Now.
+func (s *Plugin) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return providers.ListResponse{Diagnostics: s.notConfigured()}
+	}
+	return s.p.List(ctx, req)
+}
+
+// PlanChange dry-runs changes as of req.Now.
+func (s *Plugin) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return providers.PlanChangeResponse{Diagnostics: s.notConfigured(), Results: notConfigured(req.Changes)}
+	}
+	return s.p.PlanChange(ctx, req)
+}
+
 // Apply applies changes as of req.Now.
 func (s *Plugin) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p == nil {
-		out := providers.ApplyResponse{Diagnostics: s.notConfigured()}
-		for _, c := range req.Changes {
-			out.Results = append(out.Results, providers.ChangeResult{Change: c, Err: "not configured"})
-		}
-		return out
+		return providers.ApplyResponse{Diagnostics: s.notConfigured(), Results: notConfigured(req.Changes)}
 	}
 	return s.p.Apply(ctx, req)
+}
+
+func notConfigured(cs []providers.ObjectChange) []providers.ObjectResult {
+	out := make([]providers.ObjectResult, len(cs))
+	for i, c := range cs {
+		out[i] = providers.ObjectResult{Address: c.Address, Err: "not configured"}
+	}
+	return out
 }
 
 // Signals advances the world to req.Now and hands over its samples.

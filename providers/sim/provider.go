@@ -6,24 +6,46 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
-// Change is an applied change as the sim state file keeps it: At is the
-// second of the trace at which it took effect.
+// StateVersion is the sim state file's format.
+const StateVersion = 2
+
+// Change is an object change that took effect, as the sim state file
+// keeps it: At is the second of the trace at which it did. Replaying it
+// runs the same checks as Apply at the same second, so a replayed world is
+// the live one.
 type Change struct {
-	At        int               `json:"at"`
-	Address   string            `json:"address"` // Kind/namespace/name
-	Attribute string            `json:"attribute"`
-	Value     string            `json:"value"`
-	Manager   string            `json:"manager"`
-	Create    map[string]string `json:"create,omitempty"`
+	At         int                         `json:"at"`
+	Address    providers.Address           `json:"address"`
+	Action     action.Action               `json:"action"`
+	Attributes map[addrs.Path]values.Value `json:"attributes,omitempty"`
+	Changed    []addrs.Path                `json:"changed,omitempty"`
+	Manager    string                      `json:"manager"`
+	Force      bool                        `json:"force,omitempty"`
+}
+
+func changeOf(at int, c providers.ObjectChange) Change {
+	return Change{At: at, Address: c.Address, Action: c.Action, Attributes: maps.Clone(c.Attributes),
+		Changed: slices.Clone(c.Changed), Manager: c.Manager, Force: c.Force}
+}
+
+func (c Change) objectChange() providers.ObjectChange {
+	return providers.ObjectChange{Address: c.Address, Action: c.Action, Attributes: c.Attributes,
+		Changed: c.Changed, Manager: c.Manager, Force: c.Force}
 }
 
 type stateFile struct {
@@ -40,12 +62,18 @@ func LoadChanges(path string) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading sim state: %w", err)
 	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("sim state %s is corrupt: %w", path, err)
+	}
+	if v.Version != StateVersion {
+		return nil, fmt.Errorf("sim state %s is version %d and this release reads only %d: the file is a cache of the changes applied to the sim world, delete it and the world starts again from its config", path, v.Version, StateVersion)
+	}
 	var st stateFile
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("sim state %s is corrupt: %w", path, err)
-	}
-	if st.Version != 1 {
-		return nil, fmt.Errorf("sim state %s: version %d, this release reads 1", path, st.Version)
 	}
 	return st.Changes, nil
 }
@@ -56,27 +84,11 @@ func saveChanges(path string, changes []Change) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(stateFile{Version: 1, Changes: changes}, "", "  ")
+	b, err := json.MarshalIndent(stateFile{Version: StateVersion, Changes: changes}, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".sim-state-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, b, 0o644)
 }
 
 // Provider serves the world through the provider interface. Every request
@@ -98,69 +110,83 @@ func (p *Provider) advance(now time.Time) {
 // Read returns each addressed object as it is now.
 func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
 	p.advance(req.Now)
-	var resp providers.ReadResponse
+	resp := providers.ReadResponse{Objects: make([]providers.Object, 0, len(req.Addresses))}
 	for _, a := range req.Addresses {
-		obj := providers.Object{Address: a}
-		o := p.World.byKey[a.Key()]
-		if o == nil {
-			resp.Objects = append(resp.Objects, obj)
-			continue
+		if o := p.World.byKey[a.Key()]; o != nil {
+			resp.Objects = append(resp.Objects, o.toObject(a, p.World.sec))
+		} else {
+			resp.Objects = append(resp.Objects, providers.Object{Address: a})
 		}
-		obj.Exists = true
-		obj.Generation = o.generation
-		obj.Attributes = map[string]string{}
-		obj.Managers = map[string]string{}
-		for k, v := range o.attrs {
-			obj.Attributes[k] = v
-			obj.Managers[k] = o.manager(k)
-		}
-		if o.kind == "Deployment" || o.kind == "KnativeService" {
-			obj.Attributes[AttrReadyReplicas] = strconv.Itoa(o.wl.ready(p.World.sec))
-		}
-		obj.Annotations = map[string]string{}
-		for k, v := range o.annotations {
-			obj.Annotations[k] = v
-		}
-		resp.Objects = append(resp.Objects, obj)
 	}
 	return resp
 }
 
-// Apply sets attributes; each change succeeds or fails alone, and the state
-// file records only the ones that took effect.
+// List returns every object of a kind (in a namespace, when one is given)
+// whose labels match the selector, in address order.
+func (p *Provider) List(_ context.Context, req providers.ListRequest) providers.ListResponse {
+	p.advance(req.Now)
+	var resp providers.ListResponse
+	if req.Kind == "" {
+		resp.Diagnostics = append(resp.Diagnostics, diag.New("List needs a kind", "the sim world serves Deployment, HorizontalPodAutoscaler and KnativeService"))
+		return resp
+	}
+	prov := req.Provider
+	if prov == "" {
+		prov = "sim"
+	}
+	for _, o := range p.World.byKey {
+		if o.kind != req.Kind || (req.Namespace != "" && o.namespace != req.Namespace) || !matches(o.labels, req.Selector) {
+			continue
+		}
+		a := providers.Address{Provider: prov, Kind: o.kind, Namespace: o.namespace, Name: o.name}
+		resp.Objects = append(resp.Objects, o.toObject(a, p.World.sec))
+	}
+	slices.SortFunc(resp.Objects, func(a, b providers.Object) int {
+		return strings.Compare(a.Address.String(), b.Address.String())
+	})
+	return resp
+}
+
+func matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if l, ok := labels[k]; !ok || l != v {
+			return false
+		}
+	}
+	return true
+}
+
+// PlanChange says what Apply would do with each change, changing nothing.
+// Each change is judged against the world as it is, not after the
+// changes before it.
+func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	p.advance(req.Now)
+	resp := providers.PlanChangeResponse{Results: make([]providers.ObjectResult, 0, len(req.Changes))}
+	for _, c := range req.Changes {
+		_, res := p.World.check(c)
+		resp.Results = append(resp.Results, res)
+	}
+	return resp
+}
+
+// Apply applies object changes in order; each succeeds or fails whole, and
+// the state file records the ones that took effect.
 func (p *Provider) Apply(_ context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	p.advance(req.Now)
-	var resp providers.ApplyResponse
+	resp := providers.ApplyResponse{Results: make([]providers.ObjectResult, 0, len(req.Changes))}
 	var recorded []Change
 	for _, c := range req.Changes {
-		r := providers.ChangeResult{Change: c}
-		o := p.World.byKey[c.Address.Key()]
-		if o == nil && c.Create != nil {
-			var err error
-			if o, err = p.World.create(c); err != nil {
-				r.Err = err.Error()
-				resp.Results = append(resp.Results, r)
-				continue
-			}
+		pend, res := p.World.check(c)
+		if pend != nil && p.World.commit(pend) {
+			recorded = append(recorded, changeOf(p.World.sec, c))
 		}
-		switch {
-		case o == nil:
-			r.Err = "no such object"
-		default:
-			// Even an unchanged value is recorded: the field's manager moves.
-			if err := o.set(c.Attribute, c.Value, c.Manager); err != nil {
-				r.Err = err.Error()
-			} else {
-				recorded = append(recorded, Change{At: p.World.sec, Address: c.Address.Key(), Attribute: c.Attribute, Value: c.Value, Manager: c.Manager, Create: c.Create})
-			}
-		}
-		resp.Results = append(resp.Results, r)
+		resp.Results = append(resp.Results, res)
 	}
 	if len(recorded) > 0 {
 		p.World.record(recorded)
 		if p.StatePath != "" {
 			if err := saveChanges(p.StatePath, p.World.changes); err != nil {
-				resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Error, Summary: "saving sim state", Detail: err.Error()})
+				resp.Diagnostics = append(resp.Diagnostics, diag.New("saving sim state", err.Error()))
 			}
 		}
 	}
@@ -174,32 +200,3 @@ func (w *World) record(cs []Change) {
 	w.applied = len(w.changes)
 }
 
-// create makes an object the engine asked for: an HPA for a Deployment that
-// has none (with a CPU target of 80% of requests, as kubectl autoscale).
-func (w *World) create(c providers.Change) (*object, error) {
-	if c.Address.Kind != "HorizontalPodAutoscaler" {
-		return nil, fmt.Errorf("the sim world creates only HorizontalPodAutoscalers, not %s", c.Address.Kind)
-	}
-	for _, wl := range w.wls {
-		if wl.cfg.Namespace != c.Address.Namespace || wl.cfg.Name != c.Address.Name || wl.deploy == nil {
-			continue
-		}
-		if wl.hpa != nil {
-			return wl.hpa, nil
-		}
-		minR, err1 := strconv.Atoi(c.Create[AttrMinReplicas])
-		maxR, err2 := strconv.Atoi(c.Create[AttrMaxReplicas])
-		if err1 != nil || err2 != nil || minR < 1 || maxR < minR {
-			return nil, fmt.Errorf("an HPA needs 1 <= minReplicas <= maxReplicas, got %q and %q", c.Create[AttrMinReplicas], c.Create[AttrMaxReplicas])
-		}
-		if wl.cfg.HPA == nil {
-			wl.cfg.HPA = &spec.SimHPA{Min: minR, Max: maxR}
-		}
-		wl.hpa = wl.newObject("HorizontalPodAutoscaler", func(string) string { return c.Manager })
-		wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(minR)
-		wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(maxR)
-		wl.deploy.managers[AttrReplicas] = "horizontal-pod-autoscaler"
-		return wl.hpa, nil
-	}
-	return nil, fmt.Errorf("no Deployment %s/%s to autoscale", c.Address.Namespace, c.Address.Name)
-}

@@ -7,8 +7,10 @@ package sim
 import (
 	"fmt"
 	"math"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -17,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -90,6 +94,9 @@ func TraceOf(cfg spec.SimConfig, baseDir string) (*Trace, error) {
 
 // NewWithTrace builds a world over a trace already loaded.
 func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
+	// The world's workloads are its own: creating an HPA records it in the
+	// workload's config, which must not reach the caller's.
+	cfg.Workloads = slices.Clone(cfg.Workloads)
 	w := &World{
 		cfg:   cfg,
 		trace: tr,
@@ -159,17 +166,10 @@ func (w *World) step() {
 
 func (w *World) applyDue(upTo int) {
 	for w.applied < len(w.changes) && w.changes[w.applied].At <= upTo {
-		c := w.changes[w.applied]
-		o := w.byKey[c.Address]
-		if o == nil && c.Create != nil {
-			if a, err := providers.ParseAddress("sim:" + c.Address); err == nil {
-				o, _ = w.create(providers.Change{Address: a, Manager: c.Manager, Create: c.Create})
-			}
-		}
-		if o != nil {
-			// A replayed change was valid when it was applied; if the
-			// config changed since, a change that no longer fits is skipped.
-			_ = o.set(c.Attribute, c.Value, c.Manager)
+		// A replayed change was valid when it was applied; if the config
+		// changed since, a change that no longer fits is skipped whole.
+		if p, _ := w.check(w.changes[w.applied].objectChange()); p != nil {
+			w.commit(p)
 		}
 		w.applied++
 	}
@@ -191,15 +191,26 @@ type workload struct {
 	podSeq   int
 	gen      int64
 
+	// containers' memory paths, and the container each path belongs to
+	mem         []memPaths
+	containerOf map[addrs.Path]int
+	vals        []float64 // emit's buffer
+
 	backlog                  float64
 	arrived, served, dropped float64
 	syncServed, syncArrived  float64 // since the last autoscaler sync
+	syncSecs                 int     // seconds since the last autoscaler sync
 	hpaRecs                  []rec
 	kpaConc                  []float64 // per-second concurrency, last 60 s
 	lastTraffic              int
 	lastWait, lastMean       time.Duration
 	cpuPerReq, cpuReq        float64 // cores
 	startup                  int     // seconds
+}
+
+type memPaths struct {
+	name     string      // the container's path, for messages
+	req, lim addrs.Path // its memory request and limit
 }
 
 type rec struct {
@@ -226,47 +237,57 @@ type ser struct {
 func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 	wl := &workload{w: w, cfg: c, replicas: c.Replicas, startup: int(c.Startup.D() / time.Second),
 		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30}
-	managers := func(attr string) string {
-		if m, ok := c.Managers[attr]; ok {
+	configured := make(map[addrs.Path]string, len(c.Managers))
+	for k, m := range c.Managers {
+		p, err := addrs.ParsePath(k)
+		if err != nil {
+			return nil, fmt.Errorf("sim workload %s/%s: managers: %w", c.Namespace, c.Name, err)
+		}
+		configured[p] = m
+	}
+	managers := func(attr addrs.Path) string {
+		if m, ok := configured[attr]; ok {
 			return m
 		}
 		return DefaultManager
 	}
-	containers := map[string]string{}
-	for _, ct := range c.Containers {
-		containers[ContainerAttr(ct.Name, "requests")] = ct.Request.String()
-		containers[ContainerAttr(ct.Name, "limits")] = ct.Limit.String()
+	containers := map[addrs.Path]values.Value{}
+	wl.containerOf = map[addrs.Path]int{}
+	for i, ct := range c.Containers {
+		m := memPaths{name: pathContainers.Child(addrs.Sel("name", ct.Name)).String(),
+			req: ContainerAttr(ct.Name, "requests"), lim: ContainerAttr(ct.Name, "limits")}
+		wl.mem = append(wl.mem, m)
+		wl.containerOf[m.req], wl.containerOf[m.lim] = i, i
+		containers[m.req] = values.BytesOf(int64(ct.Request))
+		containers[m.lim] = values.BytesOf(int64(ct.Limit))
 	}
+	count := func(n int) values.Value { return values.CountOf(int64(n)) }
 	switch c.Kind {
-	case "Deployment":
-		wl.deploy = wl.newObject("Deployment", managers)
-		wl.deploy.attrs[AttrReplicas] = strconv.Itoa(c.Replicas)
-		for k, v := range containers {
-			wl.deploy.attrs[k] = v
-		}
+	case KindDeployment:
+		wl.deploy = wl.newObject(KindDeployment, managers)
+		wl.deploy.attrs[AttrReplicas] = count(c.Replicas)
+		maps.Copy(wl.deploy.attrs, containers)
 		wl.template = wl.deploy
 		if c.HPA != nil {
-			wl.hpa = wl.newObject("HorizontalPodAutoscaler", managers)
-			wl.hpa.attrs[AttrMinReplicas] = strconv.Itoa(c.HPA.Min)
-			wl.hpa.attrs[AttrMaxReplicas] = strconv.Itoa(c.HPA.Max)
+			wl.hpa = wl.newObject(KindHPA, managers)
+			wl.hpa.attrs[AttrMinReplicas] = count(c.HPA.Min)
+			wl.hpa.attrs[AttrMaxReplicas] = count(c.HPA.Max)
 			wl.replicas = min(max(c.Replicas, c.HPA.Min), c.HPA.Max)
-			wl.deploy.attrs[AttrReplicas] = strconv.Itoa(wl.replicas)
+			wl.deploy.attrs[AttrReplicas] = count(wl.replicas)
 			// The HPA writes spec.replicas.
-			wl.deploy.managers[AttrReplicas] = "horizontal-pod-autoscaler"
+			wl.deploy.managers[AttrReplicas] = HPAManager
 		}
-	case "KnativeService":
+	case KindKnative:
 		k := c.Knative
 		if k == nil {
 			k = &spec.SimKnative{TargetConcurrency: 100}
 		}
-		wl.ksvc = wl.newObject("KnativeService", managers)
-		wl.ksvc.attrs[AttrMinScale] = strconv.Itoa(k.MinScale)
+		wl.ksvc = wl.newObject(KindKnative, managers)
+		wl.ksvc.attrs[AttrMinScale] = count(k.MinScale)
 		if k.MaxScale > 0 {
-			wl.ksvc.attrs[AttrMaxScale] = strconv.Itoa(k.MaxScale)
+			wl.ksvc.attrs[AttrMaxScale] = count(k.MaxScale)
 		}
-		for k, v := range containers {
-			wl.ksvc.attrs[k] = v
-		}
+		maps.Copy(wl.ksvc.attrs, containers)
 		wl.template = wl.ksvc
 		wl.replicas = max(c.Replicas, k.MinScale)
 	default:
@@ -279,27 +300,24 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 	return wl, nil
 }
 
-func (wl *workload) newObject(kind string, managers func(string) string) *object {
+func (wl *workload) newObject(kind string, managers func(addrs.Path) string) *object {
 	c, w := wl.cfg, wl.w
-	o := &object{wl: wl, kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[string]string{},
-		managers: map[string]string{}, annotations: map[string]string{}, generation: 1, managerOf: managers}
-	for k, v := range c.Annotations {
-		o.annotations[k] = v
+	o := &object{wl: wl, kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[addrs.Path]values.Value{},
+		managers: map[addrs.Path]string{}, labels: map[string]string{"app": c.Name},
+		annotations: maps.Clone(c.Annotations), generation: 1, managerOf: managers}
+	if o.annotations == nil {
+		o.annotations = map[string]string{}
 	}
 	w.byKey[o.key()] = o
 	return o
 }
 
-// knativeScale reads an annotation the way Knative does: absent or bad is 0.
-func (wl *workload) knativeScale(attr string) int {
-	n, _ := strconv.Atoi(wl.ksvc.attrs[attr])
-	return max(n, 0)
+// knativeScale reads an annotation the way Knative does: absent is 0.
+func (wl *workload) knativeScale(attr addrs.Path) int {
+	return max(int(wl.ksvc.attrs[attr].Int()), 0)
 }
 
-func (wl *workload) intAttr(o *object, attr string) int {
-	n, _ := strconv.Atoi(o.attrs[attr])
-	return n
-}
+func (wl *workload) intAttr(o *object, attr addrs.Path) int { return int(o.attrs[attr].Int()) }
 
 func (wl *workload) ready(s int) int {
 	n := 0
@@ -331,6 +349,7 @@ func (wl *workload) step(s int, arrivals float64) {
 	wl.backlog = out.Backlog
 	wl.syncServed += out.Served
 	wl.syncArrived += arrivals
+	wl.syncSecs++
 	wl.lastWait, wl.lastMean = out.Wait, out.Mean
 	if arrivals > 0 {
 		wl.lastTraffic = s
@@ -403,13 +422,13 @@ func (wl *workload) hpaSync(s int) {
 		h := wl.cfg.HPA
 		var ratio float64
 		if h.TargetRPS > 0 {
-			ratio = wl.syncArrived / 15 / float64(ready) / h.TargetRPS
+			ratio = wl.syncArrived / float64(wl.syncSecs) / float64(ready) / h.TargetRPS
 		} else {
 			target := 0.8
 			if h.TargetCPU != nil {
 				target = float64(*h.TargetCPU)
 			}
-			cpuPerPod := (wl.syncServed/15/float64(ready))*wl.cpuPerReq + 0.002*float64(len(wl.cfg.Containers))
+			cpuPerPod := (wl.syncServed/float64(wl.syncSecs)/float64(ready))*wl.cpuPerReq + 0.002*float64(len(wl.cfg.Containers))
 			ratio = cpuPerPod / wl.cpuReq / target
 		}
 		if math.Abs(ratio-1) > 0.1 {
@@ -436,10 +455,10 @@ func (wl *workload) hpaSync(s int) {
 	}
 	desired = min(max(desired, minR), maxR)
 	wl.replicas = desired
-	wl.deploy.attrs[AttrReplicas] = strconv.Itoa(desired)
-	wl.hpa.attrs[AttrCurrentReplicas] = strconv.Itoa(current)
-	wl.hpa.attrs[AttrDesiredReplicas] = strconv.Itoa(desired)
-	wl.syncServed, wl.syncArrived = 0, 0
+	wl.deploy.attrs[AttrReplicas] = values.CountOf(int64(desired))
+	wl.hpa.attrs[AttrCurrentReplicas] = values.CountOf(int64(current))
+	wl.hpa.attrs[AttrDesiredReplicas] = values.CountOf(int64(desired))
+	wl.syncServed, wl.syncArrived, wl.syncSecs = 0, 0, 0
 }
 
 // kpaSync is Knative's autoscaler in its stable mode: the average
@@ -537,28 +556,27 @@ func (wl *workload) emit(t int64) {
 		if p.series == nil {
 			p.series = wl.podSeries(p)
 		}
-		vals := make([]float64, 0, len(p.series))
-		vals = append(vals, p.ok, p.failed)
+		vals := append(wl.vals[:0], p.ok, p.failed)
 		for i := range Buckets {
 			vals = append(vals, p.buckets[i])
 		}
 		vals = append(vals, p.count, p.sum, p.count, 1)
 		for i, ct := range wl.cfg.Containers {
 			ws := float64(ct.WorkingSet) * (1 + 0.02*(wl.w.rng.Float64()-0.5))
-			req, lim := wl.memory(ct.Name)
+			req, lim := wl.memory(i)
 			vals = append(vals, p.cpu[i], ws, float64(req), float64(lim), wl.cpuReq)
 		}
 		for i, sr := range p.series {
 			_ = wl.w.sink.AppendCached(sr.l, &sr.cache, t, vals[i])
 		}
+		wl.vals = vals
 	}
 }
 
-// memory returns a container's current request and limit.
-func (wl *workload) memory(container string) (spec.Bytes, spec.Bytes) {
-	req, _ := spec.ParseBytes(wl.template.attrs[ContainerAttr(container, "requests")])
-	lim, _ := spec.ParseBytes(wl.template.attrs[ContainerAttr(container, "limits")])
-	return req, lim
+// memory returns container i's current request and limit in bytes.
+func (wl *workload) memory(i int) (int64, int64) {
+	m := wl.mem[i]
+	return wl.template.attrs[m.req].Int(), wl.template.attrs[m.lim].Int()
 }
 
 // podSeries builds the labels of every series a pod exposes, once.

@@ -6,37 +6,56 @@ package nfr
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Attribute paths of the objects an NFR acts on.
-const (
-	AttrReplicas    = "spec.replicas"
-	AttrMinReplicas = "spec.minReplicas"
-	AttrMaxReplicas = "spec.maxReplicas"
-	AttrMinScale    = `spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`
-	containerPrefix = "spec.template.spec.containers[name="
+var (
+	AttrReplicas    = addrs.MustPath("spec.replicas")
+	AttrMinReplicas = addrs.MustPath("spec.minReplicas")
+	AttrMaxReplicas = addrs.MustPath("spec.maxReplicas")
+	AttrMinScale    = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	containersPath  = addrs.MustPath("spec.template.spec.containers")
 )
 
-// ContainerAttr is the path of a container's memory request or limit.
-func ContainerAttr(container, which string) string {
-	return containerPrefix + container + "].resources." + which + ".memory"
+// Dimensions of an NFR.
+const (
+	Replicas intent.Dimension = "replicas"
+	Memory   intent.Dimension = "memory"
+)
+
+// ContainerAttr is the path of a container's memory request or limit
+// (which: requests or limits).
+func ContainerAttr(container, which string) addrs.Path {
+	return containersPath.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
 }
 
-// Dimension says which dimension an attribute an NFR writes belongs to,
-// and its unit: container memory is bytes, everything else replica counts.
-func Dimension(attr string) (intent.Dimension, intent.Unit) {
-	if strings.HasPrefix(attr, containerPrefix) && strings.HasSuffix(attr, ".memory") {
-		return intent.Memory, intent.Bytes
+// Container returns the container a memory path is about, and whether it
+// is one.
+func Container(p addrs.Path) (string, bool) {
+	if !p.HasPrefix(containersPath) || p.Last() != addrs.F("memory") {
+		return "", false
 	}
-	return intent.Replicas, intent.Count
+	return p.Selected("name")
+}
+
+// Dimension says which dimension an attribute an NFR writes belongs to:
+// container memory, or replicas.
+func Dimension(p addrs.Path) intent.Dimension {
+	if _, ok := Container(p); ok {
+		return Memory
+	}
+	return Replicas
 }
 
 // Fixed floors and ceilings of the memory recommendation.
@@ -71,7 +90,7 @@ type Input struct {
 	Target, HPA providers.Object
 	Signals     Signals
 	// UserValue is each attribute's value when setpoint first adopted it.
-	UserValue map[string]int64
+	UserValue map[addrs.Path]values.Value
 }
 
 // Note explains a decision not to recommend something.
@@ -157,35 +176,35 @@ func replicas(in Input, out *Output) {
 	}
 	rec, why, ok := ReplicasRecommendation(s.Throughput.MinRPS, s.CPUPerPod, latency, in.Signals)
 	if !ok {
-		out.note(intent.Replicas, "%s", why)
+		out.note(Replicas, "%s", why)
 		return
 	}
-	it := intent.Intent{Kind: intent.LowerBound, Unit: intent.Count, Dimension: intent.Replicas,
-		Recommended: rec, Value: rec, Rationale: why, Source: in.Spec.ID(), SourcePos: in.Spec.Src.PosOf("spec.throughput.minRPS")}
+	it := intent.Intent{Kind: intent.LowerBound, Dimension: Replicas,
+		Recommended: values.CountOf(rec), Value: values.CountOf(rec), Rationale: why, Source: in.Spec.ID(), SourcePos: in.Spec.Src.PosOf("spec.throughput.minRPS")}
 	switch {
 	case s.Target.Kind == "KnativeService":
-		it.Address, it.Attribute = in.Target.Address, AttrMinScale
+		it.Attr = addrs.Attr{Object: in.Target.Address, Path: AttrMinScale}
 	case in.HPA.Exists:
-		it.Address, it.Attribute = in.HPA.Address, AttrMinReplicas
+		it.Attr = addrs.Attr{Object: in.HPA.Address, Path: AttrMinReplicas}
 		// minReplicas above the HPA's own maximum would be refused.
-		if max, err := strconv.ParseInt(in.HPA.Attributes[AttrMaxReplicas], 10, 64); err == nil && max > 0 {
-			out.Intents = append(out.Intents, intent.Intent{Address: it.Address, Attribute: it.Attribute, Kind: intent.UpperBound,
-				Unit: intent.Count, Dimension: intent.Replicas, Value: max, Recommended: max, Rationale: "the HPA's maxReplicas",
+		if max, ok := in.HPA.Attributes[AttrMaxReplicas]; ok && max.Type() == values.Count && max.Int() > 0 {
+			out.Intents = append(out.Intents, intent.Intent{Attr: it.Attr, Kind: intent.UpperBound,
+				Dimension: Replicas, Value: max, Recommended: max, Rationale: "the HPA's maxReplicas",
 				Source: it.Source, SourcePos: it.SourcePos})
 		}
 	case s.Autoscaler != nil && s.Autoscaler.Create:
-		it.Address, it.Attribute = in.HPA.Address, AttrMinReplicas
-		it.Create = &intent.Create{Attributes: map[string]string{
-			AttrMinReplicas: strconv.FormatInt(rec, 10),
-			AttrMaxReplicas: strconv.Itoa(s.Autoscaler.MaxReplicas),
+		it.Attr = addrs.Attr{Object: in.HPA.Address, Path: AttrMinReplicas}
+		it.Create = &intent.Create{Attributes: map[addrs.Path]values.Value{
+			AttrMinReplicas: values.CountOf(rec),
+			AttrMaxReplicas: values.CountOf(int64(s.Autoscaler.MaxReplicas)),
 		}}
 		it.SourcePos = in.Spec.Src.PosOf("spec.autoscaler")
 	default:
-		it.Address, it.Attribute = in.Target.Address, AttrReplicas
+		it.Attr = addrs.Attr{Object: in.Target.Address, Path: AttrReplicas}
 	}
-	if u, ok := in.UserValue[it.Attribute]; ok && u > it.Value {
+	if u, ok := in.UserValue[it.Attr.Path]; ok && u.Type() == values.Count && u.Compare(it.Value) > 0 {
 		it.Value = u
-		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u)
+		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u.Int())
 	}
 	out.Intents = append(out.Intents, it)
 }
@@ -204,17 +223,17 @@ func MemoryRecommendation(ws float64, m spec.MemorySpec) (req, lim int64, reqWhy
 	hi := min(int64(m.Max), maxRequest)
 	raw := max(ws*m.Headroom, float64(minRequest))
 	req = RoundUp16Mi(raw)
-	reqWhy = fmt.Sprintf("roundUp16Mi(%s × %s) = %s", bytesf(ws), num(m.Headroom), intent.Format(req, intent.Bytes))
+	reqWhy = fmt.Sprintf("roundUp16Mi(%s × %s) = %s", bytesf(ws), num(m.Headroom), values.BytesOf(req))
 	if ws*m.Headroom < float64(minRequest) {
-		reqWhy = fmt.Sprintf("roundUp16Mi(max(%s × %s, 64Mi)) = %s", bytesf(ws), num(m.Headroom), intent.Format(req, intent.Bytes))
+		reqWhy = fmt.Sprintf("roundUp16Mi(max(%s × %s, 64Mi)) = %s", bytesf(ws), num(m.Headroom), values.BytesOf(req))
 	}
 	if req < lo {
 		req = lo
-		reqWhy += ", raised to the floor " + intent.Format(lo, intent.Bytes)
+		reqWhy += ", raised to the floor " + values.BytesOf(lo).String()
 	}
 	if req > hi {
 		req = hi
-		reqWhy += ", cut to the ceiling " + intent.Format(hi, intent.Bytes)
+		reqWhy += ", cut to the ceiling " + values.BytesOf(hi).String()
 	}
 	lim, limWhy = LimitFor(req, m.LimitFactor)
 	return req, lim, reqWhy, limWhy
@@ -223,7 +242,7 @@ func MemoryRecommendation(ws float64, m spec.MemorySpec) (req, lim int64, reqWhy
 // LimitFor computes the limit from a (clamped or pinned) request.
 func LimitFor(req int64, factor float64) (int64, string) {
 	lim := RoundUp16Mi(max(float64(req)*factor, float64(minLimit)))
-	why := fmt.Sprintf("roundUp16Mi(%s × %s) = %s", intent.Format(req, intent.Bytes), num(factor), intent.Format(lim, intent.Bytes))
+	why := fmt.Sprintf("roundUp16Mi(%s × %s) = %s", values.BytesOf(req), num(factor), values.BytesOf(lim))
 	if lim < minLimit {
 		lim = minLimit
 	}
@@ -248,10 +267,8 @@ func Significant(cur, next int64) bool {
 func Containers(o providers.Object) []string {
 	seen := map[string]bool{}
 	for k := range o.Attributes {
-		if rest, ok := strings.CutPrefix(k, containerPrefix); ok {
-			if i := strings.IndexByte(rest, ']'); i > 0 {
-				seen[rest[:i]] = true
-			}
+		if c, ok := Container(k); ok {
+			seen[c] = true
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -265,7 +282,7 @@ func Containers(o providers.Object) []string {
 func memory(in Input, out *Output) {
 	m := in.Spec.Spec.Memory
 	if m.Request != nil && m.Limit != nil {
-		out.note(intent.Memory, "memory is pinned (request %s, limit %s): not recommended", m.Request, m.Limit)
+		out.note(Memory, "memory is pinned (request %s, limit %s): not recommended", m.Request, m.Limit)
 		return
 	}
 	containers := m.Containers
@@ -275,12 +292,12 @@ func memory(in Input, out *Output) {
 	for _, c := range containers {
 		reqAttr, limAttr := ContainerAttr(c, "requests"), ContainerAttr(c, "limits")
 		if _, ok := in.Target.Attributes[reqAttr]; !ok {
-			out.note(intent.Memory, "container %s: not in the pod template", c)
+			out.note(Memory, "container %s: not in the pod template", c)
 			continue
 		}
 		ws, ok := in.Signals.WorkingSet[c]
 		if !ok {
-			out.note(intent.Memory, "container %s: no memory recommendation: working set %s", c, missing(in.Signals, "workingSet/"+c))
+			out.note(Memory, "container %s: no memory recommendation: working set %s", c, missing(in.Signals, "workingSet/"+c))
 			continue
 		}
 		req, lim, reqWhy, limWhy := MemoryRecommendation(ws, m)
@@ -290,15 +307,15 @@ func memory(in Input, out *Output) {
 			limWhy += " (from the pinned request)"
 		}
 		pos := in.Spec.Src.PosOf("spec.memory")
-		add := func(attr string, v int64, why string) {
-			cur, err := spec.ParseBytes(in.Target.Attributes[attr])
-			if err == nil && !Significant(int64(cur), v) {
-				out.note(intent.Memory, "container %s: %s %s is within 20%%/64Mi of %s: no change", c, lastWord(attr), intent.Format(v, intent.Bytes), cur)
+		add := func(attr addrs.Path, v int64, why string) {
+			cur, ok := in.Target.Attributes[attr]
+			if ok && cur.Type() == values.Bytes && !Significant(cur.Int(), v) {
+				out.note(Memory, "container %s: %s %s is within 20%%/64Mi of %s: no change", c, lastWord(attr), values.BytesOf(v), cur)
 				return
 			}
-			out.Intents = append(out.Intents, intent.Intent{Address: in.Target.Address, Attribute: attr, Kind: intent.Exact,
-				Unit: intent.Bytes, Dimension: intent.Memory, Value: v, Recommended: v, Rationale: why,
-				Source: in.Spec.ID(), SourcePos: pos})
+			out.Intents = append(out.Intents, intent.Intent{Attr: addrs.Attr{Object: in.Target.Address, Path: attr}, Kind: intent.Exact,
+				Dimension: Memory, Value: values.BytesOf(v), Recommended: values.BytesOf(v), Rationale: why,
+				Source: in.Spec.ID(), SourcePos: pos, Group: "memory/" + c})
 		}
 		if m.Request == nil {
 			add(reqAttr, req, reqWhy)
@@ -309,8 +326,8 @@ func memory(in Input, out *Output) {
 	}
 }
 
-func lastWord(attr string) string {
-	if strings.Contains(attr, ".requests.") {
+func lastWord(attr addrs.Path) string {
+	if attr.HasPrefix(containersPath) && slices.Contains(attr.Steps(), addrs.F("requests")) {
 		return "request"
 	}
 	return "limit"

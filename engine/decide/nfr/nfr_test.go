@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -123,19 +125,31 @@ func nfrSpec(kind string) *spec.NFR {
 	return n
 }
 
-func object(kind string, exists bool, attrs map[string]string) providers.Object {
-	return providers.Object{Address: providers.Address{Provider: "sim", Kind: kind, Namespace: "shop", Name: "checkout"}, Exists: exists, Attributes: attrs}
+func object(kind string, exists bool, attrs map[addrs.Path]string) providers.Object {
+	typed := map[addrs.Path]values.Value{}
+	for p, v := range attrs {
+		t := values.Count
+		if Dimension(p) == Memory {
+			t = values.Bytes
+		}
+		x, err := values.Parse(t, v)
+		if err != nil {
+			panic(err)
+		}
+		typed[p] = x
+	}
+	return providers.Object{Address: providers.Address{Provider: "sim", Kind: kind, Namespace: "shop", Name: "checkout"}, Exists: exists, Attributes: typed}
 }
 
 var sig = Signals{RPS: f(310), CPUMilli: f(1850), P99: f(0.28), WorkingSet: map[string]float64{"function": 110 * float64(spec.MiB)}}
 
-func podTemplate() map[string]string {
-	return map[string]string{AttrReplicas: "2", ContainerAttr("function", "requests"): "256Mi", ContainerAttr("function", "limits"): "512Mi"}
+func podTemplate() map[addrs.Path]string {
+	return map[addrs.Path]string{AttrReplicas: "2", ContainerAttr("function", "requests"): "256Mi", ContainerAttr("function", "limits"): "512Mi"}
 }
 
-func find(out Output, attr string) *intent.Intent {
+func find(out Output, attr addrs.Path) *intent.Intent {
 	for i := range out.Intents {
-		if out.Intents[i].Attribute == attr && out.Intents[i].Kind != intent.UpperBound {
+		if out.Intents[i].Attr.Path == attr && out.Intents[i].Kind != intent.UpperBound {
 			return &out.Intents[i]
 		}
 	}
@@ -145,44 +159,44 @@ func find(out Output, attr string) *intent.Intent {
 func TestDecideTargets(t *testing.T) {
 	// With an HPA: a lower bound on minReplicas, capped by its maxReplicas.
 	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()),
-		HPA: object("HorizontalPodAutoscaler", true, map[string]string{AttrMinReplicas: "2", AttrMaxReplicas: "50"}), Signals: sig})
+		HPA: object("HorizontalPodAutoscaler", true, map[addrs.Path]string{AttrMinReplicas: "2", AttrMaxReplicas: "50"}), Signals: sig})
 	it := find(out, AttrMinReplicas)
-	if it == nil || it.Kind != intent.LowerBound || it.Value != 6 || it.Address.Kind != "HorizontalPodAutoscaler" {
+	if it == nil || it.Kind != intent.LowerBound || it.Value != values.CountOf(6) || it.Attr.Object.Kind != "HorizontalPodAutoscaler" {
 		t.Fatalf("HPA path: %+v", out)
 	}
-	if len(out.Intents) != 4 || out.Intents[0].Kind != intent.UpperBound || out.Intents[0].Value != 50 {
+	if len(out.Intents) != 4 || out.Intents[0].Kind != intent.UpperBound || out.Intents[0].Value != values.CountOf(50) {
 		t.Fatalf("want the HPA max as an upper bound and two memory intents: %+v", out.Intents)
 	}
 	// Memory: 256Mi → 144Mi and 512Mi → 224Mi, both significant.
-	if r := find(out, ContainerAttr("function", "requests")); r == nil || r.Value != 144*MiB || r.Kind != intent.Exact {
+	if r := find(out, ContainerAttr("function", "requests")); r == nil || r.Value != values.BytesOf(144*MiB) || r.Group != "memory/function" || r.Kind != intent.Exact {
 		t.Fatalf("request: %+v", r)
 	}
-	if r := find(out, ContainerAttr("function", "limits")); r == nil || r.Value != 224*MiB {
+	if r := find(out, ContainerAttr("function", "limits")); r == nil || r.Value != values.BytesOf(224*MiB) {
 		t.Fatalf("limit: %+v", r)
 	}
 	// Without an HPA: spec.replicas of the Deployment.
 	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
-	if it := find(out, AttrReplicas); it == nil || it.Value != 6 || it.Create != nil {
+	if it := find(out, AttrReplicas); it == nil || it.Value != values.CountOf(6) || it.Create != nil {
 		t.Fatalf("Deployment path: %+v", out.Intents)
 	}
 	// Asked to create one: an HPA with min = the bound and the spec's max.
 	s := nfrSpec("Deployment")
 	s.Spec.Autoscaler = &spec.Autoscaler{Create: true, MaxReplicas: 20}
 	out = Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
-	if it := find(out, AttrMinReplicas); it == nil || it.Create == nil || it.Create.Attributes[AttrMaxReplicas] != "20" || it.Create.Attributes[AttrMinReplicas] != "6" {
+	if it := find(out, AttrMinReplicas); it == nil || it.Create == nil || it.Create.Attributes[AttrMaxReplicas] != values.CountOf(20) || it.Create.Attributes[AttrMinReplicas] != values.CountOf(6) {
 		t.Fatalf("create path: %+v", out.Intents)
 	}
 	// Knative: the min-scale annotation.
 	out = Decide(Input{Spec: nfrSpec("KnativeService"), Target: object("KnativeService", true, podTemplate()), Signals: sig})
-	if it := find(out, AttrMinScale); it == nil || it.Value != 6 || it.Address.Kind != "KnativeService" {
+	if it := find(out, AttrMinScale); it == nil || it.Value != values.CountOf(6) || it.Attr.Object.Kind != "KnativeService" {
 		t.Fatalf("Knative path: %+v", out.Intents)
 	}
 }
 
 func TestDecideUserValueAndPins(t *testing.T) {
 	// The user had 8: the bound is max(8, 6).
-	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), Signals: sig, UserValue: map[string]int64{AttrReplicas: 8}})
-	if it := find(out, AttrReplicas); it == nil || it.Value != 8 || it.Recommended != 6 || !strings.Contains(it.Rationale, "the user's value 8") {
+	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), Signals: sig, UserValue: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(8)}})
+	if it := find(out, AttrReplicas); it == nil || it.Value != values.CountOf(8) || it.Recommended != values.CountOf(6) || !strings.Contains(it.Rationale, "the user's value 8") {
 		t.Fatalf("user value: %+v", it)
 	}
 	// A pinned request is not recommended; the limit follows the pin.
@@ -195,7 +209,7 @@ func TestDecideUserValueAndPins(t *testing.T) {
 	if find(out, ContainerAttr("function", "requests")) != nil {
 		t.Fatal("a pinned request must not be recommended")
 	}
-	if it := find(out, ContainerAttr("function", "limits")); it == nil || it.Value != 464*MiB {
+	if it := find(out, ContainerAttr("function", "limits")); it == nil || it.Value != values.BytesOf(464*MiB) {
 		t.Fatalf("limit from the pin: 300Mi × 1.5 = 450Mi → 464Mi; got %+v", it)
 	}
 	// Both pinned: nothing, and a note says so.

@@ -1,20 +1,29 @@
-package engine
+// Package nfrkind plugs the NFR kind into the loop: which objects an NFR
+// reads, its signals (grouped default queries evaluated once per tick),
+// the pure decision of engine/decide/nfr, restores when enforcement is
+// turned off, and the gate's rules with NFR's policy (stability, cooldown,
+// bounded step; a container's memory request ≤ its limit).
+package nfrkind
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/nfr"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
-func init() { Register("NFR", nfrDecider{}) }
+func init() { engine.Register("NFR", nfrDecider{}) }
 
 // nfrDecider adapts engine/decide/nfr to the loop.
 type nfrDecider struct{}
@@ -41,51 +50,51 @@ func promDuration(d time.Duration) string {
 	return strconv.Itoa(int(d/time.Second)) + "s"
 }
 
-// workloadAddress and hpaAddress are what an NFR acts on.
-func workloadAddress(n *spec.NFR, def string) providers.Address {
+// WorkloadAddress is the object an NFR targets.
+func WorkloadAddress(n *spec.NFR, def string) addrs.Object {
 	prov := n.Spec.Target.Provider
 	if prov == "" {
 		prov = def
 	}
-	return providers.Address{Provider: prov, Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
+	return addrs.Object{Provider: prov, Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
 }
 
-func hpaAddress(w providers.Address) providers.Address {
+func hpaAddress(w addrs.Object) addrs.Object {
 	w.Kind = "HorizontalPodAutoscaler"
 	return w
 }
 
-func (nfrDecider) Reads(doc spec.Document, def string) []providers.Address {
+func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 	n := doc.(*spec.NFR)
-	w := workloadAddress(n, def)
+	w := WorkloadAddress(n, def)
 	if w.Kind == "Deployment" {
-		return []providers.Address{w, hpaAddress(w)}
+		return []addrs.Object{w, hpaAddress(w)}
 	}
-	return []providers.Address{w}
+	return []addrs.Object{w}
 }
 
-func (nfrDecider) Decide(t *Tick, doc spec.Document, reads []providers.Address, obs Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
+func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
 	n := doc.(*spec.NFR)
 	wAddr := reads[0]
-	if why, failed := obs.Failed[wAddr.String()]; failed {
+	if why, failed := obs.Failed[wAddr]; failed {
 		return nil, nil, []plan.Note{{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("reading %s: %s", wAddr, why)}}
 	}
-	w := obs.Objects[wAddr.String()]
+	w := obs.Objects[wAddr]
 	if !w.Exists {
 		return nil, []plan.Note{{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", wAddr)}}, nil
 	}
 	var hpa providers.Object
 	if len(reads) > 1 {
-		hpa = obs.Objects[reads[1].String()]
+		hpa = obs.Objects[reads[1]]
 		hpa.Address = reads[1]
 	}
-	users := map[string]int64{}
+	users := map[addrs.Path]values.Value{}
 	for _, o := range []providers.Object{w, hpa} {
 		for attr, v := range o.Attributes {
-			if e, ok := st.Entries[state.Key(o.Address.String(), attr)]; ok && e.User != nil {
+			if e, ok := st.Lookup(addrs.Attr{Object: o.Address, Path: attr}); ok && e.User != nil {
 				users[attr] = *e.User
-			} else if x, err := strconv.ParseInt(v, 10, 64); err == nil {
-				users[attr] = x
+			} else {
+				users[attr] = v
 			}
 		}
 	}
@@ -100,7 +109,7 @@ func (nfrDecider) Decide(t *Tick, doc spec.Document, reads []providers.Address, 
 
 // signalsFor reads one NFR's signals: the grouped defaults (evaluated once
 // per tick), or the spec's own queries.
-func signalsFor(t *Tick, n *spec.NFR) nfr.Signals {
+func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
 	s := nfr.Signals{Missing: map[string]string{}, WorkingSet: map[string]float64{}}
 	key := n.Metadata.Namespace + "/" + n.Spec.Target.Name
 	grouped := func(expr, name string, by ...string) *float64 {
@@ -173,60 +182,86 @@ func orDefault(s, d string) string {
 }
 
 // restores returns, for each dimension turned off, the user's value of
-// every attribute setpoint wrote, so turning enforcement off hands the
-// workload back as it was.
+// every attribute this spec wrote (another spec's writes are its own), so
+// turning enforcement off hands the workload back as it was.
 func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.Intent {
 	var out []intent.Intent
+	id := n.ID()
 	for _, o := range objs {
 		if !o.Exists {
 			continue
 		}
 		for attr := range o.Attributes {
-			e, ok := st.Entries[state.Key(o.Address.String(), attr)]
-			if !ok || e.User == nil || e.Applied == nil {
+			e, ok := st.Lookup(addrs.Attr{Object: o.Address, Path: attr})
+			if !ok || e.User == nil || e.Applied == nil || !slices.Contains(e.Applied.By, id) {
 				continue
 			}
-			dim, unit := nfr.Dimension(attr)
+			dim := nfr.Dimension(attr)
 			mode := n.Spec.Enforcement.Replicas
-			if dim == intent.Memory {
+			if dim == nfr.Memory {
 				mode = n.Spec.Enforcement.Memory
 			}
 			if mode != spec.ModeOff {
 				continue
 			}
-			out = append(out, intent.Intent{Address: o.Address, Attribute: attr, Kind: intent.Exact, Value: *e.User, Recommended: *e.User,
-				Unit: unit, Dimension: dim, Restore: true, Source: n.ID(), SourcePos: n.Src.PosOf("spec.enforcement"),
-				Rationale: fmt.Sprintf("enforcement of %s is off: restoring the user's value %s", dim, intent.Format(*e.User, unit))})
+			out = append(out, intent.Intent{Attr: addrs.Attr{Object: o.Address, Path: attr}, Kind: intent.Exact, Value: *e.User, Recommended: *e.User,
+				Dimension: dim, Restore: true, Source: id, SourcePos: n.Src.PosOf("spec.enforcement"),
+				Rationale: fmt.Sprintf("enforcement of %s is off: restoring the user's value %s", dim, *e.User)})
 		}
 	}
 	return out
 }
 
-func (nfrDecider) Params(doc spec.Document, reads []providers.Address, d intent.Dimension, obs Observation) gate.Params {
+// Rules are the gate's rules for one dimension of an NFR.
+func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimension, obs engine.Observation) gate.Rules {
 	n := doc.(*spec.NFR)
 	s := n.Spec
-	p := gate.Params{Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D(), TakeOverFrom: s.TakeOverFrom}
-	annotations := obs.Objects[reads[0].String()].Annotations
+	r := gate.Rules{TakeOverFrom: s.TakeOverFrom}
+	annotations := obs.Objects[reads[0]].Annotations
 	switch {
 	case s.Paused:
-		p.Paused, p.PauseReason = true, "spec.paused at "+n.Src.PosOf("spec.paused").String()
-	case annotations[PausedAnnotation] == "true":
-		p.Paused, p.PauseReason = true, PausedAnnotation+` is "true" on the target`
+		r.Paused, r.PauseReason = true, "spec.paused at "+n.Src.PosOf("spec.paused").String()
+	case annotations[engine.PausedAnnotation] == "true":
+		r.Paused, r.PauseReason = true, engine.PausedAnnotation+` is "true" on the target`
 	}
 	// An off dimension has only restores: they go through at once, in one
 	// step, unless the target is paused.
-	if (d == intent.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == intent.Memory && s.Enforcement.Memory == spec.ModeOff) {
-		p.Mode, p.Stability, p.Cooldown = spec.ModeEnforce, 0, 0
-		return p
+	if (d == nfr.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == nfr.Memory && s.Enforcement.Memory == spec.ModeOff) {
+		r.Mode = spec.ModeEnforce
+		return r
 	}
-	if d == intent.Replicas {
-		p.Mode, p.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
-		p.Cap, p.CapField = int64(s.Safety.MaxReplicas), "safety.maxReplicas"
+	pol := gate.Stability{Key: "nfr", Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D()}
+	if d == nfr.Replicas {
+		r.Mode, pol.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
+		if s.Safety.MaxReplicas > 0 {
+			r.Cap, r.CapField = values.CountOf(int64(s.Safety.MaxReplicas)), "safety.maxReplicas"
+		}
 	} else {
-		p.Mode, p.MaxStep = s.Enforcement.Memory, float64(s.Safety.MaxMemoryStep)
+		r.Mode, pol.MaxStep = s.Enforcement.Memory, float64(s.Safety.MaxMemoryStep)
 		if s.Safety.MaxMemory != nil {
-			p.Cap, p.CapField = int64(*s.Safety.MaxMemory), "safety.maxMemory"
+			r.Cap, r.CapField = values.BytesOf(int64(*s.Safety.MaxMemory)), "safety.maxMemory"
+		}
+		pol.Check = requestWithinLimit
+	}
+	r.Policy = pol
+	return r
+}
+
+// requestWithinLimit holds a container's memory request and limit unless
+// request ≤ limit after the change, as an API server would refuse.
+func requestWithinLimit(group []addrs.Path, value func(addrs.Path) (values.Value, bool)) error {
+	done := map[string]bool{}
+	for _, p := range group {
+		c, ok := nfr.Container(p)
+		if !ok || done[c] {
+			continue
+		}
+		done[c] = true
+		req, okR := value(nfr.ContainerAttr(c, "requests"))
+		lim, okL := value(nfr.ContainerAttr(c, "limits"))
+		if okR && okL && lim.IsValid() && req.Compare(lim) > 0 {
+			return fmt.Errorf("container %s: request %s would exceed limit %s", c, req, lim)
 		}
 	}
-	return p
+	return nil
 }

@@ -1,0 +1,501 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/internal/atomicfile"
+)
+
+// fileBackend is the local backend: see NewFile.
+type fileBackend struct {
+	path string // the Environment's state.path, e.g. .setpoint/state.json
+	dir  string // path + ".d": the shards
+	lock string // path + ".lock"
+	id   string // the absolute shard directory: which storage a State came from
+
+	// onWait, when set (tests), is called each time a waiting Lock finds
+	// the lock held.
+	onWait func()
+}
+
+// ShardDirSuffix is appended to state.path to name the shard directory.
+const ShardDirSuffix = ".d"
+
+// NewFile returns the local backend for the Environment's state.path
+// (default .setpoint/state.json). That name stays the one users configure
+// and see; the state itself is a directory beside it, PATH.d, holding one
+// file per target object, and PATH.lock is the lock file:
+//
+//	.setpoint/state.json.lock
+//	.setpoint/state.json.d/kubernetes_Deployment_shop_checkout.1f0c…9a.json
+//
+// Nothing is stored at PATH itself, so a single-file state of an earlier
+// release found there is recognised and reported (Load and Save refuse
+// with ErrOldFormat, saying to move it aside) rather than mistaken for a
+// directory or overwritten, and "state.json" never names a directory
+// that tools would try to read as JSON.
+//
+// A shard file's name is the object's address made filename-safe (any
+// byte other than ASCII letters, digits, '-', '_' and a non-leading '.'
+// becomes '_', cut to 80 bytes) for people, then a hash of the address's
+// parts, which makes it unique and means no address, whatever it holds
+// (':', '/', "..", NUL), names anything outside the directory. The file is
+// one line of JSON:
+//
+//	{"version":2,"object":{"provider":…,"kind":…,"namespace":…,"name":…},
+//	 "checksum":"<sha256 of attrs, hex>","attrs":{…}}
+//
+// The object is kept as its parts (the address text is ambiguous when a
+// part holds '/'); Load checks that it hashes to the file's name.
+//
+// Each shard is written atomically (temporary file, fsync, rename) and the
+// directory is fsynced once per Save: a crash leaves each shard old or
+// new, never torn. Shards are independent, so a crash in a Save may leave
+// some objects' shards new and others old, each consistent.
+func NewFile(path string) Backend {
+	dir := path + ShardDirSuffix
+	id, err := filepath.Abs(dir)
+	if err != nil {
+		id = filepath.Clean(dir)
+	}
+	return &fileBackend{path: path, dir: dir, lock: path + ".lock", id: "file:" + id}
+}
+
+func (b *fileBackend) String() string { return b.dir }
+
+// shardName is the file name of o's shard.
+func shardName(o addrs.Object) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, p := range [...]string{o.Provider, o.Kind, o.Namespace, o.Name} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(p)))])
+		h.Write([]byte(p))
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	const maxReadable = 80
+	addr := o.String()
+	if len(addr) > maxReadable {
+		addr = addr[:maxReadable]
+	}
+	name := make([]byte, 0, len(addr)+1+32+5)
+	for i := 0; i < len(addr); i++ {
+		c := addr[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		case c == '.' && i > 0:
+		default:
+			c = '_'
+		}
+		name = append(name, c)
+	}
+	name = append(name, '.')
+	name = hex.AppendEncode(name, sum[:16])
+	return string(append(name, ".json"...))
+}
+
+// objectJSON is an address kept as its parts.
+type objectJSON struct {
+	Provider  string `json:"provider"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// shardFile is a shard file's content.
+type shardFile struct {
+	Version  int             `json:"version"`
+	Object   *objectJSON     `json:"object"`
+	Checksum string          `json:"checksum"`
+	Attrs    json.RawMessage `json:"attrs"`
+}
+
+// checkPath refuses when something other than nothing is at state.path:
+// most likely the single-file state of an earlier release.
+func (b *fileBackend) checkPath() error {
+	fi, err := os.Lstat(b.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("state path %s is a directory: state.path names a file such as .setpoint/state.json, and the state is kept beside it in %s", b.path, b.dir)
+	}
+	var head struct {
+		Version int `json:"version"`
+	}
+	f, err := os.Open(b.path)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	defer f.Close()
+	if json.NewDecoder(f).Decode(&head) == nil && head.Version == 1 {
+		return fmt.Errorf("%s: %w: it is the single-file state of an earlier setpoint release (format 1), and this release keeps one file per target object in %s. "+
+			"Move the old file aside (mv %s %s.v1) and run again: setpoint then adopts each attribute's current value as the user's value, "+
+			"so first restore any value setpoint applied that you want back as the user's",
+			b.path, ErrOldFormat, b.dir, b.path, b.path)
+	}
+	return fmt.Errorf("%s: %w: a file is in the way of the state (this release keeps its state in %s and nothing at %s); move it aside", b.path, ErrOldFormat, b.dir, b.path)
+}
+
+// ShardError is a shard Load could not read. It wraps ErrCorrupt or
+// ErrOldFormat.
+type ShardError struct {
+	File   string       // the shard's path
+	Object addrs.Object // the object, when the shard says
+	Err    error
+}
+
+func (e *ShardError) Error() string {
+	of := ""
+	if !e.Object.IsZero() {
+		of = " (of " + e.Object.String() + ")"
+	}
+	return fmt.Sprintf("state shard %s%s: %v; it was left as it is: repair it or move it aside", e.File, of, e.Err)
+}
+
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// LoadError lists the shards Load could not read.
+type LoadError struct{ Shards []*ShardError }
+
+func (e *LoadError) Error() string {
+	const show = 5
+	var b strings.Builder
+	if len(e.Shards) > 1 {
+		fmt.Fprintf(&b, "%d state shards could not be read: ", len(e.Shards))
+	}
+	for i, s := range e.Shards {
+		if i == show {
+			fmt.Fprintf(&b, "; and %d more", len(e.Shards)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s.Error())
+	}
+	return b.String()
+}
+
+func (e *LoadError) Unwrap() []error {
+	out := make([]error, len(e.Shards))
+	for i, s := range e.Shards {
+		out[i] = s
+	}
+	return out
+}
+
+// loaded is one shard as read.
+type loaded struct {
+	obj   addrs.Object
+	attrs map[string]*Entry
+	sum   digest
+	err   *ShardError
+}
+
+// Load reads every shard, in parallel.
+func (b *fileBackend) Load(ctx context.Context) (*State, error) {
+	if err := b.checkPath(); err != nil {
+		return nil, err
+	}
+	s := New()
+	s.origin = b.id
+	s.saved = map[addrs.Object]digest{}
+	d, err := os.Open(b.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state: %w", err)
+	}
+	ents, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading state %s: %w", b.dir, err)
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		n := e.Name()
+		// Skip temporary files (".name.*.tmp") and anything not a shard.
+		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".json") || !e.Type().IsRegular() {
+			continue
+		}
+		names = append(names, n)
+	}
+	out := make([]loaded, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(names), 2*runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) || ctx.Err() != nil {
+					return
+				}
+				out[i] = b.readShard(names[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var bad []*ShardError
+	for i, l := range out {
+		if l.err != nil {
+			bad = append(bad, l.err)
+			if s.unreadable == nil {
+				s.unreadable = map[string]error{}
+			}
+			s.unreadable[names[i]] = l.err
+			continue
+		}
+		s.saved[l.obj] = l.sum
+		if len(l.attrs) > 0 {
+			s.objects[l.obj] = &Object{Attrs: l.attrs}
+		}
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(x, y *ShardError) int { return strings.Compare(x.File, y.File) })
+		return s, &LoadError{Shards: bad}
+	}
+	return s, nil
+}
+
+// readShard reads and checks one shard file.
+func (b *fileBackend) readShard(name string) loaded {
+	path := filepath.Join(b.dir, name)
+	fail := func(o addrs.Object, err error) loaded {
+		return loaded{err: &ShardError{File: path, Object: o, Err: err}}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fail(addrs.Object{}, err)
+	}
+	var f shardFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fail(addrs.Object{}, fmt.Errorf("%w: does not parse: %v", ErrCorrupt, err))
+	}
+	var o addrs.Object
+	if f.Object != nil {
+		o = addrs.Object{Provider: f.Object.Provider, Kind: f.Object.Kind, Namespace: f.Object.Namespace, Name: f.Object.Name}
+	}
+	switch {
+	case f.Version > Version:
+		return fail(o, fmt.Errorf("%w: written by a newer setpoint release (format %d; this release reads %d)", ErrOldFormat, f.Version, Version))
+	case f.Version != Version:
+		return fail(o, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, f.Version, Version))
+	case f.Object == nil || len(f.Attrs) == 0:
+		return fail(o, fmt.Errorf("%w: no object or no attrs", ErrCorrupt))
+	}
+	sum := digest(sha256.Sum256(f.Attrs))
+	if hex.EncodeToString(sum[:]) != f.Checksum {
+		// Tolerate a reformatted file (jq): the checksum is of the
+		// compact form.
+		var c bytes.Buffer
+		if json.Compact(&c, f.Attrs) == nil {
+			sum = sha256.Sum256(c.Bytes())
+		}
+		if hex.EncodeToString(sum[:]) != f.Checksum {
+			return fail(o, fmt.Errorf("%w: checksum %s, but its attrs hash to %s", ErrCorrupt, short(f.Checksum), short(hex.EncodeToString(sum[:]))))
+		}
+	}
+	if want := shardName(o); want != name {
+		return fail(o, fmt.Errorf("%w: it holds the shard of %s, whose file is %s", ErrCorrupt, o, want))
+	}
+	var attrs map[string]*Entry
+	if err := json.Unmarshal(f.Attrs, &attrs); err != nil {
+		return fail(o, fmt.Errorf("%w: attrs do not parse: %v", ErrCorrupt, err))
+	}
+	for k, e := range attrs {
+		if e == nil {
+			return fail(o, fmt.Errorf("%w: attribute %s is null", ErrCorrupt, k))
+		}
+	}
+	return loaded{obj: o, attrs: attrs, sum: sum}
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// write is one shard Save writes.
+type write struct {
+	obj  addrs.Object
+	name string
+	data []byte
+	sum  digest
+	err  error
+	done bool
+}
+
+// saveWorkers bounds the shard writes in flight: each waits mostly on its
+// fsync, and concurrent fsyncs share journal commits.
+const saveWorkers = 32
+
+// Save writes the changed shards in parallel, removes the emptied ones and
+// fsyncs the directory once.
+func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
+	var st SaveStats
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if err := b.checkPath(); err != nil {
+		return st, err
+	}
+	known := s.saved
+	if s.origin != b.id {
+		known = nil
+	}
+	var (
+		writes  []*write
+		removes []addrs.Object
+		errs    []error
+	)
+	var enc encoder
+	for o, x := range s.objects {
+		attrs, err := enc.attrs(x)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("state of %s not saved: %w", o, err))
+			continue
+		}
+		if attrs == nil {
+			if _, ok := known[o]; ok {
+				removes = append(removes, o)
+			}
+			continue
+		}
+		sum := digest(sha256.Sum256(attrs))
+		if k, ok := known[o]; ok && k == sum {
+			continue
+		}
+		name := shardName(o)
+		if why, bad := s.unreadable[name]; bad {
+			errs = append(errs, fmt.Errorf("state of %s not saved: its shard %s could not be read (%v) and is not overwritten", o, filepath.Join(b.dir, name), why))
+			continue
+		}
+		data := shardBytes(o, sum, attrs)
+		if len(data) > MaxShard {
+			errs = append(errs, fmt.Errorf("state of %s not saved: %w: %d bytes, at most %d", o, ErrTooLarge, len(data), MaxShard))
+			continue
+		}
+		writes = append(writes, &write{obj: o, name: name, data: data, sum: sum})
+	}
+	for o := range known {
+		if _, ok := s.objects[o]; !ok {
+			removes = append(removes, o)
+		}
+	}
+	if len(writes) > 0 {
+		if err := b.mkdir(); err != nil {
+			return st, errors.Join(append(errs, err)...)
+		}
+	}
+	var failed atomic.Bool
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(writes), saveWorkers) {
+		wg.Go(func() {
+			for !failed.Load() && ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(writes) {
+					return
+				}
+				w := writes[i]
+				if w.err = atomicfile.WriteNoDirSync(filepath.Join(b.dir, w.name), w.data, 0o600); w.err != nil {
+					failed.Store(true) // the disk's trouble is every shard's
+					continue
+				}
+				w.done = true
+			}
+		})
+	}
+	wg.Wait()
+	if s.saved == nil || s.origin != b.id {
+		s.saved = map[addrs.Object]digest{}
+		s.origin = b.id
+	}
+	for _, w := range writes {
+		if w.done {
+			s.saved[w.obj] = w.sum
+			st.Written++
+		} else if w.err != nil {
+			errs = append(errs, w.err)
+		}
+	}
+	if err := ctx.Err(); err != nil && st.Written < len(writes) {
+		errs = append(errs, err)
+	}
+	if !failed.Load() {
+		for _, o := range removes {
+			err := os.Remove(filepath.Join(b.dir, shardName(o)))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing the state of %s: %w", o, err))
+				continue
+			}
+			delete(s.saved, o)
+			st.Removed++
+		}
+	}
+	if st.Written+st.Removed > 0 {
+		if err := atomicfile.SyncDir(b.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+// mkdir creates the shard directory, durably.
+func (b *fileBackend) mkdir() error {
+	err := os.Mkdir(b.dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(b.dir), 0o755); err != nil {
+			return fmt.Errorf("creating the state directory: %w", err)
+		}
+		err = os.Mkdir(b.dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("creating the state directory: %w", err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(b.dir))
+}
+
+// shardBytes is a shard file's content.
+func shardBytes(o addrs.Object, sum digest, attrs []byte) []byte {
+	obj, _ := json.Marshal(objectJSON{Provider: o.Provider, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name})
+	out := make([]byte, 0, len(attrs)+len(obj)+128)
+	out = append(out, `{"version":`...)
+	out = fmt.Appendf(out, "%d", Version)
+	out = append(out, `,"object":`...)
+	out = append(out, obj...)
+	out = append(out, `,"checksum":"`...)
+	out = hex.AppendEncode(out, sum[:])
+	out = append(out, `","attrs":`...)
+	out = append(out, attrs...)
+	return append(out, "}\n"...)
+}

@@ -1,0 +1,130 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Holder says who holds the lock.
+type Holder struct {
+	PID   int       `json:"pid"`
+	Host  string    `json:"host"`
+	Who   string    `json:"who"`
+	Since time.Time `json:"since"`
+}
+
+func (h Holder) String() string {
+	return fmt.Sprintf("pid %d on %s (%s) since %s", h.PID, h.Host, h.Who, h.Since.Format(time.RFC3339))
+}
+
+// LockedError is a lock held by someone else. It wraps ErrLocked.
+type LockedError struct {
+	Path   string
+	Holder *Holder // nil when the holder has not said (yet)
+	// Waited is why a waiting Lock gave up (the context's error), nil
+	// when it did not wait.
+	Waited error
+}
+
+func (e *LockedError) Error() string {
+	who := "another process"
+	if e.Holder != nil {
+		who = e.Holder.String()
+	}
+	if e.Waited != nil {
+		return fmt.Sprintf("%s: %v by %s: gave up waiting: %v", e.Path, ErrLocked, who, e.Waited)
+	}
+	return fmt.Sprintf("%s: %v by %s; wait for it to finish, or run again with --lock-timeout to wait", e.Path, ErrLocked, who)
+}
+
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// Lock takes the flock on the sibling lock file (the shards are replaced by
+// rename, so they cannot carry it) and writes the holder into it. A lock
+// is per call, not per backend: two Locks in one process exclude each
+// other too.
+func (b *fileBackend) Lock(ctx context.Context, who string, wait bool) (func() error, error) {
+	if err := os.MkdirAll(filepath.Dir(b.lock), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the state directory: %w", err)
+	}
+	f, err := os.OpenFile(b.lock, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the state lock: %w", err)
+	}
+	delay := 5 * time.Millisecond
+	for {
+		err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking the state %s: %w", b.lock, err)
+		}
+		held := &LockedError{Path: b.lock, Holder: readHolder(b.lock)}
+		if !wait {
+			f.Close()
+			return nil, held
+		}
+		if b.onWait != nil {
+			b.onWait()
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			held.Waited = ctx.Err()
+			return nil, held
+		case <-t.C:
+		}
+		delay = min(2*delay, 100*time.Millisecond)
+	}
+	host, _ := os.Hostname()
+	h, _ := json.Marshal(Holder{PID: os.Getpid(), Host: host, Who: who, Since: time.Now().UTC().Truncate(time.Second)})
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt(append(h, '\n'), 0)
+	}
+	var once sync.Once
+	var uerr error
+	return func() error {
+		once.Do(func() {
+			_ = f.Truncate(0)
+			uerr = flock(f, syscall.LOCK_UN)
+			if err := f.Close(); uerr == nil {
+				uerr = err
+			}
+		})
+		return uerr
+	}, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// readHolder reads the lock file; nil when it says nothing readable (the
+// holder may be between taking the lock and writing its name).
+func readHolder(path string) *Holder {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var h Holder
+	if json.Unmarshal(b, &h) != nil || h.PID == 0 {
+		return nil
+	}
+	return &h
+}
