@@ -60,8 +60,10 @@ type Input struct {
 	Now        time.Time
 	Current    values.Value
 	HasCurrent bool
-	// Desired is the combined desired value after the caps.
+	// Desired is the combined desired value after the caps; Wanted the
+	// same before them (what a stability window tracks).
 	Desired values.Value
+	Wanted  values.Value
 	// Applied is setpoint's last write of the attribute.
 	Applied *state.Applied
 }
@@ -114,7 +116,7 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 			d.Notes = append(d.Notes[:0], fmt.Sprintf("capped at %s by %s", r.Cap, r.CapField))
 		}
 	}
-	in := Input{Now: now, Current: c.Current, HasCurrent: c.HasCurrent, Desired: d.Value, Applied: e.Applied}
+	in := Input{Now: now, Current: c.Current, HasCurrent: c.HasCurrent, Desired: d.Value, Wanted: c.Desired, Applied: e.Applied}
 	up := !c.HasCurrent || d.Value.Compare(c.Current) > 0
 
 	var verdicts []Verdict
@@ -141,8 +143,8 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 	p := rules[primary]
 	taking := c.Manager != "" && c.Manager != SetpointManager
 	switch {
-	case anyPaused(rules) != "":
-		d.Hold = &plan.Hold{Kind: plan.HoldPaused, Detail: anyPaused(rules)}
+	case paused(rules) != nil:
+		d.Hold = &plan.Hold{Kind: plan.HoldPaused, Detail: paused(rules).PauseReason}
 	case p.Mode != spec.ModeEnforce:
 		d.Hold = &plan.Hold{Kind: plan.HoldMode, Mode: string(p.Mode)}
 	case taking && slices.Contains(gitops, c.Manager) && !slices.Contains(p.TakeOverFrom, c.Manager):
@@ -209,11 +211,12 @@ func merge(vs []Verdict, up bool, d *Decision) (*plan.Hold, time.Time) {
 	return v.Hold, due
 }
 
-func anyPaused(rules []Rules) string {
-	for _, r := range rules {
-		if r.Paused {
-			return r.PauseReason
+// paused returns the first contributor that is paused.
+func paused(rules []Rules) *Rules {
+	for i := range rules {
+		if rules[i].Paused {
+			return &rules[i]
 		}
 	}
-	return ""
+	return nil
 }

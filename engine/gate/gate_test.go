@@ -1,188 +1,205 @@
 package gate
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
-	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
-
-const mi = int64(1 << 20)
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestStepTable(t *testing.T) {
-	cases := []struct {
-		name           string
-		u              intent.Unit
-		cur, want, got int64
-		pct            float64
-	}{
-		// Replicas: max(1, floor(30% × cur)).
-		{"design example 2 → 6", intent.Count, 2, 6, 3, 0.3},
-		{"10 → 20 moves 3", intent.Count, 10, 20, 13, 0.3},
-		{"10 → 12 within", intent.Count, 10, 12, 12, 0.3},
-		{"10 → 2 moves 3 down", intent.Count, 10, 2, 7, 0.3},
-		{"0 → 5 moves 1", intent.Count, 0, 5, 1, 0.3},
-		{"3 → 1: floor(0.9)=0 → at least 1", intent.Count, 3, 1, 2, 0.3},
-		{"100 → 200 at 50%", intent.Count, 100, 200, 150, 0.5},
-		// Memory: 25% of current, rounded to 16Mi toward the current.
-		{"design example 256Mi → 144Mi", intent.Bytes, 256 * mi, 144 * mi, 192 * mi, 0.25},
-		{"192Mi → 144Mi within 25%", intent.Bytes, 192 * mi, 144 * mi, 144 * mi, 0.25},
-		{"256Mi → 1Gi: +64Mi", intent.Bytes, 256 * mi, 1024 * mi, 320 * mi, 0.25},
-		// 100Mi: +25Mi = 125Mi → down to 112Mi (toward 100Mi).
-		{"100Mi up, unaligned", intent.Bytes, 100 * mi, 400 * mi, 112 * mi, 0.25},
-		// 100Mi: −25Mi = 75Mi → up to 80Mi (toward 100Mi).
-		{"100Mi down, unaligned", intent.Bytes, 100 * mi, 10 * mi, 80 * mi, 0.25},
-		// 64Mi: 25% is exactly 16Mi.
-		{"64Mi → 128Mi: +16Mi", intent.Bytes, 64 * mi, 128 * mi, 80 * mi, 0.25},
-		// Below 64Mi no 16Mi multiple fits: the unrounded bound.
-		{"20Mi → 100Mi: +5Mi", intent.Bytes, 20 * mi, 100 * mi, 25 * mi, 0.25},
-	}
-	for _, c := range cases {
-		got, _ := Step(c.u, c.cur, c.want, c.pct)
-		if got != c.got {
-			t.Errorf("%s: Step(%d, %d) = %d, want %d", c.name, c.cur, c.want, got, c.got)
-		}
-	}
-	if _, note := Step(intent.Count, 2, 6, 0.3); note != "bounded to +30% of 2, at least 1" {
-		t.Errorf("note %q", note)
-	}
-	if _, note := Step(intent.Bytes, 256*mi, 144*mi, 0.25); note != "step bounded to 25% of 256Mi" {
-		t.Errorf("note %q", note)
-	}
+var gitops = []string{"argocd-controller", "kustomize-controller", "helm-controller"}
+
+func nfrPolicy() Stability {
+	return Stability{Key: "nfr", Stability: 180 * time.Second, Tolerance: 0.1, Cooldown: 120 * time.Second, MaxStep: 0.3}
 }
 
-// TestStepProperty: the bound always holds, every step makes progress
-// toward the wish and never passes it.
-func TestStepProperty(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 200000; i++ {
-		u := intent.Count
-		cur, want := r.Int64N(500), r.Int64N(500)
-		pct := []float64{0.1, 0.25, 0.3, 0.5, 1}[r.IntN(5)]
-		if i%2 == 1 {
-			u = intent.Bytes
-			cur, want = (1+r.Int64N(8192))*mi/4, (1+r.Int64N(8192))*mi/4
-		}
-		v, _ := Step(u, cur, want, pct)
-		d, w := abs(v-cur), abs(want-cur)
-		var bound float64
-		if u == intent.Count {
-			bound = max(1, float64(int64(pct*float64(cur)+1e-9)))
-		} else {
-			bound = pct * float64(cur)
-		}
-		if float64(d) > bound+1e-6 {
-			t.Fatalf("%s %d → %d at %g: moved %d, bound %g", u, cur, want, pct, d, bound)
-		}
-		if d > w || (want > cur) != (v > cur) && v != cur {
-			t.Fatalf("%s %d → %d: step to %d overshoots or goes the wrong way", u, cur, want, v)
-		}
-		if w > 0 && d == 0 {
-			t.Fatalf("%s %d → %d: no progress", u, cur, want)
-		}
-		if u == intent.Bytes && pct >= 0.25 && cur >= 64*mi && cur%(16*mi) == 0 && w >= 16*mi && d < 16*mi {
-			t.Fatalf("%d → %d: a 16Mi step exists above 64Mi, moved only %d", cur, want, d)
-		}
-	}
-}
-
-func enforce() Params {
-	return Params{Mode: spec.ModeEnforce, Stability: 180 * time.Second, Tolerance: 0.1, Cooldown: 120 * time.Second, MaxStep: 0.3,
-		GitOps: []string{"argocd-controller", "kustomize-controller", "helm-controller"}}
+func enforce() Rules {
+	return Rules{Spec: "NFR/shop/a", Mode: spec.ModeEnforce, Policy: nfrPolicy()}
 }
 
 func replicaChange(cur, want int64) Change {
-	return Change{Unit: intent.Count, Current: cur, HasCurrent: true, Desired: want, Manager: "kubectl-client-side-apply"}
+	return Change{Current: values.CountOf(cur), HasCurrent: true, Desired: values.CountOf(want), Manager: "kubectl-client-side-apply"}
+}
+
+func window(t *testing.T, e *state.Entry, key string) *Window {
+	t.Helper()
+	raw, ok := e.Policy[key]
+	if !ok {
+		return nil
+	}
+	var w Window
+	if err := json.Unmarshal(raw, &w); err != nil {
+		t.Fatal(err)
+	}
+	return &w
+}
+
+func setWindow(e *state.Entry, key string, w Window) {
+	b, _ := json.Marshal(w)
+	e.Policy = map[string]json.RawMessage{key: b}
+}
+
+func held(d Decision) string {
+	if d.Hold == nil {
+		return ""
+	}
+	return d.Hold.String()
 }
 
 func TestStabilityWindow(t *testing.T) {
-	p := enforce()
+	r := enforce()
 	e := &state.Entry{}
 	step := func(sec int, want int64) Decision {
-		d := Evaluate(t0.Add(time.Duration(sec)*time.Second), p, replicaChange(2, want), e)
-		e.Window = d.Window
-		return d
+		return Evaluate(t0.Add(time.Duration(sec)*time.Second), gitops, []Rules{r}, 0, replicaChange(2, want), e)
 	}
-	if d := step(0, 6); d.Apply || d.Held != "stable 0 s of 180 s" || d.Value != 3 {
+	if d := step(0, 6); d.Apply || held(d) != "stable 0 s of 180 s" || d.Value != values.CountOf(3) || !d.Due.Equal(t0.Add(180*time.Second)) {
 		t.Fatalf("t=0: %+v", d)
 	}
 	// 6 → 7 is within ±1 of 6 (10% of 6 is 0.6, at least 1): same window.
-	if d := step(110, 7); d.Apply || d.Held != "stable 110 s of 180 s" {
+	if d := step(110, 7); d.Apply || held(d) != "stable 110 s of 180 s" || d.Hold.Kind != plan.HoldStability || d.Hold.Elapsed != 110*time.Second {
 		t.Fatalf("t=110: %+v", d)
 	}
 	// The latest recommendation is applied once the window is old enough.
-	if d := step(180, 7); !d.Apply || d.Value != 3 || !strings.Contains(strings.Join(d.Notes, ";"), "takes the field from kubectl-client-side-apply") {
+	if d := step(180, 7); !d.Apply || d.Value != values.CountOf(3) || !d.Force || !strings.Contains(strings.Join(d.Notes, ";"), "takes the field from kubectl-client-side-apply") {
 		t.Fatalf("t=180: %+v", d)
 	}
 	// A value outside the tolerance reopens the window.
-	e.Window = &state.Window{OpenedAt: t0, Anchor: 6}
-	if d := step(170, 9); d.Apply || d.Held != "stable 0 s of 180 s" || !d.Window.OpenedAt.Equal(t0.Add(170*time.Second)) {
+	setWindow(e, "nfr", Window{OpenedAt: t0, Anchor: values.CountOf(6)})
+	if d := step(170, 9); d.Apply || held(d) != "stable 0 s of 180 s" || !window(t, e, "nfr").OpenedAt.Equal(t0.Add(170*time.Second)) {
 		t.Fatalf("reopen: %+v", d)
-	}
-	// Memory tolerance is 10% of the anchor, no unit floor.
-	if Within(intent.Bytes, 100*mi, 111*mi, 0.1) || !Within(intent.Bytes, 100*mi, 110*mi, 0.1) {
-		t.Fatal("memory tolerance")
 	}
 }
 
 func TestCooldownThenFreshWindow(t *testing.T) {
-	p := enforce()
-	e := &state.Entry{Applied: &state.Applied{Value: 3, At: t0}, Window: &state.Window{OpenedAt: t0.Add(-time.Hour), Anchor: 6}}
-	d := Evaluate(t0.Add(45*time.Second), p, replicaChange(3, 6), e)
-	if d.Apply || d.Held != "cooldown 45 s of 120 s since the last apply" || d.Window != nil {
-		t.Fatalf("cooldown: %+v", d)
+	e := &state.Entry{Applied: &state.Applied{Value: values.CountOf(3), At: t0}}
+	setWindow(e, "nfr", Window{OpenedAt: t0.Add(-time.Hour), Anchor: values.CountOf(6)})
+	d := Evaluate(t0.Add(45*time.Second), gitops, []Rules{enforce()}, 0, replicaChange(3, 6), e)
+	if d.Apply || held(d) != "cooldown 45 s of 120 s since the last apply" || window(t, e, "nfr") != nil || !d.Due.Equal(t0.Add(120*time.Second)) {
+		t.Fatalf("cooldown: %+v, window %+v", d, window(t, e, "nfr"))
 	}
-	e.Window = d.Window
 	// After the cooldown a fresh window opens, even though 6 was stable long
 	// before the apply.
-	d = Evaluate(t0.Add(121*time.Second), p, replicaChange(3, 6), e)
-	if d.Apply || d.Held != "stable 0 s of 180 s" {
+	d = Evaluate(t0.Add(121*time.Second), gitops, []Rules{enforce()}, 0, replicaChange(3, 6), e)
+	if d.Apply || held(d) != "stable 0 s of 180 s" {
 		t.Fatalf("after cooldown: %+v", d)
 	}
-	e.Window = d.Window
-	if d = Evaluate(t0.Add(301*time.Second), p, replicaChange(3, 6), e); !d.Apply || d.Value != 4 {
+	if d = Evaluate(t0.Add(301*time.Second), gitops, []Rules{enforce()}, 0, replicaChange(3, 6), e); !d.Apply || d.Value != values.CountOf(4) {
 		t.Fatalf("after the fresh window: %+v", d)
+	}
+	// A window opened before the last apply does not count after it, even
+	// without a cooldown.
+	e = &state.Entry{Applied: &state.Applied{Value: values.CountOf(3), At: t0}}
+	setWindow(e, "nfr", Window{OpenedAt: t0.Add(-time.Hour), Anchor: values.CountOf(6)})
+	r := enforce()
+	pol := nfrPolicy()
+	pol.Cooldown = 0
+	r.Policy = pol
+	if d := Evaluate(t0.Add(time.Second), gitops, []Rules{r}, 0, replicaChange(3, 6), e); d.Apply {
+		t.Fatalf("a window used by the last apply was reused: %+v", d)
 	}
 }
 
 func TestHoldReasons(t *testing.T) {
-	stable := &state.Entry{Window: &state.Window{OpenedAt: t0.Add(-time.Hour), Anchor: 6}}
+	stable := func() *state.Entry {
+		e := &state.Entry{}
+		setWindow(e, "nfr", Window{OpenedAt: t0.Add(-time.Hour), Anchor: values.CountOf(6)})
+		return e
+	}
 	cases := []struct {
 		name  string
-		p     func(*Params)
+		r     func(*Rules)
 		c     func(*Change)
 		held  string
+		kind  plan.HoldKind
 		apply bool
 		notes string
 		value int64
 	}{
-		{"observe", func(p *Params) { p.Mode = spec.ModeObserve }, nil, "observe mode", false, "", 3},
-		{"paused", func(p *Params) { p.Paused, p.PauseReason = true, "spec.paused" }, nil, "paused (spec.paused)", false, "", 3},
-		{"gitops conflict", nil, func(c *Change) { c.Manager = "argocd-controller" }, "conflict: the field is managed by argocd-controller", false, "", 3},
-		{"gitops taken over", func(p *Params) { p.TakeOverFrom = []string{"argocd-controller"} }, func(c *Change) { c.Manager = "argocd-controller" }, "", true, "takes the field from argocd-controller", 3},
-		{"already ours", nil, func(c *Change) { c.Manager = SetpointManager }, "", true, "", 3},
-		{"capped", func(p *Params) { p.Cap, p.CapField = 4, "safety.maxReplicas"; p.MaxStep = 1 }, nil, "", true, "capped at 4 by safety.maxReplicas", 4},
-		{"new object: no step", nil, func(c *Change) { c.HasCurrent = false }, "", true, "", 6},
+		{"observe", func(r *Rules) { r.Mode = spec.ModeObserve }, nil, "observe mode", plan.HoldMode, false, "", 3},
+		{"paused", func(r *Rules) { r.Paused, r.PauseReason = true, "spec.paused" }, nil, "paused (spec.paused)", plan.HoldPaused, false, "", 3},
+		{"gitops conflict", nil, func(c *Change) { c.Manager = "argocd-controller" }, "conflict: the field is managed by argocd-controller", plan.HoldConflict, false, "", 3},
+		{"gitops taken over", func(r *Rules) { r.TakeOverFrom = []string{"argocd-controller"} }, func(c *Change) { c.Manager = "argocd-controller" }, "", plan.HoldNone, true, "takes the field from argocd-controller", 3},
+		{"already ours", nil, func(c *Change) { c.Manager = SetpointManager }, "", plan.HoldNone, true, "", 3},
+		{"capped", func(r *Rules) {
+			r.Cap, r.CapField = values.CountOf(4), "safety.maxReplicas"
+			p := nfrPolicy()
+			p.MaxStep = 1
+			r.Policy = p
+		}, nil, "", plan.HoldNone, true, "capped at 4 by safety.maxReplicas", 4},
+		{"new object: no step", nil, func(c *Change) { c.HasCurrent = false }, "", plan.HoldNone, true, "", 6},
+		{"no policy: through unbounded", func(r *Rules) { r.Policy = nil }, nil, "", plan.HoldNone, true, "", 6},
 	}
 	for _, c := range cases {
-		p := enforce()
-		if c.p != nil {
-			c.p(&p)
+		r := enforce()
+		if c.r != nil {
+			c.r(&r)
 		}
 		ch := replicaChange(2, 6)
 		if c.c != nil {
 			c.c(&ch)
 		}
-		d := Evaluate(t0, p, ch, stable)
-		if d.Apply != c.apply || !strings.HasPrefix(d.Held, c.held) || !strings.Contains(strings.Join(d.Notes, "; "), c.notes) || d.Value != c.value {
+		d := Evaluate(t0, gitops, []Rules{r}, 0, ch, stable())
+		kind := plan.HoldNone
+		if d.Hold != nil {
+			kind = d.Hold.Kind
+		}
+		if d.Apply != c.apply || !strings.HasPrefix(held(d), c.held) || kind != c.kind || !strings.Contains(strings.Join(d.Notes, "; "), c.notes) || d.Value != values.CountOf(c.value) {
 			t.Errorf("%s: %+v", c.name, d)
 		}
+	}
+}
+
+// TestContributorsMergePerDirection: with a fast contributor (no
+// stability) and a slow one (180 s), an increase passes at once and a
+// decrease waits for the slow one; a pause on either holds.
+func TestContributorsMergePerDirection(t *testing.T) {
+	fast := Rules{Spec: "Toy/shop/a", Mode: spec.ModeEnforce, Policy: Stability{Key: "toy"}}
+	slow := enforce()
+	up := Evaluate(t0, gitops, []Rules{slow, fast}, 0, replicaChange(2, 3), &state.Entry{})
+	if !up.Apply || up.Value != values.CountOf(3) {
+		t.Fatalf("an increase must follow the fastest contributor: %+v", up)
+	}
+	down := Evaluate(t0, gitops, []Rules{slow, fast}, 0, replicaChange(3, 2), &state.Entry{})
+	if down.Apply || down.Hold.Kind != plan.HoldStability || !down.Due.Equal(t0.Add(180*time.Second)) {
+		t.Fatalf("a decrease must follow the slowest contributor: %+v", down)
+	}
+	// The fast one bounds nothing, the slow one 30%: an increase takes the
+	// larger value (10 → 20: fast says 20, slow says 13).
+	slowNoWindow := enforce()
+	p := nfrPolicy()
+	p.Stability, p.Cooldown = 0, 0
+	slowNoWindow.Policy = p
+	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, fast}, 0, replicaChange(10, 20), &state.Entry{}); !d.Apply || d.Value != values.CountOf(20) {
+		t.Fatalf("increase value: %+v", d)
+	}
+	// A decrease takes the larger (slower) value: 10 → 2: fast 2, slow 7.
+	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, fast}, 0, replicaChange(10, 2), &state.Entry{}); !d.Apply || d.Value != values.CountOf(7) {
+		t.Fatalf("decrease value: %+v", d)
+	}
+	paused := fast
+	paused.Paused, paused.PauseReason = true, "spec.paused at toy.yaml:9:3"
+	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, paused}, 0, replicaChange(2, 3), &state.Entry{}); d.Apply || d.Hold.Kind != plan.HoldPaused {
+		t.Fatalf("a pause on any contributor holds: %+v", d)
+	}
+	// Caps: the tightest.
+	capped := fast
+	capped.Cap, capped.CapField = values.CountOf(5), "spec.max"
+	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, capped}, 0, replicaChange(2, 9), &state.Entry{}); !d.Apply || d.Value != values.CountOf(5) {
+		t.Fatalf("cap of another contributor: %+v", d)
+	}
+	// Each policy keeps its own state.
+	e := &state.Entry{}
+	Evaluate(t0, gitops, []Rules{slow, fast}, 0, replicaChange(2, 3), e)
+	if window(t, e, "nfr") == nil || window(t, e, "toy") == nil {
+		t.Fatalf("each policy's state: %v", e.Policy)
 	}
 }
 
@@ -193,14 +210,16 @@ func TestHoldReasons(t *testing.T) {
 func TestGateProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	for run := 0; run < 2000; run++ {
-		p := enforce()
-		p.Mode = []spec.Mode{spec.ModeObserve, spec.ModeEnforce, spec.ModeEnforce}[r.IntN(3)]
-		p.Paused = r.IntN(5) == 0
-		p.Stability = time.Duration(r.IntN(4)) * 60 * time.Second
-		p.Cooldown = time.Duration(r.IntN(4)) * 60 * time.Second
+		rules := enforce()
+		pol := nfrPolicy()
+		rules.Mode = []spec.Mode{spec.ModeObserve, spec.ModeEnforce, spec.ModeEnforce}[r.IntN(3)]
+		rules.Paused = r.IntN(5) == 0
+		pol.Stability = time.Duration(r.IntN(4)) * 60 * time.Second
+		pol.Cooldown = time.Duration(r.IntN(4)) * 60 * time.Second
+		rules.Policy = pol
 		manager := []string{"kubectl-client-side-apply", "argocd-controller", "helm-controller", SetpointManager}[r.IntN(4)]
 		if r.IntN(2) == 0 {
-			p.TakeOverFrom = []string{"helm-controller"}
+			rules.TakeOverFrom = []string{"helm-controller"}
 		}
 		e := &state.Entry{}
 		cur := int64(1 + r.IntN(20))
@@ -208,40 +227,41 @@ func TestGateProperties(t *testing.T) {
 		for tick := 0; tick < 100; tick++ {
 			now = now.Add(time.Duration(1+r.IntN(30)) * time.Second)
 			want := int64(1 + r.IntN(30))
-			if r.IntN(3) > 0 && e.Window != nil {
-				want = e.Window.Anchor // mostly stable recommendations
+			if w := window(t, e, "nfr"); r.IntN(3) > 0 && w != nil {
+				want = w.Anchor.Int() // mostly stable recommendations
 			}
-			d := Evaluate(now, p, Change{Unit: intent.Count, Current: cur, HasCurrent: true, Desired: want, Manager: manager}, e)
-			e.Window = d.Window
+			before := window(t, e, "nfr")
+			d := Evaluate(now, gitops, []Rules{rules}, 0, Change{Current: values.CountOf(cur), HasCurrent: true, Desired: values.CountOf(want), Manager: manager}, e)
 			if !d.Apply {
 				continue
 			}
+			w := window(t, e, "nfr")
 			switch {
-			case p.Mode != spec.ModeEnforce:
-				t.Fatalf("applied in %s mode", p.Mode)
-			case p.Paused:
+			case rules.Mode != spec.ModeEnforce:
+				t.Fatalf("applied in %s mode", rules.Mode)
+			case rules.Paused:
 				t.Fatal("applied while paused")
-			case gitOwned(manager, p):
-				t.Fatalf("took a field from %s without takeOverFrom %v", manager, p.TakeOverFrom)
-			case e.Applied != nil && now.Sub(e.Applied.At) < p.Cooldown:
-				t.Fatalf("applied %s after the last apply, cooldown %s", now.Sub(e.Applied.At), p.Cooldown)
-			case d.Window == nil || now.Sub(d.Window.OpenedAt) < p.Stability:
-				t.Fatalf("applied before the window was stable")
+			case gitOwned(manager, rules):
+				t.Fatalf("took a field from %s without takeOverFrom %v", manager, rules.TakeOverFrom)
+			case e.Applied != nil && now.Sub(e.Applied.At) < pol.Cooldown:
+				t.Fatalf("applied %s after the last apply, cooldown %s", now.Sub(e.Applied.At), pol.Cooldown)
+			case pol.Stability > 0 && (w == nil || now.Sub(w.OpenedAt) < pol.Stability):
+				t.Fatalf("applied before the window was stable (%+v, before %+v)", w, before)
 			}
-			if abs(d.Value-cur) > max(1, int64(0.3*float64(cur))) {
-				t.Fatalf("step %d → %d exceeds the bound", cur, d.Value)
+			if d := d.Value.Int() - cur; max(d, -d) > max(1, int64(0.3*float64(cur))) {
+				t.Fatalf("step %d by %d exceeds the bound", cur, d)
 			}
 			e.Applied = &state.Applied{Value: d.Value, At: now}
-			cur = d.Value
+			cur = d.Value.Int()
 		}
 	}
 }
 
 // gitOwned: the manager is a GitOps controller the spec did not list.
-func gitOwned(manager string, p Params) bool {
-	for _, g := range p.GitOps {
+func gitOwned(manager string, r Rules) bool {
+	for _, g := range gitops {
 		if g == manager {
-			for _, ok := range p.TakeOverFrom {
+			for _, ok := range r.TakeOverFrom {
 				if ok == manager {
 					return false
 				}

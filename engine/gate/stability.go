@@ -60,10 +60,17 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	var w *Window
 	if !inCooldown {
 		var old Window
-		if prev != nil && json.Unmarshal(prev, &old) == nil && old.Anchor.IsValid() && values.Within(old.Anchor, in.Desired, s.Tolerance) {
+		ok := prev != nil && json.Unmarshal(prev, &old) == nil && old.Anchor.IsValid()
+		// A window opened before the last apply is over: the apply used it.
+		fresh := in.Applied == nil || !old.OpenedAt.Before(in.Applied.At)
+		wanted := in.Wanted
+		if !wanted.IsValid() {
+			wanted = in.Desired
+		}
+		if ok && fresh && values.Within(old.Anchor, wanted, s.Tolerance) {
 			w = &old
 		} else {
-			w = &Window{OpenedAt: in.Now, Anchor: in.Desired}
+			w = &Window{OpenedAt: in.Now, Anchor: wanted}
 		}
 	}
 	v.Value = in.Desired

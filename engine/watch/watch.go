@@ -1,7 +1,13 @@
-// Package watch keeps a spec directory reconciled on the wall clock: file
-// events (debounced) reconcile the specs an edit touched, and a periodic
-// tick reconciles them all. A broken edit is reported and the last good
-// version of that file keeps running.
+// Package watch keeps a spec directory reconciled, shaped like a
+// controller-runtime controller: sources (file events, a periodic tick,
+// provider events) put spec keys on a de-duplicating work queue; one worker
+// takes every due key at once, reconciles them as one batch against the
+// specs in force, and requeues each key as its Result says (again after a
+// delay, with backoff after an error, or not at all).
+//
+// An edit (debounced) enqueues the specs of the files it touched, a removed
+// file's specs included so the reconciler sees them gone. A broken edit is
+// reported and the last good version of that file keeps running.
 package watch
 
 import (
@@ -14,14 +20,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 )
 
 // Set is the specs in force: the last good documents of every file.
@@ -30,38 +38,137 @@ type Set struct {
 	Specs []spec.Document // every kind but the Environment
 }
 
-// Reconciler is called with the whole set and, for an edit, the specs of
-// the files it touched (nil on a periodic tick: reconcile everything).
-type Reconciler func(ctx context.Context, set Set, touched []spec.Document, reason string)
+// Result of reconciling one key.
+type Result struct {
+	// RequeueAfter > 0: reconcile this key again then (a stability window
+	// or cooldown ends, a wake-up is due). Ignored when Err is set.
+	RequeueAfter time.Duration
+	// Err is retried with backoff, unless Terminal(err).
+	Err error
+}
 
-// Watcher watches one directory.
+// Reconciler reconciles a batch of keys against the specs in force and
+// returns one Result per key (a key missing from the map: done, no requeue;
+// keys not in the batch are ignored). Keys may name specs no longer in the
+// set: those were removed.
+type Reconciler func(ctx context.Context, set Set, keys []string, reason string) map[string]Result
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as not to be retried (like controller-runtime's
+// reconcile.TerminalError). Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+// IsTerminal reports whether err, or an error it wraps, was marked Terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+// Watcher watches one directory. Set the exported fields before Load or Run
+// and do not change them afterwards.
 type Watcher struct {
-	Dir       string
-	Loader    *load.Loader
-	Tick      time.Duration
+	Dir    string
+	Loader *load.Loader
+	// Tick enqueues every key this often on Clock (0: never).
+	Tick time.Duration
+	// Debounce is how long (wall time) to wait after a file event or a
+	// trigger for more; a steady stream fires at least every 10 × Debounce.
 	Debounce  time.Duration
 	Reconcile Reconciler
 	Log       *slog.Logger
-	// Triggers carries reasons to reconcile everything now: provider
-	// events (a world change), debounced like edits.
+	// Triggers carries reasons to reconcile every key: provider events (a
+	// world change), debounced like edits. Trigger is the same as a method.
 	Triggers <-chan string
-	// files holds the last good documents of each file.
-	files map[string][]spec.Document
+	// Clock is the engine's time, for the tick and, when Queue is nil, the
+	// queue (nil: the wall clock).
+	Clock Clock
+	// Queue holds the keys to reconcile; nil: a new queue on Clock. It
+	// survives a stop of Run.
+	Queue *Queue
+
+	mu       sync.Mutex
+	files    map[string][]spec.Document // last good documents per file
+	seen     map[string]stamp           // each file as last read, accepted or not
+	rejected map[string]bool            // files held back by a rule across files: retried with every edit
+	trig     triggers
+	trigWake chan struct{}
+	running  bool
 }
 
-// Load reads every file once, before watching: the first reconcile.
-func (w *Watcher) Load() load.Diagnostics {
-	w.files = map[string][]spec.Document{}
-	r := w.Loader.LoadDir(w.Dir)
-	for _, d := range r.Documents {
-		f := d.Head().Src.Pos.File
-		w.files[f] = append(w.files[f], d)
+type stamp struct{ mod, size int64 }
+
+// triggers collects Trigger calls until the debounce fires.
+type triggers struct {
+	all        bool
+	allReasons []string
+	keys       map[string][]string
+}
+
+// init makes the internal maps. w.mu is held.
+func (w *Watcher) init() {
+	if w.trigWake == nil {
+		w.trigWake = make(chan struct{}, 1)
 	}
+	if w.Queue == nil {
+		w.Queue = NewQueue(w.Clock)
+	}
+}
+
+func (w *Watcher) log() *slog.Logger {
+	if w.Log != nil {
+		return w.Log
+	}
+	return slog.Default()
+}
+
+func (w *Watcher) clock() Clock {
+	if w.Clock != nil {
+		return w.Clock
+	}
+	if w.Queue != nil {
+		return w.Queue.Clock()
+	}
+	return RealClock{}
+}
+
+func (w *Watcher) root() string { return filepath.Clean(w.Dir) }
+
+// Load reads every file once, before watching. Run calls it if it was not
+// called; a second Run does not (the last good versions survive a stop).
+func (w *Watcher) Load() load.Diagnostics {
+	_, paths, _ := specTree(w.root(), nil)
+	seen := map[string]stamp{}
+	for _, p := range paths {
+		if st, err := statFile(p); err == nil {
+			seen[p] = st
+		}
+	}
+	r := w.Loader.LoadDir(w.root())
+	files := map[string][]spec.Document{}
+	for _, d := range r.Documents {
+		f := filepath.Clean(d.Head().Src.Pos.File)
+		files[f] = append(files[f], d)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.init()
+	w.files, w.seen, w.rejected = files, seen, map[string]bool{}
 	return r.Diags
 }
 
 // Set returns the specs in force.
 func (w *Watcher) Set() Set {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var s Set
 	for _, f := range slices.Sorted(maps.Keys(w.files)) {
 		for _, d := range w.files[f] {
@@ -78,142 +185,672 @@ func (w *Watcher) Set() Set {
 	return s
 }
 
-// reload re-reads one file. A broken file keeps its last good documents;
-// a removed file drops them. It returns the file's specs now in force.
-func (w *Watcher) reload(path string) ([]spec.Document, error) {
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		delete(w.files, path)
-		return nil, nil
-	}
-	var docs []spec.Document
-	diags := w.Loader.LoadFile(path, func(d spec.Document) { docs = append(docs, d) })
-	if len(diags) > 0 {
-		return nil, diags
-	}
-	// The rules that span files still hold across the new set.
-	old := w.files[path]
-	w.files[path] = docs
-	var all []spec.Document
+// Keys returns the key of every spec in force but the Environment, sorted.
+func (w *Watcher) Keys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.keys()
+}
+
+func (w *Watcher) keys() []string {
+	var out []string
 	for _, ds := range w.files {
-		all = append(all, ds...)
+		out = appendIDs(out, ds)
 	}
-	if cd := load.CrossCheck(all, true); len(cd) > 0 {
-		w.files[path] = old
-		return nil, cd
-	}
-	var out []spec.Document
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// appendIDs appends the keys of docs but the Environment's.
+func appendIDs(out []string, docs []spec.Document) []string {
 	for _, d := range docs {
-		if d.Head().Kind != "Environment" {
-			out = append(out, d)
+		if h := d.Head(); h.Kind != "Environment" {
+			out = append(out, h.ID())
 		}
 	}
-	return out, nil
+	return out
 }
 
-func isSpec(name string) bool {
-	base := filepath.Base(name)
-	if strings.HasPrefix(base, ".") {
-		return false
-	}
-	switch filepath.Ext(name) {
-	case ".yaml", ".yml", ".cue":
-		return true
-	}
-	return false
+func hasEnv(docs []spec.Document) bool {
+	return slices.ContainsFunc(docs, func(d spec.Document) bool { return d.Head().Kind == "Environment" })
 }
 
-// Run watches until ctx ends. It reconciles everything at once, then on
-// every tick, and the touched specs after each debounced edit.
+// Trigger asks for a reconcile of keys (none: every key) for reason,
+// debounced. It may be called from any goroutine, also while Run is not
+// running (a start reconciles everything anyway).
+func (w *Watcher) Trigger(reason string, keys ...string) {
+	w.mu.Lock()
+	w.init()
+	if len(keys) == 0 {
+		w.trig.all = true
+		w.trig.allReasons = addReason(w.trig.allReasons, reason)
+	} else {
+		if w.trig.keys == nil {
+			w.trig.keys = map[string][]string{}
+		}
+		for _, k := range keys {
+			w.trig.keys[k] = addReason(w.trig.keys[k], reason)
+		}
+	}
+	wake := w.trigWake
+	w.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// flushTriggers enqueues the triggers collected so far.
+func (w *Watcher) flushTriggers() {
+	w.mu.Lock()
+	t := w.trig
+	w.trig = triggers{}
+	var all []string
+	if t.all {
+		all = w.keys()
+	}
+	w.mu.Unlock()
+	if t.all {
+		w.Queue.AddWithReason(JoinReasons(t.allReasons), all...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.keys)) {
+		for _, r := range t.keys[k] {
+			w.Queue.AddWithReason(r, k)
+		}
+		if len(t.keys[k]) == 0 {
+			w.Queue.Add(k)
+		}
+	}
+}
+
+// Run watches until ctx ends, reconciling with one worker: everything at
+// start, every key on each tick and trigger, and the specs of the touched
+// files after each debounced edit. It can be called again after it returns
+// (leader election starts and stops it): the queue and the last good files
+// survive; edits made meanwhile are read at the next start, which enqueues
+// every key again.
 func (w *Watcher) Run(ctx context.Context) error {
-	if w.files == nil {
+	if w.Reconcile == nil {
+		return errors.New("watch: no Reconcile")
+	}
+	w.mu.Lock()
+	if w.running {
+		w.mu.Unlock()
+		return errors.New("watch: already running")
+	}
+	w.running = true
+	w.init()
+	loaded := w.files != nil
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		w.mu.Unlock()
+	}()
+	if !loaded {
 		for _, d := range w.Load() {
-			w.Log.Error("invalid spec", "error", d.Error())
+			w.log().Error("invalid spec", "error", d.Error())
 		}
 	}
+
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
 	defer fw.Close()
-	err = filepath.WalkDir(w.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != w.Dir && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return fw.Add(p)
-		}
-		return nil
-	})
+	dirs, paths, err := specTree(w.root(), w.log())
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
-	w.Reconcile(ctx, w.Set(), nil, "start")
-	tick := time.NewTicker(w.Tick)
-	defer tick.Stop()
+	for _, d := range dirs {
+		if err := fw.Add(d); err != nil {
+			return fmt.Errorf("watching %s: %w", d, err)
+		}
+	}
+
+	// Edits made since Load or while stopped, then everything.
+	keys, _ := w.apply(w.changedSince(paths))
+	w.mu.Lock()
+	w.trig = triggers{}
+	keys = append(keys, w.keys()...)
+	wake := w.trigWake
+	w.mu.Unlock()
+	q := w.Queue
+	q.AddWithReason("start", keys...)
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { w.work(ctx) })
+
+	tick := &ticker{clk: w.clock(), d: w.Tick}
+	defer tick.stop()
+	return w.loop(ctx, fw, wake, tick)
+}
+
+// loop handles the sources until ctx ends.
+func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan struct{}, tick *ticker) error {
+	edits := newDebouncer(w.Debounce)
+	defer edits.stop()
+	trig := newDebouncer(w.Debounce)
+	defer trig.stop()
 	pending := map[string]bool{}
-	var debounce <-chan time.Time
-	var triggered []string
-	var triggerDebounce <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
-			w.Reconcile(ctx, w.Set(), nil, "tick")
+		case <-tick.c():
+			tick.rearm()
+			w.Queue.AddWithReason("tick", w.Keys()...)
 		case why := <-w.Triggers:
-			triggered = append(triggered, why)
-			triggerDebounce = time.After(w.Debounce)
-		case <-triggerDebounce:
-			triggerDebounce = nil
-			w.Reconcile(ctx, w.Set(), nil, strings.Join(compact(triggered), "; "))
-			triggered = triggered[:0]
+			w.Trigger(why)
+		case <-wake:
+			trig.poke()
+		case <-trig.c():
+			trig.fired()
+			w.flushTriggers()
 		case ev, ok := <-fw.Events:
 			if !ok {
-				return nil
+				return errors.New("watch: file events closed")
 			}
-			if !isSpec(ev.Name) || ev.Op == fsnotify.Chmod {
-				continue
+			w.event(fw, ev, pending)
+			if len(pending) > 0 {
+				edits.poke()
 			}
-			pending[ev.Name] = true
-			debounce = time.After(w.Debounce)
 		case err, ok := <-fw.Errors:
 			if !ok {
-				return nil
+				return errors.New("watch: file events closed")
 			}
-			w.Log.Error("watch", "error", err)
-		case <-debounce:
-			debounce = nil
-			var touched []spec.Document
-			var names []string
-			for f := range pending {
-				names = append(names, filepath.Base(f))
-				docs, err := w.reload(f)
-				if err != nil {
-					w.Log.Error("edit rejected; the last good version keeps running", "file", f, "error", err)
-					continue
-				}
-				touched = append(touched, docs...)
-			}
+			w.log().Error("watch", "error", err)
+		case <-edits.c():
+			edits.fired()
+			keys, reason := w.apply(pending)
 			clear(pending)
-			if len(touched) > 0 {
-				sort.Strings(names)
-				w.Reconcile(ctx, w.Set(), touched, "edit of "+strings.Join(names, ", "))
+			if len(keys) > 0 {
+				w.Queue.AddWithReason(reason, keys...)
 			}
 		}
 	}
 }
 
-func compact(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range s {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
+// event notes the files a file event touches.
+func (w *Watcher) event(fw *fsnotify.Watcher, ev fsnotify.Event, pending map[string]bool) {
+	name := filepath.Clean(ev.Name)
+	if ev.Op == fsnotify.Chmod {
+		return
+	}
+	if ev.Has(fsnotify.Create) {
+		if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+			if load.SkipDir(name) {
+				return
+			}
+			// A new directory: watch it and read what it already holds.
+			dirs, paths, _ := specTree(name, w.log())
+			for _, d := range dirs {
+				if err := fw.Add(d); err != nil {
+					w.log().Error("watch", "dir", d, "error", err)
+				}
+			}
+			for _, p := range paths {
+				pending[p] = true
+			}
+			return
+		}
+	}
+	if load.IsSpecFile(name) {
+		pending[name] = true
+		return
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		// Perhaps a directory went: its files went with it.
+		prefix := name + string(filepath.Separator)
+		w.mu.Lock()
+		for f := range w.seen {
+			if strings.HasPrefix(f, prefix) {
+				pending[f] = true
+			}
+		}
+		for f := range w.files {
+			if strings.HasPrefix(f, prefix) {
+				pending[f] = true
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// changedSince returns the files that differ from when they were last read:
+// new, edited or removed (paths is what the directory holds now).
+func (w *Watcher) changedSince(paths []string) map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]bool{}
+	now := map[string]bool{}
+	for _, p := range paths {
+		now[p] = true
+		st, err := statFile(p)
+		if old, ok := w.seen[p]; err != nil || !ok || old != st {
+			out[p] = true
+		}
+	}
+	for p := range w.seen {
+		if !now[p] {
+			out[p] = true
+		}
+	}
+	for p := range w.files {
+		if !now[p] {
+			out[p] = true
 		}
 	}
 	return out
+}
+
+// candidate is one file re-read.
+type candidate struct {
+	path    string
+	docs    []spec.Document
+	removed bool
+	edited  bool // named by an event, not a retry
+	diags   load.Diagnostics
+}
+
+// apply re-reads the files (and those held back earlier by a rule across
+// files), keeping the last good version of each broken one. It returns the
+// keys to reconcile, old and new, and why.
+func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
+	w.mu.Lock()
+	all := maps.Clone(paths)
+	for f := range w.rejected {
+		all[f] = true
+	}
+	w.mu.Unlock()
+
+	var cands []*candidate
+	for _, p := range slices.Sorted(maps.Keys(all)) {
+		c := &candidate{path: p, edited: paths[p]}
+		st, err := statFile(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			c.removed = true
+		default:
+			c.diags = w.Loader.LoadFile(p, func(d spec.Document) { c.docs = append(c.docs, d) })
+		}
+		w.mu.Lock()
+		if c.removed {
+			delete(w.seen, p)
+		} else if err == nil {
+			w.seen[p] = st
+		}
+		w.mu.Unlock()
+		if c.diags.HasErrors() {
+			w.mu.Lock()
+			delete(w.rejected, p)
+			w.mu.Unlock()
+			if c.edited {
+				w.log().Error("edit rejected; the last good version keeps running", "file", p, "error", c.diags)
+			}
+			continue
+		}
+		for _, d := range c.diags {
+			w.log().Warn("spec", "warning", d.Error())
+		}
+		cands = append(cands, c)
+	}
+
+	// Accept what keeps the rules across files; accepting one may clear the
+	// way for another (a spec moved from one file to another), so repeat
+	// until nothing changes.
+	var keys []string
+	var edited, removed []string
+	envChanged := false
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	done := map[*candidate]load.Diagnostics{}
+	for progress := true; progress; {
+		progress = false
+		for _, c := range cands {
+			if _, ok := done[c]; ok {
+				continue
+			}
+			old, had := w.files[c.path]
+			if !c.removed {
+				before := crossCheck(w.files)
+				w.files[c.path] = c.docs
+				if fresh := newDiags(before, crossCheck(w.files)); len(fresh) > 0 {
+					if had {
+						w.files[c.path] = old
+					} else {
+						delete(w.files, c.path)
+					}
+					c.diags = fresh
+					continue
+				}
+			} else {
+				delete(w.files, c.path)
+			}
+			done[c] = nil
+			progress = true
+			delete(w.rejected, c.path)
+			keys = appendIDs(appendIDs(keys, old), c.docs)
+			envChanged = envChanged || hasEnv(old) || hasEnv(c.docs)
+			if !c.removed && !had && len(c.docs) == 0 && !c.edited {
+				continue
+			}
+			name := w.rel(c.path)
+			if c.removed {
+				if had {
+					removed = append(removed, name)
+				}
+			} else {
+				edited = append(edited, name)
+			}
+		}
+	}
+	for _, c := range cands {
+		if _, ok := done[c]; ok {
+			continue
+		}
+		if c.edited || !w.rejected[c.path] {
+			w.log().Error("edit rejected; the last good version keeps running", "file", c.path, "error", c.diags)
+		}
+		w.rejected[c.path] = true
+	}
+	if envChanged {
+		keys = append(keys, w.keys()...)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	var why []string
+	if len(edited) > 0 {
+		why = append(why, "edit of "+strings.Join(edited, ", "))
+	}
+	if len(removed) > 0 {
+		why = append(why, "removal of "+strings.Join(removed, ", "))
+	}
+	return keys, strings.Join(why, "; ")
+}
+
+func (w *Watcher) rel(p string) string {
+	if r, err := filepath.Rel(w.root(), p); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return p
+}
+
+// crossCheck runs the rules that span files over a set.
+func crossCheck(files map[string][]spec.Document) load.Diagnostics {
+	var all []spec.Document
+	for _, f := range slices.Sorted(maps.Keys(files)) {
+		all = append(all, files[f]...)
+	}
+	return load.CrossCheck(all, true)
+}
+
+// newDiags returns the errors of after that were not in before: an edit is
+// refused for the problems it brings, not for those already there.
+func newDiags(before, after load.Diagnostics) load.Diagnostics {
+	had := map[string]int{}
+	for _, d := range before {
+		had[d.Error()]++
+	}
+	var out load.Diagnostics
+	for _, d := range after {
+		if had[d.Error()] > 0 {
+			had[d.Error()]--
+			continue
+		}
+		if d.Severity == diag.Error {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// work is the worker: take every due key, reconcile them as one batch,
+// requeue each as its result says.
+func (w *Watcher) work(ctx context.Context) {
+	q := w.Queue
+	for {
+		keys, reason, ok := q.GetWithReason(ctx)
+		if !ok {
+			return
+		}
+		if reason == "" {
+			reason = "requeue"
+		}
+		res := w.Reconcile(ctx, w.Set(), keys, reason)
+		w.finish(keys, res)
+		q.Done(keys...)
+	}
+}
+
+// finish requeues each key of a batch as its result says.
+func (w *Watcher) finish(keys []string, res map[string]Result) {
+	q := w.Queue
+	retry := map[string][]string{}
+	terminal := map[string][]string{}
+	for _, k := range keys {
+		r, ok := res[k]
+		switch {
+		case !ok:
+			q.Forget(k)
+		case r.Err != nil && IsTerminal(r.Err):
+			q.Forget(k)
+			terminal[r.Err.Error()] = append(terminal[r.Err.Error()], k)
+		case r.Err != nil:
+			q.AddRateLimited(k)
+			retry[r.Err.Error()] = append(retry[r.Err.Error()], k)
+		case r.RequeueAfter > 0:
+			q.Forget(k)
+			q.AddAfter(k, r.RequeueAfter)
+		default:
+			q.Forget(k)
+		}
+	}
+	for _, e := range slices.Sorted(maps.Keys(terminal)) {
+		ks := terminal[e]
+		w.log().Error("reconcile failed; not retried", "error", e, "specs", len(ks), "spec", summary(ks))
+	}
+	for _, e := range slices.Sorted(maps.Keys(retry)) {
+		ks := retry[e]
+		w.log().Warn("reconcile failed; retrying with backoff", "error", e, "specs", len(ks), "spec", summary(ks), "retries", q.NumRequeues(ks[0]))
+	}
+}
+
+// summary names the first few keys.
+func summary(ks []string) string {
+	if len(ks) > 3 {
+		return fmt.Sprintf("%s (+%d more)", strings.Join(ks[:3], ", "), len(ks)-3)
+	}
+	return strings.Join(ks, ", ")
+}
+
+// specTree lists the directories to watch and the spec files under root as
+// the loader walks them: symlinks followed, a directory reached twice not
+// re-entered, load.SkipDir directories skipped. Paths are clean.
+func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
+	root = filepath.Clean(root)
+	if _, err := os.Stat(root); err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	var visit func(dir string)
+	visit = func(dir string) {
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil || seen[real] {
+			return
+		}
+		seen[real] = true
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			if log != nil {
+				log.Error("watch", "dir", dir, "error", err)
+			}
+			return
+		}
+		dirs = append(dirs, dir)
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			typ := e.Type()
+			if typ&fs.ModeSymlink != 0 {
+				st, err := os.Stat(p)
+				if err != nil {
+					continue
+				}
+				typ = st.Mode().Type()
+			}
+			switch {
+			case typ.IsDir():
+				if !load.SkipDir(e.Name()) {
+					visit(p)
+				}
+			case typ.IsRegular() && load.IsSpecFile(e.Name()):
+				files = append(files, p)
+			}
+		}
+	}
+	visit(root)
+	slices.Sort(files)
+	return dirs, files, nil
+}
+
+func statFile(p string) (stamp, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return stamp{}, err
+	}
+	return stamp{fi.ModTime().UnixNano(), fi.Size()}, nil
+}
+
+// ticker fires every d on a Clock (never for d <= 0).
+type ticker struct {
+	clk Clock
+	d   time.Duration
+	t   Timer
+}
+
+func (t *ticker) c() <-chan time.Time {
+	if t.d <= 0 {
+		return nil
+	}
+	if t.t == nil {
+		t.t = t.clk.NewTimer(t.d)
+	}
+	return t.t.C()
+}
+
+func (t *ticker) rearm() { t.t = t.clk.NewTimer(t.d) }
+
+func (t *ticker) stop() {
+	if t.t != nil {
+		t.t.Stop()
+	}
+}
+
+// debouncer fires d (wall time) after the last poke, or 10 × d after the
+// first of a steady stream.
+type debouncer struct {
+	d     time.Duration
+	first time.Time
+	t     *time.Timer
+	armed bool
+}
+
+func newDebouncer(d time.Duration) *debouncer { return &debouncer{d: max(d, 0)} }
+
+func (b *debouncer) poke() {
+	now := time.Now()
+	if !b.armed {
+		b.first = now
+	}
+	wait := min(b.d, b.first.Add(10*b.d).Sub(now))
+	if b.t == nil {
+		b.t = time.NewTimer(wait)
+	} else {
+		b.t.Reset(wait)
+	}
+	b.armed = true
+}
+
+func (b *debouncer) c() <-chan time.Time {
+	if !b.armed {
+		return nil
+	}
+	return b.t.C
+}
+
+func (b *debouncer) fired() { b.armed = false }
+
+func (b *debouncer) stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
+// Subscribe keeps a provider's event stream subscribed until ctx ends:
+// events runs the stream, calling send for each world change (send returns
+// an error once ctx has ended); whenever it returns, with an error or not,
+// Subscribe waits backoff(attempt) and calls it again, after triggering a
+// reconcile for the changes missed meanwhile. attempt counts the stream's
+// ends since it last delivered an event, from 1. trigger is called with
+// each event's reason (e.g. Watcher.Trigger).
+func Subscribe(ctx context.Context, name string, events func(ctx context.Context, send func(reason string) error) error, backoff func(attempt int) time.Duration, trigger func(reason string), log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if backoff == nil {
+		backoff = Backoff(time.Second, time.Minute)
+	}
+	attempt := 0
+	for {
+		var delivered atomic.Bool
+		err := events(ctx, func(reason string) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			delivered.Store(true)
+			trigger(reason)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if delivered.Load() {
+			attempt = 0
+		}
+		attempt++
+		d := backoff(attempt)
+		if err != nil {
+			log.Warn("provider events stopped; resubscribing", "provider", name, "error", err, "after", d)
+		} else {
+			log.Warn("provider events ended; resubscribing", "provider", name, "after", d)
+		}
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		trigger("resubscribed to " + name + " events")
+	}
+}
+
+// Backoff returns an exponential backoff for Subscribe: base for attempt 1,
+// doubling, capped at max.
+func Backoff(base, max time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		d := base
+		for i := 1; i < attempt && d < max; i++ {
+			d *= 2
+		}
+		return min(d, max)
+	}
 }

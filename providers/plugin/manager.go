@@ -51,10 +51,10 @@ type Manager struct {
 }
 
 type proc struct {
-	name      string
-	cfg       *providers.ConfigureRequest
-	client    *goplugin.Client
-	c         *Client
+	name     string
+	cfg      *providers.ConfigureRequest
+	client   *goplugin.Client
+	c        *Client
 	failures int
 	failedAt time.Time
 	lastErr  error

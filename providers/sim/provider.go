@@ -199,4 +199,3 @@ func (w *World) record(cs []Change) {
 	w.changes = append(w.changes, cs...)
 	w.applied = len(w.changes)
 }
-

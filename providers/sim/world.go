@@ -6,8 +6,8 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -21,7 +21,6 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/values"
-	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Sink receives the world's samples: the embedded store in process, the
@@ -209,7 +208,7 @@ type workload struct {
 }
 
 type memPaths struct {
-	name     string      // the container's path, for messages
+	name     string     // the container's path, for messages
 	req, lim addrs.Path // its memory request and limit
 }
 

@@ -2,17 +2,21 @@ package sim
 
 import (
 	"context"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -69,8 +73,45 @@ func (r *rig) value(t *testing.T, expr string, sec int) float64 {
 
 func (r *rig) read(t *testing.T, kind, name string, sec int) providers.Object {
 	t.Helper()
-	resp := r.p.Read(context.Background(), providers.ReadRequest{Now: r.at(sec), Addresses: []providers.Address{{Provider: "sim", Kind: kind, Namespace: "shop", Name: name}}})
+	resp := r.p.Read(context.Background(), providers.ReadRequest{Now: r.at(sec), Addresses: []providers.Address{addr(kind, name)}})
 	return resp.Objects[0]
+}
+
+// apply applies changes at sec and returns their results.
+func (r *rig) apply(t *testing.T, sec int, cs ...providers.ObjectChange) []providers.ObjectResult {
+	t.Helper()
+	resp := r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(sec), Changes: cs})
+	if len(resp.Results) != len(cs) {
+		t.Fatalf("%d results for %d changes", len(resp.Results), len(cs))
+	}
+	return resp.Results
+}
+
+func addr(kind, name string) providers.Address {
+	return providers.Address{Provider: "sim", Kind: kind, Namespace: "shop", Name: name}
+}
+
+func count(n int64) values.Value { return values.CountOf(n) }
+func mib(n int64) values.Value   { return values.BytesOf(n << 20) }
+
+// attrs builds an attribute map from path, value pairs.
+func attrs(kv ...any) map[addrs.Path]values.Value {
+	m := map[addrs.Path]values.Value{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(addrs.Path)] = kv[i+1].(values.Value)
+	}
+	return m
+}
+
+// change is an update by manager moving every attribute it holds.
+func change(a providers.Address, manager string, force bool, kv ...any) providers.ObjectChange {
+	at := attrs(kv...)
+	var changed []addrs.Path
+	for p := range at {
+		changed = append(changed, p)
+	}
+	slices.SortFunc(changed, comparePaths)
+	return providers.ObjectChange{Address: a, Action: action.Update, Attributes: at, Changed: changed, Manager: manager, Force: force}
 }
 
 // TestMetricsAtHalfUtilisation: 2 pods × 100 req/s serving 100 req/s, so
@@ -157,41 +198,41 @@ func TestHPAOnCPU(t *testing.T) {
 	wl.PerPodRPS = 200
 	wl.HPA = &spec.SimHPA{Min: 2, Max: 50, TargetCPU: pct(0.7)}
 	r := newRig(t, constTrace(300, 600), wl)
-	checks := []struct{ sec, replicas, ready int }{{14, 2, 2}, {16, 5, 2}, {34, 5, 2}, {35, 5, 5}, {120, 5, 5}}
+	checks := []struct {
+		sec             int
+		replicas, ready int64
+	}{{14, 2, 2}, {16, 5, 2}, {34, 5, 2}, {35, 5, 5}, {120, 5, 5}}
 	for _, c := range checks {
 		d := r.read(t, "Deployment", "checkout", c.sec)
-		if d.Attributes[AttrReplicas] != itoa(c.replicas) || d.Attributes[AttrReadyReplicas] != itoa(c.ready) {
+		if d.Attributes[AttrReplicas] != count(c.replicas) || d.Attributes[AttrReadyReplicas] != count(c.ready) {
 			t.Errorf("at %ds: replicas %s ready %s, want %d %d", c.sec, d.Attributes[AttrReplicas], d.Attributes[AttrReadyReplicas], c.replicas, c.ready)
 		}
 	}
 	h := r.read(t, "HorizontalPodAutoscaler", "checkout", 120)
-	if h.Attributes[AttrMinReplicas] != "2" || h.Managers[AttrMinReplicas] != DefaultManager {
+	if h.Attributes[AttrMinReplicas] != count(2) || h.Managers[AttrMinReplicas] != DefaultManager || h.Labels["app"] != "checkout" {
 		t.Errorf("hpa %+v", h)
 	}
-	// setpoint raises minReplicas: the HPA honours it at its next sync.
-	resp := r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(120), Changes: []providers.Change{
-		{Address: h.Address, Attribute: AttrMinReplicas, Value: "8", Manager: "setpoint"}}})
-	if resp.Results[0].Err != "" {
-		t.Fatal(resp.Results[0].Err)
+	// setpoint raises minReplicas, taking it from kubectl: the HPA honours
+	// it at its next sync.
+	if res := r.apply(t, 120, change(h.Address, "setpoint", true, AttrMinReplicas, count(8))); res[0].Err != "" || res[0].After[AttrMinReplicas] != count(8) {
+		t.Fatalf("%+v", res[0])
 	}
 	h2 := r.read(t, "HorizontalPodAutoscaler", "checkout", 135)
 	if h2.Managers[AttrMinReplicas] != "setpoint" || h2.Generation != h.Generation+1 {
 		t.Errorf("after apply: %+v", h2)
 	}
-	if d := r.read(t, "Deployment", "checkout", 136); d.Attributes[AttrReplicas] != "8" {
+	if d := r.read(t, "Deployment", "checkout", 136); d.Attributes[AttrReplicas] != count(8) {
 		t.Errorf("replicas %s, want 8", d.Attributes[AttrReplicas])
 	}
 	// The load falls away: the HPA scales down only after its 300 s window.
 	r2 := newRig(t, &Trace{Start: simStart, Rate: append(constTrace(300, 120).Rate, constTrace(10, 900).Rate...)}, wl)
-	if d := r2.read(t, "Deployment", "checkout", 400); d.Attributes[AttrReplicas] != "5" {
+	if d := r2.read(t, "Deployment", "checkout", 400); d.Attributes[AttrReplicas] != count(5) {
 		t.Errorf("scaled down inside the stabilisation window: %s", d.Attributes[AttrReplicas])
 	}
-	if d := r2.read(t, "Deployment", "checkout", 600); d.Attributes[AttrReplicas] != "2" {
+	if d := r2.read(t, "Deployment", "checkout", 600); d.Attributes[AttrReplicas] != count(2) {
 		t.Errorf("at 600 s want min 2, got %s", d.Attributes[AttrReplicas])
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // TestKnativeScalesFromAndToZero: traffic for 60 s then none.
 func TestKnativeScalesFromAndToZero(t *testing.T) {
@@ -205,82 +246,113 @@ func TestKnativeScalesFromAndToZero(t *testing.T) {
 	wl.Startup = spec.Duration(5 * time.Second)
 	wl.Knative = &spec.SimKnative{TargetConcurrency: 1}
 	r := newRig(t, tr, wl)
-	if d := r.read(t, "KnativeService", "fib", 99); d.Attributes[AttrReadyReplicas] != "0" {
+	if d := r.read(t, "KnativeService", "fib", 99); d.Attributes[AttrReadyReplicas] != count(0) {
 		t.Fatalf("should start at zero: %+v", d.Attributes)
 	}
-	if d := r.read(t, "KnativeService", "fib", 110); d.Attributes[AttrReadyReplicas] == "0" {
+	if d := r.read(t, "KnativeService", "fib", 110); d.Attributes[AttrReadyReplicas] == count(0) {
 		t.Fatalf("should have woken: %+v", d.Attributes)
 	}
 	tot, _ := r.w.Totals("shop", "fib")
 	if tot.Dropped != 0 || tot.Served == 0 {
 		t.Fatalf("the cold start should buffer, not drop: %+v", tot)
 	}
-	if d := r.read(t, "KnativeService", "fib", 200); d.Attributes[AttrReadyReplicas] == "0" {
+	if d := r.read(t, "KnativeService", "fib", 200); d.Attributes[AttrReadyReplicas] == count(0) {
 		t.Fatalf("scaled to zero less than 60 s after the last request")
 	}
-	if d := r.read(t, "KnativeService", "fib", 260); d.Attributes[AttrReadyReplicas] != "0" {
+	if d := r.read(t, "KnativeService", "fib", 260); d.Attributes[AttrReadyReplicas] != count(0) {
 		t.Fatalf("should be back at zero: %+v", d.Attributes)
 	}
 	// min-scale keeps it warm.
-	r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(260), Changes: []providers.Change{
-		{Address: providers.Address{Provider: "sim", Kind: "KnativeService", Namespace: "shop", Name: "fib"}, Attribute: AttrMinScale, Value: "2", Manager: "setpoint"}}})
-	if d := r.read(t, "KnativeService", "fib", 300); d.Attributes[AttrReadyReplicas] != "2" {
+	if res := r.apply(t, 260, change(addr("KnativeService", "fib"), "setpoint", true, AttrMinScale, count(2))); res[0].Err != "" {
+		t.Fatal(res[0].Err)
+	}
+	if d := r.read(t, "KnativeService", "fib", 300); d.Attributes[AttrReadyReplicas] != count(2) {
 		t.Fatalf("min-scale 2 not honoured: %+v", d.Attributes)
 	}
 }
 
-// TestApplyPersistsAndReplays: an applied change is saved, and a new world
-// from the state file reaches the same state at the same time.
+// TestApplyPersistsAndReplays: the changes that took effect are saved,
+// those refused are not, and a new world from the state file reaches the
+// same state at the same time.
 func TestApplyPersistsAndReplays(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "sim.json")
 	r := newRig(t, constTrace(150, 900), deployment("inventory", 1))
 	r.p.StatePath = state
-	addr := providers.Address{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "inventory"}
-	resp := r.p.Apply(context.Background(), providers.ApplyRequest{Now: r.at(60), Changes: []providers.Change{
-		{Address: addr, Attribute: AttrReplicas, Value: "3", Manager: "setpoint"},
-		{Address: addr, Attribute: ContainerAttr("app", "requests"), Value: "192Mi", Manager: "setpoint"},
-		{Address: addr, Attribute: ContainerAttr("nope", "requests"), Value: "192Mi", Manager: "setpoint"},
-		{Address: addr, Attribute: AttrReadyReplicas, Value: "9", Manager: "setpoint"},
-		{Address: providers.Address{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "ghost"}, Attribute: AttrReplicas, Value: "1", Manager: "setpoint"},
-	}})
+	a := addr("Deployment", "inventory")
+	res := r.apply(t, 60,
+		change(a, "setpoint", true, AttrReplicas, count(3), ContainerAttr("app", "requests"), mib(192)),
+		change(a, "setpoint", true, ContainerAttr("nope", "requests"), mib(192)),
+		change(a, "setpoint", true, AttrReadyReplicas, count(9)),
+		change(addr("Deployment", "ghost"), "setpoint", true, AttrReplicas, count(1)),
+		// Applying what the object already has moves nothing: not recorded.
+		change(a, "setpoint", false, AttrReplicas, count(3)),
+	)
 	errs := []string{}
-	for _, res := range resp.Results {
+	for _, res := range res {
 		errs = append(errs, res.Err)
 	}
-	if errs[0] != "" || errs[1] != "" || !strings.Contains(errs[2], "no such container") || !strings.Contains(errs[3], "status") || errs[4] != "no such object" {
+	if errs[0] != "" || !strings.Contains(errs[1], "no such container") || !strings.Contains(errs[2], "status") || errs[3] != "no such object" || errs[4] != "" {
 		t.Fatalf("results: %q", errs)
 	}
 	changes, err := LoadChanges(state)
-	if err != nil || len(changes) != 2 || changes[0].At != 60 {
+	if err != nil || len(changes) != 1 || changes[0].At != 60 || len(changes[0].Attributes) != 2 || changes[0].Address != a || !changes[0].Force {
 		t.Fatalf("state: %+v %v", changes, err)
 	}
 	live := r.read(t, "Deployment", "inventory", 300)
-	store2 := embedded.NewStore(0)
-	w2, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("inventory", 1)}}, constTrace(150, 900), Options{Sink: store2, Changes: changes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replayed := (&Provider{World: w2}).Read(context.Background(), providers.ReadRequest{Now: r.at(300), Addresses: []providers.Address{addr}}).Objects[0]
-	if live.Attributes[AttrReplicas] != "3" || live.Attributes[AttrReadyReplicas] != "3" {
+	if live.Attributes[AttrReplicas] != count(3) || live.Attributes[AttrReadyReplicas] != count(3) || live.Attributes[ContainerAttr("app", "requests")] != mib(192) {
 		t.Fatalf("live %+v", live.Attributes)
 	}
-	for k, v := range live.Attributes {
-		if replayed.Attributes[k] != v {
-			t.Errorf("%s: live %s, replayed %s", k, v, replayed.Attributes[k])
-		}
-	}
-	if live.Generation != replayed.Generation || live.Managers[AttrReplicas] != "setpoint" || replayed.Managers[AttrReplicas] != "setpoint" {
-		t.Errorf("generation/manager differ: %d %d %v %v", live.Generation, replayed.Generation, live.Managers, replayed.Managers)
-	}
-	a, _ := r.w.Totals("shop", "inventory")
-	b, _ := w2.Totals("shop", "inventory")
-	if a != b {
-		t.Errorf("totals differ: live %+v replayed %+v", a, b)
+	replayed := replay(t, state, r.at(300), []spec.SimWorkload{deployment("inventory", 1)}, a)[0]
+	sameObject(t, live, replayed)
+	a1, _ := r.w.Totals("shop", "inventory")
+	b1, _ := replayed.world.Totals("shop", "inventory")
+	if a1 != b1 {
+		t.Errorf("totals differ: live %+v replayed %+v", a1, b1)
 	}
 	// The memory change rolled the pods: new names, same count.
 	pods := r.value(t, `count(kube_pod_labels{label_app="inventory"})`, 300)
 	if pods != 3 {
 		t.Errorf("pods after the rollout: %v", pods)
+	}
+}
+
+type replayedObject struct {
+	providers.Object
+	world *World
+}
+
+// replay builds a new world from the state file and reads addresses at now.
+func replay(t *testing.T, state string, now time.Time, wls []spec.SimWorkload, as ...providers.Address) []replayedObject {
+	t.Helper()
+	changes, err := LoadChanges(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, constTrace(150, 900), Options{Sink: embedded.NewStore(0), Changes: changes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []replayedObject
+	for _, o := range (&Provider{World: w}).Read(context.Background(), providers.ReadRequest{Now: now, Addresses: as}).Objects {
+		out = append(out, replayedObject{o, w})
+	}
+	return out
+}
+
+// sameObject compares everything a read returns.
+func sameObject(t *testing.T, live providers.Object, replayed replayedObject) {
+	t.Helper()
+	if live.Exists != replayed.Exists || live.Generation != replayed.Generation {
+		t.Errorf("%s: exists/generation: live %v %d, replayed %v %d", live.Address, live.Exists, live.Generation, replayed.Exists, replayed.Generation)
+	}
+	if !maps.Equal(live.Attributes, replayed.Attributes) {
+		t.Errorf("%s: attributes: live %v, replayed %v", live.Address, live.Attributes, replayed.Attributes)
+	}
+	if !maps.Equal(live.Managers, replayed.Managers) {
+		t.Errorf("%s: managers: live %v, replayed %v", live.Address, live.Managers, replayed.Managers)
+	}
+	if !maps.Equal(live.Labels, replayed.Labels) || !maps.Equal(live.Annotations, replayed.Annotations) {
+		t.Errorf("%s: labels/annotations differ", live.Address)
 	}
 }
 
