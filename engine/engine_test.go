@@ -12,9 +12,13 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -67,8 +71,8 @@ spec:
 	}
 	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
 	for _, d := range r.Documents {
-		if n, ok := d.(*spec.NFR); ok {
-			e.Specs = append(e.Specs, n)
+		if d.Head().Kind != "Environment" {
+			e.Specs = append(e.Specs, d)
 		}
 	}
 	return e, p
@@ -95,7 +99,7 @@ func at(p *sim.Provider, d time.Duration) time.Time { return p.World.Start().Add
 
 func find(cs []plan.Change, attr string) *plan.Change {
 	for i := range cs {
-		if strings.HasSuffix(cs[i].Attribute, attr) {
+		if strings.HasSuffix(cs[i].Attribute.String(), attr) {
 			return &cs[i]
 		}
 	}
@@ -109,7 +113,7 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 	st := state.New()
 	ctx := context.Background()
 	now := at(p, 10*time.Minute)
-	pl := e.Plan(ctx, now, st)
+	pl := e.Plan(ctx, now, st, nil)
 	c := find(pl.Changes, "spec.minReplicas")
 	if c == nil {
 		t.Fatalf("want a minReplicas change:\n%s", text(pl))
@@ -121,30 +125,30 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 	if !strings.Contains(strings.Join(c.Notes, ";"), "takes the field from kubectl-client-side-apply") {
 		t.Fatalf("ownership note missing: %+v", c.Notes)
 	}
-	if m := find(pl.Held, "requests.memory"); m == nil || m.Held != "observe mode" || m.To != "192Mi" {
+	if m := find(pl.Held, "requests.memory"); m == nil || held(m) != "observe mode" || m.Held.Kind != plan.HoldMode || m.To != "192Mi" {
 		t.Fatalf("memory should be held in observe mode at 192Mi: %+v", pl.Held)
 	}
 	results := e.Apply(ctx, now, pl, st)
 	if len(results) != 1 || results[0].Err != "" {
 		t.Fatalf("apply: %+v", results)
 	}
-	key := state.Key(c.Address, c.Attribute)
-	if en := st.Entries[key]; en == nil || *en.User != 2 || en.Applied.Value != 3 {
-		t.Fatalf("state: %+v", st.Entries[key])
+	key := addrs.Attr{Object: c.Address, Path: c.Attribute}
+	if en, ok := st.Lookup(key); !ok || *en.User != values.CountOf(2) || en.Applied.Value != values.CountOf(3) || len(en.Applied.By) != 1 || en.Applied.By[0] != "NFR/shop/checkout" {
+		t.Fatalf("state: %+v", en)
 	}
 	// Inside the cooldown the next step is held, with the numbers.
-	pl = e.Plan(ctx, now.Add(30*time.Second), st)
-	if h := find(pl.Held, "spec.minReplicas"); h == nil || h.Held != "cooldown 30 s of 120 s since the last apply" || h.From != "3" {
+	pl = e.Plan(ctx, now.Add(30*time.Second), st, nil)
+	if h := find(pl.Held, "spec.minReplicas"); h == nil || held(h) != "cooldown 30 s of 120 s since the last apply" || h.Held.Kind != plan.HoldCooldown || h.From != "3" {
 		t.Fatalf("cooldown: %s", text(pl))
 	}
-	pl = e.Plan(ctx, now.Add(125*time.Second), st)
+	pl = e.Plan(ctx, now.Add(125*time.Second), st, nil)
 	if c := find(pl.Changes, "spec.minReplicas"); c == nil || c.From != "3" || c.To != "4" {
 		t.Fatalf("after the cooldown: %s", text(pl))
 	}
 	// Enforcement turned off: the user's value comes back in one step, and
 	// setpoint forgets the attribute.
 	e.Specs[0].(*spec.NFR).Spec.Enforcement.Replicas = spec.ModeOff
-	pl = e.Plan(ctx, now.Add(130*time.Second), st)
+	pl = e.Plan(ctx, now.Add(130*time.Second), st, nil)
 	c = find(pl.Changes, "spec.minReplicas")
 	if c == nil || c.From != "3" || c.To != "2" || !c.Restore || !strings.Contains(c.Reason, "restoring the user's value 2") {
 		t.Fatalf("restore: %s", text(pl))
@@ -152,12 +156,20 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 	if res := e.Apply(ctx, now.Add(130*time.Second), pl, st); len(res) != 1 || res[0].Err != "" {
 		t.Fatalf("restore apply: %+v", res)
 	}
-	if _, ok := st.Entries[key]; ok {
+	if _, ok := st.Lookup(key); ok {
 		t.Fatal("the restored attribute should be forgotten")
 	}
-	if pl = e.Plan(ctx, now.Add(135*time.Second), st); find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil {
+	if pl = e.Plan(ctx, now.Add(135*time.Second), st, nil); find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil {
 		t.Fatalf("nothing left to do after the restore: %s", text(pl))
 	}
+}
+
+// held is a change's hold as text ("" when it is not held).
+func held(c *plan.Change) string {
+	if c == nil || c.Held == nil {
+		return ""
+	}
+	return c.Held.String()
 }
 
 func text(p *plan.Plan) string {
@@ -179,10 +191,10 @@ func TestFaultsAndHolds(t *testing.T) {
 	)
 	ctx := context.Background()
 	st := state.New()
-	pl := e.Plan(ctx, at(p, 10*time.Minute), st)
+	pl := e.Plan(ctx, at(p, 10*time.Minute), st, nil)
 	out := text(pl)
 	// A GitOps-owned field is a conflict unless takeOverFrom lists it.
-	if h := find(pl.Held, "spec.minReplicas"); h == nil || !h.Conflict || !strings.Contains(h.Held, "argocd-controller") {
+	if h := find(pl.Held, "spec.minReplicas"); h == nil || h.Held.Kind != plan.HoldConflict || h.Held.Manager != "argocd-controller" {
 		t.Errorf("conflict: %s", out)
 	}
 	// A target that does not exist: said, nothing created.
@@ -193,9 +205,9 @@ func TestFaultsAndHolds(t *testing.T) {
 	// about replicas, and the memory change is held as paused.
 	pausedHolds := 0
 	for _, h := range pl.Held {
-		if strings.Contains(h.Address, "/paused") {
+		if strings.Contains(h.Address.String(), "/paused") {
 			pausedHolds++
-			if !strings.HasPrefix(h.Held, "paused (setpoint.dev/paused") {
+			if h.Held.Kind != plan.HoldPaused || !strings.HasPrefix(h.Held.String(), "paused (setpoint.dev/paused") {
 				t.Errorf("paused: %+v", h)
 			}
 		}
@@ -208,7 +220,7 @@ func TestFaultsAndHolds(t *testing.T) {
 	}
 	// An HPA is created only because the spec asks for it.
 	c := find(pl.Changes, "spec.minReplicas")
-	if c == nil || c.Action != plan.Create || c.Create["spec.maxReplicas"] != "10" || !strings.HasSuffix(c.Address, "HorizontalPodAutoscaler/shop/plain") {
+	if c == nil || c.Action != action.Create || c.Create[addrs.MustPath("spec.maxReplicas")] != values.CountOf(10) || !strings.HasSuffix(c.Address.String(), "HorizontalPodAutoscaler/shop/plain") {
 		t.Fatalf("create: %s", out)
 	}
 	if !strings.Contains(out, "+ sim:HorizontalPodAutoscaler/shop/plain") {
@@ -221,7 +233,7 @@ func TestFaultsAndHolds(t *testing.T) {
 		}
 	}
 	read := p.Read(ctx, providers.ReadRequest{Now: at(p, 10*time.Minute), Addresses: []providers.Address{{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "plain"}}})
-	if o := read.Objects[0]; !o.Exists || o.Managers["spec.minReplicas"] != "setpoint" {
+	if o := read.Objects[0]; !o.Exists || o.Managers[addrs.MustPath("spec.minReplicas")] != "setpoint" {
 		t.Fatalf("created HPA: %+v", o)
 	}
 }
@@ -239,14 +251,14 @@ func (f failing) Read(ctx context.Context, req providers.ReadRequest) providers.
 		if strings.Contains(a.String(), f.readFail) {
 			resp.Objects[i] = providers.Object{}
 			aa := a
-			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Error, Summary: "connection reset", Address: &aa})
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Error, Message: "connection reset", Address: &aa})
 		}
 	}
 	return resp
 }
 
 func (f failing) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
-	var keep []providers.Change
+	var keep []providers.ObjectChange
 	var failedAt []int
 	for i, c := range req.Changes {
 		if strings.Contains(c.Address.String(), f.applyFail) {
@@ -261,7 +273,7 @@ func (f failing) Apply(ctx context.Context, req providers.ApplyRequest) provider
 	for i, c := range req.Changes {
 		if len(failedAt) > 0 && failedAt[0] == i {
 			failedAt = failedAt[1:]
-			out.Results = append(out.Results, providers.ChangeResult{Change: c, Err: "admission webhook denied the request"})
+			out.Results = append(out.Results, providers.ObjectResult{Address: c.Address, Err: "admission webhook denied the request"})
 			continue
 		}
 		out.Results = append(out.Results, inner.Results[j])
@@ -280,7 +292,7 @@ func TestProviderErrorsNameTheSpec(t *testing.T) {
 	ctx := context.Background()
 	st := state.New()
 	now := at(p, 10*time.Minute)
-	pl := e.Plan(ctx, now, st)
+	pl := e.Plan(ctx, now, st, nil)
 	if len(pl.Errors) != 1 || !strings.Contains(pl.Errors[0].Text, "connection reset") || !strings.Contains(pl.Errors[0].Pos, "nfr-1.yaml:5:3") {
 		t.Fatalf("read error: %+v", pl.Errors)
 	}
@@ -295,7 +307,7 @@ func TestProviderErrorsNameTheSpec(t *testing.T) {
 		if !strings.Contains(r.Err, "nfr-2.yaml:") || !strings.Contains(r.Err, "admission webhook denied") {
 			t.Errorf("apply error should name the spec: %s", r.Err)
 		}
-		if en := st.Entries[state.Key(r.Change.Address, r.Change.Attribute)]; en != nil && en.Applied != nil {
+		if en, ok := st.Lookup(addrs.Attr{Object: r.Change.Address, Path: r.Change.Attribute}); ok && en.Applied != nil {
 			t.Errorf("a failed change was recorded as applied: %+v", en)
 		}
 	}
@@ -307,14 +319,14 @@ func TestProviderErrorsNameTheSpec(t *testing.T) {
 func TestNoDataHolds(t *testing.T) {
 	e, p := world(t, checkout(""), nfr("checkout", ""))
 	// At the start nothing has been measured: nothing is decided.
-	pl := e.Plan(context.Background(), at(p, 0), state.New())
+	pl := e.Plan(context.Background(), at(p, 0), state.New(), nil)
 	out := text(pl)
 	if len(pl.Changes) != 0 || len(pl.Held) != 0 || !strings.Contains(out, "replicas: no replicas recommendation: requests per second missing") || !strings.Contains(out, "memory: container function: no memory recommendation") {
 		t.Fatalf("decided without data: %s", out)
 	}
 	// Five seconds in, one scrape: no rate window has two samples yet, so
 	// the replicas decision holds (memory has its first sample).
-	pl = e.Plan(context.Background(), at(p, 5*time.Second), state.New())
+	pl = e.Plan(context.Background(), at(p, 5*time.Second), state.New(), nil)
 	if find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil || !strings.Contains(text(pl), "requests per second missing") {
 		t.Fatalf("replicas decided from one sample: %s", text(pl))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 			var results []engine.Result
 			var p *plan.Plan
 			err = w.withState(cmd.Context(), "setpoint apply", lockWait, func(st *state.State) error {
-				p = w.eng.Plan(cmd.Context(), w.now, st)
+				p = w.eng.Plan(cmd.Context(), w.now, st, nil)
 				if !asJSON {
 					p.Text(cmd.OutOrStdout())
 				}
@@ -91,6 +92,9 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 		return err
 	}
 	defer w.close()
+	if edited := specsMoved(p.Specs, w.eng.SpecDigests()); len(edited) > 0 {
+		return fmt.Errorf("the saved plan %s is stale: %d specs differ from the directory since it was made:\n  %s\nrun setpoint plan again", path, len(edited), strings.Join(edited, "\n  "))
+	}
 	var results []engine.Result
 	err = w.withState(cmd.Context(), "setpoint apply "+path, lockWait, func(st *state.State) error {
 		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), w.now)); len(moved) > 0 {
@@ -108,6 +112,27 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 	return report(cmd, p, results, asJSON, false)
 }
 
+// specsMoved lists the specs whose digest differs between a saved plan
+// and the directory now: edited, added or removed.
+func specsMoved(planned, now map[string]string) []string {
+	var out []string
+	for id, d := range planned {
+		switch n, ok := now[id]; {
+		case !ok:
+			out = append(out, id+": removed (or now invalid)")
+		case n != d:
+			out = append(out, id+": edited")
+		}
+	}
+	for id := range now {
+		if _, ok := planned[id]; !ok {
+			out = append(out, id+": added")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, specErrors bool) error {
 	failed := 0
 	for _, r := range results {
@@ -122,7 +147,7 @@ func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, s
 		}
 		var rs []res
 		for _, r := range results {
-			rs = append(rs, res{r.Change.Address, r.Change.Attribute, r.Change.To, r.Err})
+			rs = append(rs, res{r.Change.Address.String(), r.Change.Attribute.String(), r.Change.To, r.Err})
 		}
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")

@@ -85,7 +85,7 @@ version and schema, and stops it.`,
 				sc, diags := m.Provider(f.Name, nil).Schema(context.Background())
 				r.Schema = sc
 				for _, d := range diags {
-					r.Error = strings.TrimSpace(d.Summary + ": " + d.Detail)
+					r.Error = d.Error()
 				}
 				rows = append(rows, r)
 			}

@@ -7,15 +7,16 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
+	nfrkind "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -98,22 +99,6 @@ type Summary struct {
 	measured    map[string]time.Duration
 }
 
-// holdClass groups hold reasons for the summary ("stable 110 s of 180 s" →
-// "stability").
-func holdClass(h string) string {
-	switch {
-	case strings.HasPrefix(h, "stable"):
-		return "stability"
-	case strings.HasPrefix(h, "cooldown"):
-		return "cooldown"
-	case strings.HasPrefix(h, "conflict"):
-		return "conflict"
-	case strings.HasPrefix(h, "paused"):
-		return "paused"
-	}
-	return h
-}
-
 func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out io.Writer) *Summary {
 	sum := &Summary{Held: map[string]int{}, ReplicaHours: map[string]float64{}, OverLatency: map[string]string{}, Final: map[string]string{},
 		over: map[string]time.Duration{}, measured: map[string]time.Duration{}}
@@ -124,12 +109,12 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 	st := state.New()
 	start := w.trace.Start
 	wallStart := time.Now()
-	var workloads []providers.Address
-	seen := map[string]bool{}
+	var workloads []addrs.Object
+	seen := map[addrs.Object]bool{}
 	for _, n := range w.nfrs {
-		a := providers.Address{Provider: "sim", Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
-		if !seen[a.String()] {
-			seen[a.String()] = true
+		a := addrs.Object{Provider: "sim", Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
+		if !seen[a] {
+			seen[a] = true
 			workloads = append(workloads, a)
 		}
 	}
@@ -145,9 +130,9 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 			}
 		}
 		sum.Ticks++
-		p := w.eng.Plan(ctx, now, st)
+		p := w.eng.Plan(ctx, now, st, nil)
 		for _, h := range p.Held {
-			sum.Held[holdClass(h.Held)]++
+			sum.Held[h.Held.Kind.String()]++
 		}
 		if !p.Empty() {
 			for _, r := range w.eng.Apply(ctx, now, p, st) {
@@ -176,20 +161,20 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 	}
 	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
 	for _, o := range resp.Objects {
-		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas]
+		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas].String()
 	}
 	return sum
 }
 
 // measure accumulates replica-hours and time over each latency target.
-func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick time.Duration, workloads []providers.Address) {
+func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick time.Duration, workloads []addrs.Object) {
 	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: now, Addresses: workloads})
 	for _, o := range resp.Objects {
-		if n, err := strconv.Atoi(o.Attributes[sim.AttrReadyReplicas]); err == nil {
-			s.ReplicaHours[o.Address.Namespace+"/"+o.Address.Name] += float64(n) * tick.Hours()
+		if n, ok := o.Attributes[sim.AttrReadyReplicas]; ok && n.Type() == values.Count {
+			s.ReplicaHours[o.Address.Namespace+"/"+o.Address.Name] += float64(n.Int()) * tick.Hours()
 		}
 	}
-	r, err := w.eng.Signals.Query(ctx, engine.QueryP99, now)
+	r, err := w.eng.Signals.Query(ctx, nfrkind.QueryP99, now)
 	if err != nil {
 		return
 	}
@@ -210,7 +195,8 @@ func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick
 	}
 }
 
-func shortAttr(a string) string {
+func shortAttr(p addrs.Path) string {
+	a := p.String()
 	a = strings.Replace(a, "spec.template.spec.containers", "containers", 1)
 	return strings.Replace(a, `spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`, "min-scale", 1)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
-	"github.com/setpoint-dev/setpoint/engine/clock"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/watch"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -25,12 +25,14 @@ func newWatchCmd() *cobra.Command {
 	var debounce time.Duration
 	cmd := &cobra.Command{
 		Use:   "watch DIR",
-		Short: "Reconcile continuously: on every spec edit and every tick, until stopped",
-		Long: `watch plans and applies like apply --auto-approve, as a controller does: at
-once, every Environment tick, and after each edit of a spec file (debounced),
-for the specs that edit touched. A broken edit is reported and the last good
-version of that file keeps running. With the sim world, virtual time runs from
-the sim config's start at the sim speed (at least real time).`,
+		Short: "Reconcile continuously: on every spec edit, when a hold ends, and every tick, until stopped",
+		Long: `watch plans and applies like apply --auto-approve, as a controller does. Specs
+are keys on a work queue: all of them at start and every Environment tick, the
+specs of a file after each edit of it (debounced), and a spec again exactly when
+a change of it held by a stability window or a cooldown becomes due. A broken
+edit is reported and the last good version of that file keeps running. Time is
+the wall clock; with the sim world, virtual time runs from the sim config's
+start at the sim speed (at least real time).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -54,35 +56,34 @@ the sim config's start at the sim speed (at least real time).`,
 			}
 			defer ws.close()
 			w.Tick = ws.env.Spec.Tick.D()
-			cfg, _ := sim.Config(ws.env)
-			clk := clock.NewScaled(clock.Wall{}, ws.now, max(cfg.Speed, 1))
+			var clk watch.Clock = watch.RealClock{}
+			speed := 1.0
+			if ws.virtual() {
+				cfg, _ := sim.Config(ws.env)
+				speed = max(cfg.Speed, 1)
+				clk = watch.NewScaledClock(watch.RealClock{}, ws.now, speed)
+			}
+			w.Clock = clk
+			w.Queue = watch.NewQueue(clk)
 			providersAt := providerConfigs(ws.env)
-			w.Reconcile = func(ctx context.Context, set watch.Set, touched []spec.Document, reason string) {
+			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
 					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
 				}
-				reconcileOnce(ctx, ws, set, touched, reason, clk.Now(), w.Tick)
+				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk.Now(), speed, w.Tick)
 			}
-			// Providers that stream world changes trigger a reconcile.
-			triggers := make(chan string, 64)
-			w.Triggers = triggers
+			// Providers that stream world changes trigger a reconcile; a
+			// stream that ends (the provider restarted) is resubscribed.
 			for name, p := range ws.providers {
 				if sc, _ := p.Schema(ctx); !sc.Events {
 					continue
 				}
-				go func(name string, p providers.Full) {
-					err := p.Events(ctx, clk.Now(), func(e providers.Event) error {
-						select {
-						case triggers <- fmt.Sprintf("event from %s: %s %s", name, e.Address, e.Reason):
-						default: // a reconcile is already due
-						}
-						return nil
+				go watch.Subscribe(ctx, name, func(ctx context.Context, send func(string) error) error {
+					return p.Events(ctx, clk.Now(), func(e providers.Event) error {
+						return send(fmt.Sprintf("event from %s: %s %s", name, e.Address, e.Reason))
 					})
-					if err != nil && ctx.Err() == nil {
-						slog.Error("provider events stopped", "provider", name, "error", err)
-					}
-				}(name, p)
+				}, nil, func(reason string) { w.Trigger(reason) }, slog.Default())
 			}
 			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.Specs))
 			return w.Run(ctx)
@@ -92,18 +93,21 @@ the sim config's start at the sim speed (at least real time).`,
 	return cmd
 }
 
-// reconcileOnce plans and applies the given specs (touched ones, or all).
-func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []spec.Document, reason string, now time.Time, lockWait time.Duration) {
+// reconcileKeys plans the given specs (and every spec sharing a target
+// with them) and applies what the gate lets through. Each spec with a held
+// change that becomes due later is requeued for exactly then (in wall
+// time: virtual time runs speed times faster).
+func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, now time.Time, speed float64, lockWait time.Duration) map[string]watch.Result {
 	if set.Env != nil {
 		ws.env = set.Env
 		ws.eng.Env = set.Env
 	}
 	ws.eng.Specs = set.Specs
-	if touched != nil {
-		ws.eng.Specs = touched
-	}
+	res := map[string]watch.Result{}
+	var p *plan.Plan
+	failed := map[string]error{}
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
-		p := ws.eng.Plan(ctx, now, st)
+		p = ws.eng.Plan(ctx, now, st, keys)
 		for _, e := range p.Errors {
 			slog.Error("plan", "spec", e.Spec, "at", e.Pos, "error", e.Text)
 		}
@@ -114,15 +118,42 @@ func reconcileOnce(ctx context.Context, ws *workspace, set watch.Set, touched []
 		for _, r := range ws.eng.Apply(ctx, now, p, st) {
 			c := r.Change
 			if r.Err != "" {
-				continue // Apply logged it with the spec's position
+				failed[c.Spec] = fmt.Errorf("%s", r.Err) // Apply logged it with the spec's position
+				continue
 			}
-			slog.Info("applied", "reason", reason, "address", c.Address, "attribute", c.Attribute, "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
+			slog.Info("applied", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
 		}
 		return nil
 	})
 	if err != nil {
 		slog.Error("reconcile", "reason", reason, "error", err)
+		for _, k := range keys {
+			res[k] = watch.Result{Err: err}
+		}
+		return res
 	}
+	inBatch := map[string]bool{}
+	for _, k := range keys {
+		inBatch[k] = true
+		if e, ok := failed[k]; ok {
+			res[k] = watch.Result{Err: e}
+		}
+	}
+	for id, due := range p.Due {
+		after := time.Duration(float64(due.Sub(now)) / speed)
+		if after <= 0 {
+			after = time.Millisecond
+		}
+		if inBatch[id] {
+			if _, bad := res[id]; !bad {
+				res[id] = watch.Result{RequeueAfter: after}
+			}
+			continue
+		}
+		// Planned with the batch for sharing a target; its own due time.
+		q.AddAfter(id, after)
+	}
+	return res
 }
 
 // providerConfigs summarises what starting the providers depends on.

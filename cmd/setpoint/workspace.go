@@ -44,12 +44,18 @@ type workspace struct {
 	mgr       *plugin.Manager
 	eng       *engine.Engine
 	statePath string
+	state     state.Backend
 	// trace is the sim world's timeline (the world itself runs in its
-	// provider process); now is when a one-shot plan looks at it: the sim
-	// config's start.
+	// provider process). now is when a one-shot plan looks: the sim
+	// config's start on the sim world (a fixed virtual time), the wall
+	// clock otherwise.
 	trace *sim.Trace
 	now   time.Time
 }
+
+// virtual reports whether the workspace runs on the sim world's virtual
+// time.
+func (w *workspace) virtual() bool { return w.trace != nil }
 
 // openWorkspace loads dir. Invalid specs are reported in diags and left
 // out; the rest are planned. Only a missing or invalid Environment, or a
@@ -112,6 +118,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if !filepath.IsAbs(w.statePath) {
 		w.statePath = filepath.Join(base, w.statePath)
 	}
+	w.state = state.NewFile(w.statePath)
+	// Without a sim world, time is the wall's.
+	w.now = time.Now()
 	if w.env.Spec.Signals.Default != "embedded" {
 		return nil, fmt.Errorf("%s: signals.default %q is not available yet; use embedded", w.env.Src.PosOf("spec.signals.default"), w.env.Spec.Signals.Default)
 	}
@@ -164,7 +173,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		if mk, ok := builtIn[p.Name]; ok && inProcess() {
 			prov = mk()
 			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
-				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Detail)
+				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())
 			}
 		} else {
 			prov = w.mgr.Provider(p.Name, &cfg)
@@ -207,21 +216,22 @@ func (w *workspace) printDiags(out io.Writer) {
 }
 
 // withState runs f under the state lock with the loaded state and saves
-// what f left in it. The lock is held only as long as f runs.
+// the shards f changed. The lock is held only as long as f runs.
 func (w *workspace) withState(ctx context.Context, who string, wait time.Duration, f func(*state.State) error) error {
 	lctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	lock, err := state.Acquire(lctx, w.statePath, who, wait > 0)
+	unlock, err := w.state.Lock(lctx, who, wait > 0)
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
-	st, err := state.Load(w.statePath)
+	defer unlock()
+	st, err := w.state.Load(ctx)
 	if err != nil {
 		return err
 	}
 	if err := f(st); err != nil {
 		return err
 	}
-	return state.Save(w.statePath, st)
+	_, err = w.state.Save(ctx, st)
+	return err
 }

@@ -1,51 +1,174 @@
 package state
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 	"unicode/utf8"
+
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
-// encoder serializes shards' attributes; its buffers are reused across
-// shards.
-type encoder struct{}
+// encoder serializes a shard's attributes to JSON that encoding/json reads
+// back into the same entries (Load decodes with encoding/json). It is
+// hand-written because Save serializes every shard to tell the changed
+// ones, and encoding/json (reflection, a Marshal per typed value) took
+// 11 µs a shard: 220 ms for 20,000. TestEncoderMatchesEncodingJSON keeps
+// it in step with the types: a field added to Entry or Applied fails it
+// until it is encoded here.
+//
+// Its output is deterministic (keys sorted, times in UTC), and encoding
+// what Load decoded from a shard gives that shard's bytes again, so an
+// unchanged shard hashes as it did when loaded.
+type encoder struct {
+	buf  []byte
+	keys []string
+	pol  []string
+	tmp  bytes.Buffer
+}
 
-// attrs serializes an object's stored entries (the empty ones are not
-// stored), or returns nil when none is.
-func (enc *encoder) attrs(x *Object) ([]byte, error) {
+// attrs serializes x's stored entries (empty entries are not stored) into
+// the encoder's buffer and returns it (valid until the next call), or nil
+// when there is no stored entry. With canonical, each policy value is
+// checked and compacted and attribute keys must be UTF-8, as a written
+// shard needs; without it, policy values are copied as they are: the
+// bytes only tell whether the shard changed, and only a changed shard is
+// written (its policy values were checked when it was written or loaded).
+func (enc *encoder) attrs(x *Object, canonical bool) ([]byte, error) {
 	if x == nil {
 		return nil, nil
 	}
-	stored := x.Attrs
-	n := 0
+	keys := enc.keys[:0]
 	for k, e := range x.Attrs {
-		if e.IsEmpty() {
-			continue
-		}
-		n++
-		if !utf8.ValidString(k) {
-			return nil, fmt.Errorf("attribute %q: not valid UTF-8", k)
-		}
-		for p, raw := range e.Policy {
-			if !json.Valid(raw) {
-				return nil, fmt.Errorf("attribute %s: policy %q: not valid JSON", k, p)
-			}
+		if !e.IsEmpty() {
+			keys = append(keys, k)
 		}
 	}
-	if n == 0 {
+	enc.keys = keys
+	if len(keys) == 0 {
 		return nil, nil
 	}
-	if n < len(x.Attrs) {
-		stored = make(map[string]*Entry, n)
-		for k, e := range x.Attrs {
-			if !e.IsEmpty() {
-				stored[k] = e
-			}
+	slices.Sort(keys)
+	b := append(enc.buf[:0], '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if canonical && !utf8.ValidString(k) {
+			return nil, fmt.Errorf("attribute %q: not valid UTF-8", k)
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = enc.entry(b, x.Attrs[k], canonical); err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
 	}
-	b, err := json.Marshal(stored)
-	if err != nil {
-		return nil, err
-	}
+	b = append(b, '}')
+	enc.buf = b
 	return b, nil
+}
+
+func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
+	b = append(b, '{')
+	sep := false
+	if e.User != nil {
+		b = append(b, `"user":`...)
+		b = appendValue(b, *e.User)
+		sep = true
+	}
+	if a := e.Applied; a != nil {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"applied":{"value":`...)
+		b = appendValue(b, a.Value)
+		at := a.At.UTC()
+		if y := at.Year(); y < 0 || y > 9999 {
+			return nil, fmt.Errorf("applied at %s: the year is outside 0–9999", at)
+		}
+		b = append(b, `,"at":"`...)
+		b = at.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+		if len(a.By) > 0 {
+			b = append(b, `,"by":[`...)
+			for i, s := range a.By {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendString(b, s)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+		sep = true
+	}
+	if len(e.Policy) > 0 {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"policy":{`...)
+		pol := enc.pol[:0]
+		for p := range e.Policy {
+			pol = append(pol, p)
+		}
+		enc.pol = pol
+		slices.Sort(pol)
+		for i, p := range pol {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, p)
+			b = append(b, ':')
+			raw := e.Policy[p]
+			switch {
+			case len(raw) == 0:
+				b = append(b, "null"...)
+			case canonical:
+				enc.tmp.Reset()
+				if err := json.Compact(&enc.tmp, raw); err != nil {
+					return nil, fmt.Errorf("policy %q: not valid JSON: %v", p, err)
+				}
+				b = append(b, enc.tmp.Bytes()...)
+			default:
+				b = append(b, raw...)
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
+}
+
+// appendValue writes a value as values.Value.MarshalJSON does:
+// {"type":"bytes","value":"256Mi"}, structured values inline.
+func appendValue(b []byte, v values.Value) []byte {
+	switch v.Type() {
+	case values.Invalid:
+		return append(b, "null"...)
+	case values.Structured:
+		b = append(b, `{"type":"structured","value":`...)
+		b = append(b, v.Str()...) // compact JSON: StructuredOf made it
+		return append(b, '}')
+	}
+	b = append(b, `{"type":`...)
+	b = appendString(b, v.Type().String())
+	b = append(b, `,"value":`...)
+	b = appendString(b, v.String())
+	return append(b, '}')
+}
+
+// appendString writes s as a JSON string: plain ASCII as it is, anything
+// else through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
@@ -341,22 +342,30 @@ func short(s string) string {
 	return s
 }
 
-// write is one shard Save writes.
-type write struct {
+// shard is what Save does with one object's shard.
+type shard struct {
 	obj  addrs.Object
+	op   uint8
+	sum  digest // of the attributes' bytes as the encoder gives them unchecked
 	name string
-	data []byte
-	sum  digest
-	err  error
+	data []byte // the file to write
+	err  error  // why the shard is refused, or its write failed
 	done bool
 }
+
+const (
+	opNone uint8 = iota
+	opWrite
+	opRemove
+)
 
 // saveWorkers bounds the shard writes in flight: each waits mostly on its
 // fsync, and concurrent fsyncs share journal commits.
 const saveWorkers = 32
 
-// Save writes the changed shards in parallel, removes the emptied ones and
-// fsyncs the directory once.
+// Save serializes every shard to tell the changed ones (in parallel),
+// writes those (in parallel), removes the emptied ones and fsyncs the
+// directory once.
 func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 	var st SaveStats
 	if err := ctx.Err(); err != nil {
@@ -369,95 +378,72 @@ func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 	if s.origin != b.id {
 		known = nil
 	}
-	var (
-		writes  []*write
-		removes []addrs.Object
-		errs    []error
-	)
-	var enc encoder
-	for o, x := range s.objects {
-		attrs, err := enc.attrs(x)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("state of %s not saved: %w", o, err))
-			continue
-		}
-		if attrs == nil {
-			if _, ok := known[o]; ok {
-				removes = append(removes, o)
-			}
-			continue
-		}
-		sum := digest(sha256.Sum256(attrs))
-		if k, ok := known[o]; ok && k == sum {
-			continue
-		}
-		name := shardName(o)
-		if why, bad := s.unreadable[name]; bad {
-			errs = append(errs, fmt.Errorf("state of %s not saved: its shard %s could not be read (%v) and is not overwritten", o, filepath.Join(b.dir, name), why))
-			continue
-		}
-		data := shardBytes(o, sum, attrs)
-		if len(data) > MaxShard {
-			errs = append(errs, fmt.Errorf("state of %s not saved: %w: %d bytes, at most %d", o, ErrTooLarge, len(data), MaxShard))
-			continue
-		}
-		writes = append(writes, &write{obj: o, name: name, data: data, sum: sum})
+	shards := make([]shard, 0, len(s.objects))
+	for o := range s.objects {
+		shards = append(shards, shard{obj: o})
 	}
 	for o := range known {
 		if _, ok := s.objects[o]; !ok {
-			removes = append(removes, o)
+			shards = append(shards, shard{obj: o, op: opRemove})
 		}
 	}
-	if len(writes) > 0 {
+	parallel(len(shards), runtime.GOMAXPROCS(0), func() func(int) {
+		var enc encoder
+		return func(i int) { b.plan(&shards[i], s, known, &enc) }
+	})
+	var errs []error
+	nwrite := 0
+	for i := range shards {
+		if shards[i].err != nil {
+			errs = append(errs, shards[i].err)
+		}
+		if shards[i].op == opWrite {
+			nwrite++
+		}
+	}
+	if nwrite > 0 {
 		if err := b.mkdir(); err != nil {
 			return st, errors.Join(append(errs, err)...)
 		}
 	}
 	var failed atomic.Bool
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(len(writes), saveWorkers) {
-		wg.Go(func() {
-			for !failed.Load() && ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= len(writes) {
-					return
-				}
-				w := writes[i]
-				if w.err = atomicfile.WriteNoDirSync(filepath.Join(b.dir, w.name), w.data, 0o600); w.err != nil {
-					failed.Store(true) // the disk's trouble is every shard's
-					continue
-				}
-				w.done = true
+	parallel(len(shards), min(nwrite, saveWorkers), func() func(int) {
+		return func(i int) {
+			w := &shards[i]
+			if w.op != opWrite || failed.Load() || ctx.Err() != nil {
+				return
 			}
-		})
-	}
-	wg.Wait()
+			if w.err = atomicfile.WriteNoDirSync(filepath.Join(b.dir, w.name), w.data, 0o600); w.err != nil {
+				failed.Store(true) // the disk's trouble is every shard's: stop
+				return
+			}
+			w.done = true
+		}
+	})
 	if s.saved == nil || s.origin != b.id {
 		s.saved = map[addrs.Object]digest{}
 		s.origin = b.id
 	}
-	for _, w := range writes {
-		if w.done {
+	for i := range shards {
+		w := &shards[i]
+		switch {
+		case w.op == opWrite && w.done:
 			s.saved[w.obj] = w.sum
 			st.Written++
-		} else if w.err != nil {
+		case w.op == opWrite && w.err != nil:
 			errs = append(errs, w.err)
-		}
-	}
-	if err := ctx.Err(); err != nil && st.Written < len(writes) {
-		errs = append(errs, err)
-	}
-	if !failed.Load() {
-		for _, o := range removes {
-			err := os.Remove(filepath.Join(b.dir, shardName(o)))
+		case w.op == opRemove && !failed.Load():
+			err := os.Remove(filepath.Join(b.dir, shardName(w.obj)))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("removing the state of %s: %w", o, err))
+				errs = append(errs, fmt.Errorf("removing the state of %s: %w", w.obj, err))
 				continue
 			}
-			delete(s.saved, o)
+			delete(s.saved, w.obj)
 			st.Removed++
 		}
+	}
+	if err := ctx.Err(); err != nil && st.Written < nwrite {
+		errs = append(errs, err)
 	}
 	if st.Written+st.Removed > 0 {
 		if err := atomicfile.SyncDir(b.dir); err != nil {
@@ -465,6 +451,89 @@ func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 		}
 	}
 	return st, errors.Join(errs...)
+}
+
+// plan decides what Save does with one shard, and serializes it if it is
+// to be written.
+func (b *fileBackend) plan(w *shard, s *State, known map[addrs.Object]digest, enc *encoder) {
+	if w.op == opRemove {
+		return
+	}
+	o := w.obj
+	refuse := func(err error) { w.op, w.err = opNone, fmt.Errorf("state of %s not saved: %w", o, err) }
+	x := s.objects[o]
+	det, err := enc.attrs(x, false)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	if det == nil {
+		if _, ok := known[o]; ok {
+			w.op = opRemove
+		}
+		return
+	}
+	w.sum = sha256.Sum256(det)
+	if k, ok := known[o]; ok && k == w.sum {
+		return
+	}
+	for _, p := range [...]string{o.Provider, o.Kind, o.Namespace, o.Name} {
+		if !utf8.ValidString(p) {
+			refuse(fmt.Errorf("the address is not valid UTF-8"))
+			return
+		}
+	}
+	w.name = shardName(o)
+	if why, bad := s.unreadable[w.name]; bad {
+		refuse(fmt.Errorf("its shard %s could not be read (%v) and is not overwritten", filepath.Join(b.dir, w.name), why))
+		return
+	}
+	canon, err := enc.attrs(x, true)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	sum := w.sum
+	if !bytes.Equal(canon, det) {
+		sum = sha256.Sum256(canon)
+	}
+	w.data = shardBytes(o, sum, canon)
+	if len(w.data) > MaxShard {
+		refuse(fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(w.data), MaxShard))
+		w.data = nil
+		return
+	}
+	w.op = opWrite
+}
+
+// parallel runs work(i) for i in [0, n) on up to workers goroutines, each
+// with its own work function from newWorker.
+func parallel(n, workers int, newWorker func() func(int)) {
+	workers = min(n, workers)
+	if workers <= 1 {
+		if n > 0 {
+			w := newWorker()
+			for i := range n {
+				w(i)
+			}
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		w := newWorker()
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				w(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // mkdir creates the shard directory, durably.

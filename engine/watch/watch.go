@@ -535,9 +535,6 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			delete(w.rejected, c.path)
 			keys = appendIDs(appendIDs(keys, old), c.docs)
 			envChanged = envChanged || hasEnv(old) || hasEnv(c.docs)
-			if !c.removed && !had && len(c.docs) == 0 && !c.edited {
-				continue
-			}
 			name := w.rel(c.path)
 			if c.removed {
 				if had {
@@ -618,7 +615,7 @@ func (w *Watcher) work(ctx context.Context) {
 			return
 		}
 		if reason == "" {
-			reason = "requeue"
+			reason = "queued"
 		}
 		res := w.Reconcile(ctx, w.Set(), keys, reason)
 		w.finish(keys, res)

@@ -153,7 +153,7 @@ var toAction = map[action.Action]pb.ObjectChange_Action{
 func toChange(c providers.ObjectChange) *pb.ObjectChange {
 	act, ok := toAction[c.Action]
 	if !ok {
-		act = pb.ObjectChange_Action(-1) // refused by the other side
+		act = pb.ObjectChange_Action(c.Action) // unknown: refused by the other side
 	}
 	x := &pb.ObjectChange{Address: toAddr(c.Address), Action: act, Attributes: toValues(c.Attributes),
 		Manager: c.Manager, Force: c.Force}
@@ -351,7 +351,7 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 	}
 	act, ok := fromAction[c.Action]
 	if !ok {
-		return providers.ObjectChange{Address: a}, fmt.Errorf("unknown action %d", c.Action)
+		return providers.ObjectChange{Address: a}, fmt.Errorf("unknown action %d", int32(c.Action))
 	}
 	attrs, errs := fromValues(c.Attributes)
 	if len(errs) > 0 {

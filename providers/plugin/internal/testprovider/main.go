@@ -119,7 +119,7 @@ func (p *tp) Events(ctx context.Context, _ time.Time, send func(providers.Event)
 
 // reached tells the test (through the configured FIFO) that a call got
 // here, then hangs like a provider stuck in the call.
-func (p *tp) reached(ctx context.Context, call string) {
+func (p *tp) reached(call string) {
 	p.mu.Lock()
 	marker := p.marker
 	p.mu.Unlock()
@@ -129,10 +129,9 @@ func (p *tp) reached(ctx context.Context, call string) {
 			f.Close()
 		}
 	}
-	select {
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
+	// Deaf to ctx, as a stuck provider is: answering when the deadline
+	// passes would race the client's own timeout.
+	time.Sleep(30 * time.Second)
 }
 
 var (
@@ -143,7 +142,7 @@ var (
 func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	switch p.mode {
 	case "slow":
-		p.reached(ctx, "Read")
+		p.reached("Read")
 	case "panic":
 		panic("the test provider panics in Read on purpose")
 	case "malformed":
@@ -199,7 +198,7 @@ func (p *tp) object(a providers.Address) providers.Object {
 func (p *tp) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
 	switch p.mode {
 	case "slow":
-		p.reached(ctx, "List")
+		p.reached("List")
 	case "malformed":
 		at := func(kind, ns, name string) providers.Address {
 			return providers.Address{Provider: req.Provider, Kind: kind, Namespace: ns, Name: name}
@@ -291,7 +290,7 @@ func (p *tp) change(c providers.ObjectChange, commit bool) providers.ObjectResul
 func (p *tp) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
 	switch p.mode {
 	case "slow":
-		p.reached(ctx, "PlanChange")
+		p.reached("PlanChange")
 	case "malformed":
 		// A result per change, each with an invalid value in After.
 		out := providers.PlanChangeResponse{}
@@ -312,7 +311,7 @@ func (p *tp) PlanChange(ctx context.Context, req providers.PlanChangeRequest) pr
 func (p *tp) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
 	switch p.mode {
 	case "slow":
-		p.reached(ctx, "Apply")
+		p.reached("Apply")
 	case "malformed":
 		return providers.ApplyResponse{Results: []providers.ObjectResult{{}}} // one result, whatever was asked
 	}

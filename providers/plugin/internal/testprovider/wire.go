@@ -18,6 +18,7 @@ func serveWire() {
 		VersionedPlugins: map[int]goplugin.PluginSet{
 			plugin.ProtocolVersion: {"provider": &wirePlugin{}},
 		},
+		GRPCServer: goplugin.DefaultGRPCServer,
 	})
 }
 
@@ -51,7 +52,7 @@ func badValues() map[string]*pb.Value {
 		"spec.memory":   {Type: pb.Value_BYTES, Str: "256Mi"},            // a number as text
 		"spec.name":     {Type: pb.Value_STRING, Str: "x", Int: 5},       // text with a number
 		"spec.unset":    {},                                              // INVALID
-		"spec.nil":      nil,                                             // no value at all
+		"spec.nil":      nil,                                             // no value at all: sent as an empty one
 		"spec.timeout":  {Type: pb.Value_DURATION, Int: 30_000_000_000},  // good
 		"spec.rules":    {Type: pb.Value_STRUCTURED, Str: `{ "a" : 1 }`}, // good, compacted
 	}
@@ -89,12 +90,12 @@ func (wire) List(_ context.Context, req *pb.List_Request) (*pb.List_Response, er
 		{Address: &pb.Address{Provider: req.Provider, Kind: req.Kind, Namespace: "shop", Name: "b"}, Exists: true, Attributes: map[string]*pb.Value{"spec.replicas": count(2)}},
 		{Address: &pb.Address{Provider: req.Provider, Kind: req.Kind, Namespace: "shop", Name: "a"}, Exists: true, Attributes: badValues()},
 		{Address: &pb.Address{Provider: req.Provider, Kind: req.Kind, Name: ""}},
-		nil,
+		nil, // sent as an empty object: no address
 	}}, nil
 }
 
 // results: change 0 is fine, 1 has a malformed conflict path, 2 a
-// malformed value in after, 3 a nil result.
+// malformed value in after, 3 an empty path in after.
 func results(n int) []*pb.ObjectResult {
 	out := make([]*pb.ObjectResult, n)
 	for i := range out {
@@ -106,7 +107,7 @@ func results(n int) []*pb.ObjectResult {
 		case 2:
 			out[i] = &pb.ObjectResult{After: map[string]*pb.Value{"spec.replicas": {Type: pb.Value_COUNT, Str: "four"}}}
 		case 3:
-			out[i] = nil
+			out[i] = &pb.ObjectResult{After: map[string]*pb.Value{"": count(4)}}
 		}
 	}
 	return out
