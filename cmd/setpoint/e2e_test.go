@@ -1,20 +1,26 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -68,7 +74,12 @@ var quick = [][3]string{
 	{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s}"},
 }
 
+// changesDigest hashes the changes with their spec positions, which name
+// the temporary directory.
+var changesDigest = regexp.MustCompile(`"changesDigest": "[0-9a-f]{64}"`)
+
 func normalize(s, dir string) string {
+	s = changesDigest.ReplaceAllString(s, `"changesDigest": "DIGEST"`)
 	return strings.ReplaceAll(s, dir, "DIR")
 }
 
@@ -122,7 +133,8 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 	}
 	// Someone holds the state: a second apply fails at once and names them.
 	statePath := filepath.Join(dir, ".setpoint", "state.json")
-	lock, err := state.Acquire(context.Background(), statePath, "the test", false)
+	backend := state.NewFile(statePath)
+	unlock, err := backend.Lock(context.Background(), "the test", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +142,32 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "state is locked by pid") || !strings.Contains(errOut, "(the test)") {
 		t.Fatalf("locked: %d %s", code, errOut)
 	}
-	// With a lock timeout it waits for the holder.
-	go func() { time.Sleep(300 * time.Millisecond); lock.Release() }()
-	out, errOut, code = runCLI(t, "apply", "--auto-approve", "--lock-timeout", "10s", dir)
-	if code != 0 || !strings.Contains(out, "Apply complete: 4 applied, 0 failed") {
-		t.Fatalf("apply: %d\n%s\n%s", code, out, errOut)
+	// With a lock timeout it waits for the holder: it says it is waiting,
+	// and finishes only after the holder lets go.
+	cmd := exec.Command(binary, "apply", "--auto-approve", "--lock-timeout", "30s", dir)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	waiting := false
+	for !waiting && sc.Scan() {
+		waiting = strings.Contains(sc.Text(), "waiting for the state lock") && strings.Contains(sc.Text(), "the test")
+	}
+	if !waiting {
+		t.Fatalf("apply --lock-timeout never said it was waiting for the lock")
+	}
+	unlock()
+	go io.Copy(io.Discard, stderr)
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 4 applied, 0 failed") {
+		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
+	}
+	out = stdout.String()
 	// The world moved: the saved plan is refused, naming what moved.
 	_, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p1.json"))
 	if code != 1 || !strings.Contains(errOut, "is stale") || !strings.Contains(errOut, "sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: was 2 (manager kubectl-client-side-apply), now 3 (manager setpoint)") {
@@ -156,61 +188,104 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 	if _, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p3.json")); code != 1 || !strings.Contains(errOut, "was edited") {
 		t.Fatalf("edited plan: %d %s", code, errOut)
 	}
-	st, err := state.Load(statePath)
-	if err != nil || len(st.Entries) == 0 {
+	// So is one whose changes were edited, even with its observations
+	// intact.
+	os.WriteFile(filepath.Join(dir, "p4.json"), []byte(strings.Replace(string(b), `"held": [`, `"held": [{"address": "sim:Deployment/shop/checkout", "attribute": "spec.replicas", "action": "update", "to": "9", "wanted": "9", "reason": "", "spec": "x", "specPos": "", "dimension": "replicas", "value": {"type": "count", "value": "9"}},`, 1)), 0o644)
+	if _, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p4.json")); code != 1 || !strings.Contains(errOut, "changes do not match their digest") {
+		t.Fatalf("edited changes: %d %s", code, errOut)
+	}
+	// And a plan whose specs were edited since.
+	nfrPath := filepath.Join(dir, "checkout.nfr.yaml")
+	src, _ := os.ReadFile(nfrPath)
+	os.WriteFile(nfrPath, []byte(strings.Replace(string(src), "minRPS: 400", "minRPS: 500", 1)), 0o644)
+	if _, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p2.json")); code != 1 || !strings.Contains(errOut, "NFR/shop/checkout: edited") {
+		t.Fatalf("edited spec: %d %s", code, errOut)
+	}
+	st, err := backend.Load(context.Background())
+	if err != nil || len(st.Objects()) == 0 {
 		t.Fatalf("state: %v", err)
 	}
 }
 
+// TestConcurrentApplies starts applies at once: the state lock lets one
+// apply the plan's four changes; the others are refused while it holds the
+// lock, or find nothing left to do after it. Without the lock two of them
+// would plan from the same state and apply twice.
 func TestConcurrentApplies(t *testing.T) {
 	dir := copySpecs(t, quick...)
+	const n = 6
 	var wg sync.WaitGroup
-	codes := make([]int, 4)
-	errs := make([]string, 4)
+	codes := make([]int, n)
+	outs, errs := make([]string, n), make([]string, n)
+	start := make(chan struct{})
 	for i := range codes {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			cmd := exec.Command(binary, "apply", "--auto-approve", dir)
-			var e strings.Builder
-			cmd.Stderr = &e
+			var o, e strings.Builder
+			cmd.Stdout, cmd.Stderr = &o, &e
+			<-start
 			err := cmd.Run()
 			if ee, ok := err.(*exec.ExitError); ok {
 				codes[i] = ee.ExitCode()
 			}
-			errs[i] = e.String()
+			outs[i], errs[i] = o.String(), e.String()
 		}(i)
 	}
+	close(start)
 	wg.Wait()
-	ok := 0
+	applied, locked := 0, 0
+	re := regexp.MustCompile(`Apply complete: (\d+) applied`)
 	for i, c := range codes {
 		switch {
 		case c == 0:
-			ok++
+			m := re.FindStringSubmatch(outs[i])
+			if m == nil {
+				t.Fatalf("apply %d: %s", i, outs[i])
+			}
+			k, _ := strconv.Atoi(m[1])
+			applied += k
 		case c == 1 && strings.Contains(errs[i], "state is locked by "):
+			locked++
 		default:
 			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
 		}
 	}
-	if ok == 0 {
-		t.Fatal("no apply got through")
+	if applied != 4 {
+		t.Fatalf("the plan's 4 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
 	}
-	if _, err := state.Load(filepath.Join(dir, ".setpoint", "state.json")); err != nil {
+	if locked == 0 {
+		t.Fatal("no apply ran while another held the lock: the test proved nothing")
+	}
+	if _, err := state.NewFile(filepath.Join(dir, ".setpoint", "state.json")).Load(context.Background()); err != nil {
 		t.Fatalf("state after concurrent applies: %v", err)
 	}
 }
 
 func TestCorruptStateIsReported(t *testing.T) {
 	dir := copySpecs(t)
-	path := filepath.Join(dir, ".setpoint", "state.json")
-	os.MkdirAll(filepath.Dir(path), 0o755)
-	os.WriteFile(path, []byte(`{"version":1,"checksum":"00","entries":{}}`), 0o644)
+	if _, errOut, code := runCLI(t, "plan", dir); code != 0 {
+		t.Fatalf("first plan: %s", errOut)
+	}
+	shards, _ := filepath.Glob(filepath.Join(dir, ".setpoint", "state.json.d", "*HorizontalPodAutoscaler_shop_checkout*"))
+	if len(shards) != 1 {
+		t.Fatalf("want the HPA's shard: %v", shards)
+	}
+	b, _ := os.ReadFile(shards[0])
+	bad := strings.Replace(string(b), `"attrs":{`, `"attrs":{"x":{},`, 1)
+	os.WriteFile(shards[0], []byte(bad), 0o644)
 	_, errOut, code := runCLI(t, "plan", dir)
-	if code != 1 || !strings.Contains(errOut, "state file is corrupt") {
+	if code != 1 || !strings.Contains(errOut, "corrupt") || !strings.Contains(errOut, filepath.Base(shards[0])) {
 		t.Fatalf("%d %s", code, errOut)
 	}
-	if b, _ := os.ReadFile(path); string(b) != `{"version":1,"checksum":"00","entries":{}}` {
-		t.Fatal("the corrupt state was rewritten")
+	if b, _ := os.ReadFile(shards[0]); string(b) != bad {
+		t.Fatal("the corrupt shard was rewritten")
+	}
+	// A state file of the earlier single-file format is reported too.
+	os.WriteFile(filepath.Join(dir, ".setpoint", "state.json"), []byte(`{"version":1,"checksum":"00","entries":{}}`), 0o644)
+	if _, errOut, code := runCLI(t, "plan", dir); code != 1 || !strings.Contains(errOut, "state.json") {
+		t.Fatalf("old format: %d %s", code, errOut)
 	}
 }
 
@@ -315,7 +390,7 @@ func TestSimProviderRestartResumes(t *testing.T) {
 	ctx := context.Background()
 	var applied int
 	err = ws.withState(ctx, "test", 0, func(st *state.State) error {
-		p := ws.eng.Plan(ctx, ws.now, st)
+		p := ws.eng.Plan(ctx, ws.now, st, nil)
 		for _, r := range ws.eng.Apply(ctx, ws.now, p, st) {
 			if r.Err == "" {
 				applied++
@@ -327,15 +402,24 @@ func TestSimProviderRestartResumes(t *testing.T) {
 		t.Fatalf("apply: %v, %d applied", err, applied)
 	}
 	pid := ws.mgr.Pid("sim")
+	ws.mgr.RestartBackoff = func(int) time.Duration { return 0 }
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	hpa := providers.Address{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}
-	// The first call finds it gone; after the backoff it is back.
+	minR := addrs.MustPath("spec.minReplicas")
+	// The first call finds it gone; the next, once the (injected, short)
+	// backoff has passed, restarts it.
 	ws.providers["sim"].Read(ctx, providers.ReadRequest{Now: ws.now, Addresses: []providers.Address{hpa}})
-	time.Sleep(1100 * time.Millisecond)
-	r := ws.providers["sim"].Read(ctx, providers.ReadRequest{Now: ws.now.Add(time.Minute), Addresses: []providers.Address{hpa}})
-	if len(r.Objects) != 1 || r.Objects[0].Attributes["spec.minReplicas"] != "3" || r.Objects[0].Managers["spec.minReplicas"] != "setpoint" {
+	var r providers.ReadResponse
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = ws.providers["sim"].Read(ctx, providers.ReadRequest{Now: ws.now.Add(time.Minute), Addresses: []providers.Address{hpa}})
+		if len(r.Objects) == 1 && r.Objects[0].Exists || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(r.Objects) != 1 || r.Objects[0].Attributes[minR] != values.CountOf(3) || r.Objects[0].Managers[minR] != "setpoint" {
 		t.Fatalf("after the restart: %+v %+v", r.Objects, r.Diagnostics)
 	}
 	if np := ws.mgr.Pid("sim"); np == pid || np == 0 {

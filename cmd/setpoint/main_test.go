@@ -164,7 +164,7 @@ func TestQuery(t *testing.T) {
 
 func TestProvidersList(t *testing.T) {
 	out, _, code := runCLI(t, "providers")
-	if code != 0 || !strings.Contains(out, "sim dev (built in; signals true, events false)") || !strings.Contains(out, "  HorizontalPodAutoscaler\n    spec.minReplicas (int)") {
+	if code != 0 || !strings.Contains(out, "sim dev (built in; signals true, events false)") || !strings.Contains(out, "  HorizontalPodAutoscaler\n    spec.minReplicas (count)") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -218,9 +220,14 @@ func (w *workspace) printDiags(out io.Writer) {
 // withState runs f under the state lock with the loaded state and saves
 // the shards f changed. The lock is held only as long as f runs.
 func (w *workspace) withState(ctx context.Context, who string, wait time.Duration, f func(*state.State) error) error {
-	lctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	unlock, err := w.state.Lock(lctx, who, wait > 0)
+	unlock, err := w.state.Lock(ctx, who, false)
+	if errors.Is(err, state.ErrLocked) && wait > 0 {
+		// Say so, as a long wait otherwise looks like a hang.
+		slog.Info("waiting for the state lock", "held", err.Error(), "timeout", wait)
+		lctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		unlock, err = w.state.Lock(lctx, who, true)
+	}
 	if err != nil {
 		return err
 	}

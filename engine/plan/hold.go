@@ -50,23 +50,23 @@ func (k *HoldKind) UnmarshalText(b []byte) error {
 // Hold is why a change is not applied, with its numbers. Text and JSON
 // are rendered from the same value.
 type Hold struct {
-	Kind HoldKind `json:"kind"`
+	Kind HoldKind
 	// Mode of the dimension (HoldMode).
-	Mode string `json:"mode,omitempty"`
+	Mode string
 	// Manager owning the field (HoldConflict).
-	Manager string `json:"manager,omitempty"`
+	Manager string
 	// Elapsed of Total (HoldCooldown: since the last apply; HoldStability:
 	// since the window opened); Until is when the hold ends.
-	Elapsed time.Duration `json:"elapsed,omitempty"`
-	Total   time.Duration `json:"total,omitempty"`
-	Until   time.Time     `json:"until,omitzero"`
+	Elapsed time.Duration
+	Total   time.Duration
+	Until   time.Time
 	// Attribute is the coupled attribute that is held (HoldCoupled).
-	Attribute string `json:"attribute,omitempty"`
+	Attribute string
 	// Detail says more: where the pause comes from, the provider's
 	// refusal, the two specs' values.
-	Detail string `json:"detail,omitempty"`
+	Detail string
 	// Policy names the kind's policy (HoldPolicy).
-	Policy string `json:"policy,omitempty"`
+	Policy string
 }
 
 // String is the hold as a plan prints it.
@@ -99,22 +99,49 @@ func (h Hold) String() string {
 // IsConflict reports whether the hold is about ownership or two specs.
 func (h Hold) IsConflict() bool { return h.Kind == HoldConflict || h.Kind == HoldTwoExact }
 
-// MarshalJSON adds the text beside the numbers.
+// holdJSON is a hold for machines: durations as Go duration strings, the
+// text beside the numbers.
+type holdJSON struct {
+	Kind      HoldKind  `json:"kind"`
+	Mode      string    `json:"mode,omitempty"`
+	Manager   string    `json:"manager,omitempty"`
+	Elapsed   string    `json:"elapsed,omitempty"`
+	Total     string    `json:"total,omitempty"`
+	Until     time.Time `json:"until,omitzero"`
+	Attribute string    `json:"attribute,omitempty"`
+	Detail    string    `json:"detail,omitempty"`
+	Policy    string    `json:"policy,omitempty"`
+	Text      string    `json:"text"`
+}
+
+// MarshalJSON writes the hold's numbers and its text.
 func (h Hold) MarshalJSON() ([]byte, error) {
-	type plain Hold
-	return json.Marshal(struct {
-		plain
-		Text string `json:"text"`
-	}{plain(h), h.String()})
+	j := holdJSON{Kind: h.Kind, Mode: h.Mode, Manager: h.Manager, Until: h.Until, Attribute: h.Attribute, Detail: h.Detail, Policy: h.Policy, Text: h.String()}
+	if h.Kind == HoldCooldown || h.Kind == HoldStability || h.Total != 0 {
+		j.Elapsed, j.Total = h.Elapsed.String(), h.Total.String()
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote (the text is derived).
 func (h *Hold) UnmarshalJSON(b []byte) error {
-	type plain Hold
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
+	var j holdJSON
+	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*h = Hold(p)
+	*h = Hold{Kind: j.Kind, Mode: j.Mode, Manager: j.Manager, Until: j.Until, Attribute: j.Attribute, Detail: j.Detail, Policy: j.Policy}
+	for _, f := range []struct {
+		s string
+		d *time.Duration
+	}{{j.Elapsed, &h.Elapsed}, {j.Total, &h.Total}} {
+		if f.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			return fmt.Errorf("hold: %w", err)
+		}
+		*f.d = d
+	}
 	return nil
 }

@@ -190,12 +190,15 @@ func (p *Plan) Empty() bool { return len(p.Changes) == 0 }
 
 func (c Change) reason() string {
 	parts := []string{}
-	if c.Wanted != c.To || c.Reason != "" {
+	switch {
+	case c.Wanted != "" && (c.Wanted != c.To || c.Reason != ""):
 		r := "wanted " + c.Wanted
 		if c.Reason != "" {
 			r += ": " + c.Reason
 		}
 		parts = append(parts, r)
+	case c.Reason != "":
+		parts = append(parts, c.Reason)
 	}
 	parts = append(parts, c.Notes...)
 	for _, k := range c.Contributors {
@@ -236,7 +239,11 @@ func (p *Plan) Text(w io.Writer) {
 		if c.Action == action.Create {
 			from = "(new)"
 		}
-		fmt.Fprintf(w, "    %s → %s %s: %s\n", from, c.To, c.reason(), c.Held)
+		if r := c.reason(); r != "" {
+			fmt.Fprintf(w, "    %s → %s %s: %s\n", from, c.To, r, c.Held)
+		} else {
+			fmt.Fprintf(w, "    %s → %s: %s\n", from, c.To, c.Held)
+		}
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s (%s): %s\n", n.Spec, n.Pos, n.Text)

@@ -163,7 +163,7 @@ func appendValue(b []byte, v values.Value) []byte {
 // else through encoding/json.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainByte[s[i]] {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -172,3 +172,12 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// plainByte is the bytes a JSON string holds as they are (and
+// encoding/json writes as they are).
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ type State struct {
 	// origin names the backend that saved describes; a state saved to
 	// another backend writes every shard.
 	origin string
-	// saved is the hash of each shard's serialized attributes as the
+	// saved is the digest of each shard's serialized attributes as the
 	// backend holds it (as loaded, or as last saved).
 	saved map[addrs.Object]digest
 	// unreadable are the backend's shards Load could not read, by their
@@ -65,8 +66,17 @@ type State struct {
 	unreadable map[string]error
 }
 
-// digest is a shard's SHA-256, over its serialized attributes.
-type digest [32]byte
+// digest tells whether a shard's serialized attributes changed: two
+// 64-bit maphashes under independent per-process seeds (a 128-bit hash, a
+// tenth of SHA-256's cost; it never leaves the process). The file's
+// checksum is SHA-256.
+type digest [2]uint64
+
+var detectSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func detectSum(b []byte) digest {
+	return digest{maphash.Bytes(detectSeeds[0], b), maphash.Bytes(detectSeeds[1], b)}
+}
 
 // Object is one shard: what setpoint remembers about one target object.
 type Object struct {

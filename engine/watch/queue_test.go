@@ -97,8 +97,11 @@ func TestQueueAddDuringProcessingComesBackAfterDone(t *testing.T) {
 	if got := q.tryGet(); got != nil {
 		t.Fatalf("a handed out before its Done: %v", got)
 	}
-	// A Get blocked meanwhile is woken by Done.
+	// A Get blocked meanwhile (waiting for c) is woken by Done.
+	clk := q.Clock().(*FakeClock)
+	q.AddAfter("c", time.Hour)
 	ch := getAsync(t.Context(), q)
+	waitDeadlines(t, clk, t0.Add(time.Hour))
 	q.Done("a")
 	if got := recv(t, ch); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("after Done got %v, want [a]", got)
@@ -272,5 +275,43 @@ func TestScaledClock(t *testing.T) {
 	recv(t, tm.C())
 	if got := s.Now(); got.Before(origin.Add(5 * time.Minute)) {
 		t.Fatalf("fired at %v, before its deadline", got)
+	}
+}
+
+func TestFakeClock(t *testing.T) {
+	clk := NewFakeClock(t0)
+	a := clk.NewTimer(10 * time.Second)
+	b := clk.NewTimer(20 * time.Second)
+	now := clk.NewTimer(0)
+	if got := <-now.C(); !got.Equal(t0) {
+		t.Fatalf("a zero timer fired at %v", got)
+	}
+	if d := clk.Deadlines(); len(d) != 2 || !d[0].Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("deadlines %v", d)
+	}
+	clk.Advance(10*time.Second - time.Nanosecond)
+	select {
+	case <-a.C():
+		t.Fatal("fired early")
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	select {
+	case got := <-a.C():
+		if !got.Equal(t0.Add(10 * time.Second)) {
+			t.Fatalf("fired at %v", got)
+		}
+	default:
+		t.Fatal("did not fire at its deadline")
+	}
+	if !b.Stop() || b.Stop() || a.Stop() {
+		t.Fatal("Stop")
+	}
+	clk.Set(t0) // never backwards
+	if !clk.Now().Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("went back to %v", clk.Now())
+	}
+	if d := clk.Deadlines(); len(d) != 0 {
+		t.Fatalf("deadlines %v", d)
 	}
 }

@@ -12,8 +12,10 @@ package watch
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
@@ -97,14 +99,16 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	files    map[string][]spec.Document // last good documents per file
-	seen     map[string]stamp           // each file as last read, accepted or not
+	seen     map[string]stamp           // each file's content as last read, accepted or not
 	rejected map[string]bool            // files held back by a rule across files: retried with every edit
 	trig     triggers
 	trigWake chan struct{}
 	running  bool
 }
 
-type stamp struct{ mod, size int64 }
+// stamp is a file's content as last read: a digest, not a modification
+// time (two writes within one tick of the file system's clock look alike).
+type stamp [sha256.Size]byte
 
 // triggers collects Trigger calls until the debounce fires.
 type triggers struct {
@@ -148,7 +152,7 @@ func (w *Watcher) Load() load.Diagnostics {
 	_, paths, _ := specTree(w.root(), nil)
 	seen := map[string]stamp{}
 	for _, p := range paths {
-		if st, err := statFile(p); err == nil {
+		if st, err := w.stamp(p); err == nil {
 			seen[p] = st
 		}
 	}
@@ -298,14 +302,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
 	defer fw.Close()
-	dirs, paths, err := specTree(w.root(), w.log())
+	paths, err := w.watchTree(fw, w.root())
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
-	}
-	for _, d := range dirs {
-		if err := fw.Add(d); err != nil {
-			return fmt.Errorf("watching %s: %w", d, err)
-		}
 	}
 
 	// Edits made since Load or while stopped, then everything.
@@ -386,11 +385,9 @@ func (w *Watcher) event(fw *fsnotify.Watcher, ev fsnotify.Event, pending map[str
 				return
 			}
 			// A new directory: watch it and read what it already holds.
-			dirs, paths, _ := specTree(name, w.log())
-			for _, d := range dirs {
-				if err := fw.Add(d); err != nil {
-					w.log().Error("watch", "dir", d, "error", err)
-				}
+			paths, err := w.watchTree(fw, name)
+			if err != nil {
+				w.log().Error("watch", "dir", name, "error", err)
 			}
 			for _, p := range paths {
 				pending[p] = true
@@ -399,6 +396,7 @@ func (w *Watcher) event(fw *fsnotify.Watcher, ev fsnotify.Event, pending map[str
 		}
 	}
 	if load.IsSpecFile(name) {
+		w.log().Debug("file event", "file", name, "op", ev.Op.String())
 		pending[name] = true
 		return
 	}
@@ -423,24 +421,27 @@ func (w *Watcher) event(fw *fsnotify.Watcher, ev fsnotify.Event, pending map[str
 // changedSince returns the files that differ from when they were last read:
 // new, edited or removed (paths is what the directory holds now).
 func (w *Watcher) changedSince(paths []string) map[string]bool {
+	stamps := map[string]stamp{}
+	for _, p := range paths {
+		if st, err := w.stamp(p); err == nil {
+			stamps[p] = st
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]bool{}
-	now := map[string]bool{}
 	for _, p := range paths {
-		now[p] = true
-		st, err := statFile(p)
-		if old, ok := w.seen[p]; err != nil || !ok || old != st {
+		if old, ok := w.seen[p]; !ok || old != stamps[p] {
 			out[p] = true
 		}
 	}
 	for p := range w.seen {
-		if !now[p] {
+		if _, ok := stamps[p]; !ok {
 			out[p] = true
 		}
 	}
 	for p := range w.files {
-		if !now[p] {
+		if _, ok := stamps[p]; !ok {
 			out[p] = true
 		}
 	}
@@ -470,7 +471,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	var cands []*candidate
 	for _, p := range slices.Sorted(maps.Keys(all)) {
 		c := &candidate{path: p, edited: paths[p]}
-		st, err := statFile(p)
+		st, err := w.stamp(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			c.removed = true
@@ -664,6 +665,39 @@ func summary(ks []string) string {
 	return strings.Join(ks, ", ")
 }
 
+// watchTree watches every directory under root and returns the spec files
+// there. It lists again after adding watches, until no new directory turns
+// up, so nothing created meanwhile is missed.
+func (w *Watcher) watchTree(fw *fsnotify.Watcher, root string) ([]string, error) {
+	tried := map[string]bool{}
+	for _, d := range fw.WatchList() {
+		tried[d] = true
+	}
+	for {
+		dirs, files, err := specTree(root, w.log())
+		if err != nil {
+			return nil, err
+		}
+		added := false
+		for _, d := range dirs {
+			if tried[d] {
+				continue
+			}
+			tried[d] = true
+			added = true
+			if err := fw.Add(d); err != nil {
+				if d == root {
+					return nil, err
+				}
+				w.log().Error("watch", "dir", d, "error", err)
+			}
+		}
+		if !added {
+			return files, nil
+		}
+	}
+}
+
 // specTree lists the directories to watch and the spec files under root as
 // the loader walks them: symlinks followed, a directory reached twice not
 // re-entered, load.SkipDir directories skipped. Paths are clean.
@@ -713,12 +747,27 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 	return dirs, files, nil
 }
 
-func statFile(p string) (stamp, error) {
-	fi, err := os.Stat(p)
+// stampFile digests a file's content (up to limit+1 bytes: past the limit
+// the loader refuses it anyway).
+func stampFile(p string, limit int64) (stamp, error) {
+	f, err := os.Open(p)
 	if err != nil {
 		return stamp{}, err
 	}
-	return stamp{fi.ModTime().UnixNano(), fi.Size()}, nil
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, limit+1)); err != nil {
+		return stamp{}, err
+	}
+	return stamp(h.Sum(nil)), nil
+}
+
+func (w *Watcher) stamp(p string) (stamp, error) {
+	limit := w.Loader.MaxFileSize
+	if limit <= 0 {
+		limit = 10 << 20
+	}
+	return stampFile(p, limit)
 }
 
 // ticker fires every d on a Clock (never for d <= 0).

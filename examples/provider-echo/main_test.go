@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/plugin"
 )
@@ -24,29 +27,67 @@ func TestEchoOverThePluginProtocol(t *testing.T) {
 	defer m.Close()
 	p := m.Provider("echo", &providers.ConfigureRequest{Config: []byte(`{}`)})
 	ctx := context.Background()
+	replicas, app := addrs.MustPath("spec.replicas"), addrs.MustPath(`metadata.labels["app"]`)
 	sc, diags := p.Schema(ctx)
-	if len(diags) > 0 || sc.Name != "echo" || sc.Version != "0.1.0" {
+	if len(diags) > 0 || sc.Name != "echo" || sc.Version != "0.2.0" || len(sc.Kinds) != 1 || sc.Kinds[0].Attributes[0].Path != replicas || sc.Kinds[0].Attributes[0].Type != values.Count {
 		t.Fatalf("schema: %+v %v", sc, diags)
 	}
 	a := providers.Address{Provider: "echo", Kind: "Deployment", Namespace: "shop", Name: "checkout"}
 	if r := p.Read(ctx, providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{a}}); len(r.Objects) != 1 || r.Objects[0].Exists {
 		t.Fatalf("read before apply: %+v", r)
 	}
-	res := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.Change{{Address: a, Attribute: "spec.replicas", Value: "3", Manager: "setpoint"}}})
-	if len(res.Results) != 1 || res.Results[0].Err != "" {
+	create := providers.ObjectChange{Address: a, Action: action.Create, Manager: "setpoint", Changed: []addrs.Path{replicas},
+		Attributes: map[addrs.Path]values.Value{replicas: values.CountOf(3), app: values.StringOf("checkout")}}
+	// A dry run answers what would be, and changes nothing.
+	pc := p.PlanChange(ctx, providers.PlanChangeRequest{Now: time.Now(), Changes: []providers.ObjectChange{create}})
+	if len(pc.Results) != 1 || pc.Results[0].Err != "" || pc.Results[0].After[replicas] != values.CountOf(3) {
+		t.Fatalf("plan: %+v", pc)
+	}
+	if r := p.Read(ctx, providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{a}}); r.Objects[0].Exists {
+		t.Fatalf("the dry run created the object: %+v", r)
+	}
+	res := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{create}})
+	if len(res.Results) != 1 || res.Results[0].Err != "" || res.Results[0].After[app] != values.StringOf("checkout") {
 		t.Fatalf("apply: %+v", res)
 	}
 	r := p.Read(ctx, providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{a}})
-	if o := r.Objects[0]; !o.Exists || o.Attributes["spec.replicas"] != "3" || o.Managers["spec.replicas"] != "setpoint" || o.Generation != 1 {
+	if o := r.Objects[0]; !o.Exists || o.Attributes[replicas] != values.CountOf(3) || o.Managers[replicas] != "setpoint" || o.Generation != 1 || o.Labels["app"] != "checkout" {
 		t.Fatalf("read after apply: %+v", o)
 	}
+	// Another manager's change to a field setpoint owns is a conflict
+	// unless forced.
+	other := providers.ObjectChange{Address: a, Action: action.Update, Manager: "kubectl", Changed: []addrs.Path{replicas},
+		Attributes: map[addrs.Path]values.Value{replicas: values.CountOf(5)}}
+	pc = p.PlanChange(ctx, providers.PlanChangeRequest{Now: time.Now(), Changes: []providers.ObjectChange{other}})
+	if x := pc.Results[0]; x.Err == "" || len(x.Conflicts) != 1 || x.Conflicts[0] != (providers.Conflict{Path: replicas, Manager: "setpoint"}) {
+		t.Fatalf("conflict: %+v", x)
+	}
+	other.Force = true
+	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{other}}).Results[0]; x.Err != "" || x.After[replicas] != values.CountOf(5) {
+		t.Fatalf("forced: %+v", x)
+	}
+	l := p.List(ctx, providers.ListRequest{Now: time.Now(), Provider: "echo", Kind: "Deployment", Selector: map[string]string{"app": "checkout"}})
+	if len(l.Diagnostics) > 0 || len(l.Objects) != 1 || l.Objects[0].Address != a || l.Objects[0].Managers[replicas] != "kubectl" {
+		t.Fatalf("list: %+v", l)
+	}
+	if l := p.List(ctx, providers.ListRequest{Now: time.Now(), Provider: "echo", Kind: "Deployment", Selector: map[string]string{"app": "cart"}}); len(l.Objects) != 0 {
+		t.Fatalf("list app=cart: %+v", l)
+	}
+	del := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{{Address: a, Action: action.Delete, Manager: "setpoint"}}})
+	if del.Results[0].Err != "" || p.Read(ctx, providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{a}}).Objects[0].Exists {
+		t.Fatalf("delete: %+v", del)
+	}
+
 	pid := m.Pid("echo")
 	if pid == 0 {
 		t.Fatal("no provider process")
 	}
 	m.Close()
-	time.Sleep(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if syscall.Kill(pid, 0) == nil {
-		t.Fatalf("provider process %d still running after Close", pid)
+		t.Fatalf("provider process %d still running 5 s after Close", pid)
 	}
 }

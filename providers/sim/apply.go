@@ -112,9 +112,15 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	return p, res
 }
 
+// sets reports whether the change writes path.
+func (p *pending) sets(path addrs.Path) bool {
+	_, ok := slices.BinarySearchFunc(p.set, path, comparePaths)
+	return ok
+}
+
 // final is an attribute's value once the change is committed.
 func (p *pending) final(path addrs.Path) (values.Value, bool) {
-	if _, ok := slices.BinarySearchFunc(p.set, path, comparePaths); ok {
+	if p.sets(path) {
 		return p.c.Attributes[path], true
 	}
 	if p.o == nil {
@@ -138,6 +144,9 @@ func (p *pending) checkFinal(kind string, wl *workload) error {
 			return fmt.Errorf("%s: %s is below %s %s", AttrMaxReplicas, maxR, AttrMinReplicas, minR)
 		}
 	case KindKnative:
+		if !p.sets(AttrMinScale) && !p.sets(AttrMaxScale) {
+			break
+		}
 		minS, _ := p.final(AttrMinScale)
 		if maxS, ok := p.final(AttrMaxScale); ok && maxS.Int() > 0 && maxS.Int() < minS.Int() {
 			return fmt.Errorf("%s: %s is below %s %s", AttrMaxScale, maxS, AttrMinScale, minS)

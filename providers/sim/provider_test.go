@@ -125,6 +125,12 @@ func TestKnativeScaleBounds(t *testing.T) {
 	if res := r.apply(t, 10, change(k, "setpoint", true, AttrMinScale, count(5), AttrMaxScale, count(0)))[0]; res.Err != "" {
 		t.Errorf("max-scale 0 is no bound: %q", res.Err)
 	}
+	// A config that breaks the rule does not block other changes.
+	wl.Knative = &spec.SimKnative{MinScale: 5, MaxScale: 4, TargetConcurrency: 1}
+	r = newRig(t, constTrace(10, 600), wl)
+	if res := r.apply(t, 10, change(k, "setpoint", true, ContainerAttr("app", "requests"), mib(300)))[0]; res.Err != "" {
+		t.Errorf("%q", res.Err)
+	}
 }
 
 // TestPlanChangeChangesNothing: a dry run reports what Apply would do and
@@ -198,7 +204,13 @@ func TestList(t *testing.T) {
 	b.Namespace = "web"
 	c.Kind = "KnativeService"
 	a.HPA = &spec.SimHPA{Min: 1, Max: 3}
-	r := newRig(t, constTrace(10, 600), a, b, c)
+	wls := []spec.SimWorkload{a, b, c}
+	for _, n := range []string{"z", "m", "q", "d", "k"} {
+		x := deployment("x-"+n, 1)
+		x.Namespace = "other"
+		wls = append(wls, x)
+	}
+	r := newRig(t, constTrace(10, 600), wls...)
 	list := func(kind, ns string, sel map[string]string) []string {
 		resp := r.p.List(context.Background(), providers.ListRequest{Now: r.at(10), Provider: "sim", Kind: kind, Namespace: ns, Selector: sel})
 		if len(resp.Diagnostics) > 0 {
@@ -218,7 +230,10 @@ func TestList(t *testing.T) {
 		sel      map[string]string
 		want     []string
 	}{
-		{"Deployment", "", nil, []string{"sim:Deployment/shop/b-api", "sim:Deployment/web/a-api"}},
+		{"Deployment", "", nil, []string{"sim:Deployment/other/x-d", "sim:Deployment/other/x-k", "sim:Deployment/other/x-m",
+			"sim:Deployment/other/x-q", "sim:Deployment/other/x-z", "sim:Deployment/shop/b-api", "sim:Deployment/web/a-api"}},
+		{"Deployment", "other", nil, []string{"sim:Deployment/other/x-d", "sim:Deployment/other/x-k", "sim:Deployment/other/x-m",
+			"sim:Deployment/other/x-q", "sim:Deployment/other/x-z"}},
 		{"Deployment", "web", nil, []string{"sim:Deployment/web/a-api"}},
 		{"Deployment", "", map[string]string{"app": "b-api"}, []string{"sim:Deployment/shop/b-api"}},
 		{"Deployment", "web", map[string]string{"app": "b-api"}, nil},
@@ -295,7 +310,9 @@ func TestHPACreateAndDelete(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "sim.json")
 	wls := []spec.SimWorkload{deployment("api", 2), deployment("inventory", 2)}
 	wls[1].HPA = &spec.SimHPA{Min: 1, Max: 4}
-	r := newRig(t, constTrace(150, 900), wls...)
+	// 200 req/s for 250 s, then 150.
+	tr := &Trace{Start: simStart, Rate: append(constTrace(200, 250).Rate, constTrace(150, 650).Rate...)}
+	r := newRig(t, tr, wls...)
 	r.p.StatePath = state
 	h := addr("HorizontalPodAutoscaler", "api")
 	create := func(manager string, kv ...any) providers.ObjectChange {
@@ -327,7 +344,8 @@ func TestHPACreateAndDelete(t *testing.T) {
 	}
 	// 300 s of traffic went by without an HPA; its first syncs see only
 	// what came after it: 150 req/s on 2 pods is 94% of the 80% target,
-	// inside the tolerance, so 2 pods stay.
+	// inside the tolerance, so 2 pods stay. (The average since the start,
+	// 192 req/s, would make 3; the sum since the start over 15 s, 76.)
 	res := r.apply(t, 300, create("setpoint", AttrMinReplicas, count(2), AttrMaxReplicas, count(20)))[0]
 	if res.Err != "" || !maps.Equal(res.After, attrs(AttrMinReplicas, count(2), AttrMaxReplicas, count(20))) {
 		t.Fatalf("%+v", res)
@@ -369,7 +387,7 @@ func TestHPACreateAndDelete(t *testing.T) {
 	}
 	as := []providers.Address{h, addr("Deployment", "api"), addr("HorizontalPodAutoscaler", "inventory")}
 	live := r.p.Read(context.Background(), providers.ReadRequest{Now: r.at(400), Addresses: as}).Objects
-	for i, o := range replay(t, state, r.at(400), wls, as...) {
+	for i, o := range replay(t, state, tr, r.at(400), wls, as...) {
 		sameObject(t, live[i], o)
 	}
 	if wls[0].HPA != nil {

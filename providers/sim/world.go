@@ -302,7 +302,7 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 func (wl *workload) newObject(kind string, managers func(addrs.Path) string) *object {
 	c, w := wl.cfg, wl.w
 	o := &object{wl: wl, kind: kind, namespace: c.Namespace, name: c.Name, attrs: map[addrs.Path]values.Value{},
-		managers: map[addrs.Path]string{}, labels: map[string]string{"app": "x"},
+		managers: map[addrs.Path]string{}, labels: map[string]string{"app": c.Name},
 		annotations: maps.Clone(c.Annotations), generation: 1, managerOf: managers}
 	if o.annotations == nil {
 		o.annotations = map[string]string{}

@@ -302,7 +302,7 @@ func TestApplyPersistsAndReplays(t *testing.T) {
 	if live.Attributes[AttrReplicas] != count(3) || live.Attributes[AttrReadyReplicas] != count(3) || live.Attributes[ContainerAttr("app", "requests")] != mib(192) {
 		t.Fatalf("live %+v", live.Attributes)
 	}
-	replayed := replay(t, state, r.at(300), []spec.SimWorkload{deployment("inventory", 1)}, a)[0]
+	replayed := replay(t, state, constTrace(150, 900), r.at(300), []spec.SimWorkload{deployment("inventory", 1)}, a)[0]
 	sameObject(t, live, replayed)
 	a1, _ := r.w.Totals("shop", "inventory")
 	b1, _ := replayed.world.Totals("shop", "inventory")
@@ -322,13 +322,13 @@ type replayedObject struct {
 }
 
 // replay builds a new world from the state file and reads addresses at now.
-func replay(t *testing.T, state string, now time.Time, wls []spec.SimWorkload, as ...providers.Address) []replayedObject {
+func replay(t *testing.T, state string, tr *Trace, now time.Time, wls []spec.SimWorkload, as ...providers.Address) []replayedObject {
 	t.Helper()
 	changes, err := LoadChanges(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, constTrace(150, 900), Options{Sink: embedded.NewStore(0), Changes: changes})
+	w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, tr, Options{Sink: embedded.NewStore(0), Changes: changes})
 	if err != nil {
 		t.Fatal(err)
 	}

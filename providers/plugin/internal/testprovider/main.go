@@ -134,10 +134,7 @@ func (p *tp) reached(call string) {
 	time.Sleep(30 * time.Second)
 }
 
-var (
-	replicas = addrs.MustPath("spec.replicas")
-	typed    = providers.Address{Provider: "malformed", Kind: "Deployment", Namespace: "shop", Name: "typed"}
-)
+var replicas = addrs.MustPath("spec.replicas")
 
 func (p *tp) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	switch p.mode {

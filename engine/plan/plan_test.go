@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+)
+
+func sample() *Plan {
+	a := addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return &Plan{FormatVersion: FormatVersion, At: at, Specs: map[string]string{"NFR/shop/checkout": "d1"},
+		Observed: map[string]string{a.String(): "exists=true generation=1"},
+		Changes: []Change{{Address: a, Attribute: addrs.MustPath("spec.minReplicas"), Action: action.Update, From: "2", To: "3", Wanted: "5",
+			Value: values.CountOf(3), By: []string{"NFR/shop/checkout"}}},
+		Held: []Change{{Address: a, Attribute: addrs.MustPath("spec.maxReplicas"), Action: action.Update, From: "9", To: "8",
+			Value: values.CountOf(8), Held: &Hold{Kind: HoldStability, Elapsed: 10 * time.Second, Total: 3 * time.Minute, Until: at.Add(170 * time.Second)}}},
+		Notes: []Note{}, Errors: []Note{}}
+}
+
+func TestSaveLoadVerifiesTheWholePlan(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.json")
+	p := sample()
+	if err := p.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Changes[0].Value != values.CountOf(3) || q.Held[0].Held.String() != "stable 10 s of 180 s" || !q.Held[0].Held.Until.Equal(p.Held[0].Held.Until) {
+		t.Fatalf("round trip: %+v", q)
+	}
+	b, _ := os.ReadFile(path)
+	for _, edit := range []struct{ from, to, want string }{
+		{`"to": "3"`, `"to": "30"`, "changes do not match their digest"},
+		{`"value": "3"`, `"value": "30"`, "changes do not match their digest"},
+		{`"elapsed": "10s"`, `"elapsed": "3m0s"`, "changes do not match their digest"},
+		{`exists=true generation=1`, `exists=true generation=2`, "observations do not match"},
+	} {
+		if !strings.Contains(string(b), edit.from) {
+			t.Fatalf("the saved plan has no %s:\n%s", edit.from, b)
+		}
+		os.WriteFile(path, []byte(strings.Replace(string(b), edit.from, edit.to, 1)), 0o644)
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), edit.want) {
+			t.Errorf("edit %s → %s: %v", edit.from, edit.to, err)
+		}
+	}
+}
+
+func TestTextAndSummary(t *testing.T) {
+	p := sample()
+	del := Change{Address: addrs.Object{Provider: "sim", Kind: "Cluster", Name: "eu-2"}, Action: action.Delete, Reason: "empty and a ready sibling shares its region"}
+	p.Changes = append(p.Changes, del)
+	var b strings.Builder
+	p.Text(&b)
+	out := b.String()
+	for _, want := range []string{
+		"~ sim:HorizontalPodAutoscaler/shop/checkout\n    spec.minReplicas: 2 → 3   (wanted 5)",
+		"- sim:Cluster/eu-2\n    (empty and a ready sibling shares its region)\n",
+		"held: sim:HorizontalPodAutoscaler/shop/checkout spec.maxReplicas\n    9 → 8: stable 10 s of 180 s",
+		"Plan: 0 to add, 1 to change, 1 to destroy; 1 held.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}
