@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
