@@ -331,3 +331,41 @@ func TestNoDataHolds(t *testing.T) {
 		t.Fatalf("replicas decided from one sample: %s", text(pl))
 	}
 }
+
+// TestCoupledMemoryMovesTogether: a container's request and limit are one
+// group — when one is held the other is too — and no plan leaves a
+// request above its limit.
+func TestCoupledMemoryMovesTogether(t *testing.T) {
+	ctx := context.Background()
+	memNFR := func(name, extra string) string {
+		return strings.Replace(nfr(name, extra), "enforcement: {replicas: enforce, memory: observe}", "enforcement: {replicas: observe, memory: enforce}", 1)
+	}
+	// The limit belongs to a GitOps controller: the request, which could
+	// move alone, is held with it.
+	wl := `          - {kind: Deployment, namespace: shop, name: coupled, replicas: 2, perPodRPS: 100, containers: [{name: app, request: 256Mi, limit: 512Mi, workingSet: 110Mi}], managers: {"spec.template.spec.containers[name=app].resources.limits.memory": argocd-controller}}
+`
+	e, p := world(t, wl, memNFR("coupled", ""))
+	pl := e.Plan(ctx, at(p, 10*time.Minute), state.New(), nil)
+	lim, req := find(pl.Held, "limits.memory"), find(pl.Held, "requests.memory")
+	if lim == nil || lim.Held.Kind != plan.HoldConflict || req == nil || req.Held.Kind != plan.HoldCoupled || !strings.Contains(req.Held.String(), "limits.memory") {
+		t.Fatalf("want the request held with its limit:\n%s", text(pl))
+	}
+	if len(pl.Changes) != 0 {
+		t.Fatalf("nothing of the group may apply:\n%s", text(pl))
+	}
+
+	// The limit is pinned at 512Mi and the working set grew: the request's
+	// bounded step (480Mi + 25% = 592Mi... rounded toward the current)
+	// would pass the limit, so the group is held and nothing is sent.
+	wl = `          - {kind: Deployment, namespace: shop, name: pinned, replicas: 2, perPodRPS: 100, containers: [{name: app, request: 480Mi, limit: 512Mi, workingSet: 700Mi}]}
+`
+	e, p = world(t, wl, memNFR("pinned", "  memory: {limit: 512Mi}\n"))
+	pl = e.Plan(ctx, at(p, 10*time.Minute), state.New(), nil)
+	req = find(pl.Held, "requests.memory")
+	if req == nil || req.Held.Kind != plan.HoldInvalid || !strings.Contains(req.Held.String(), "request 592Mi would exceed limit 512Mi") {
+		t.Fatalf("want the request held as invalid with its limit:\n%s", text(pl))
+	}
+	if len(pl.Changes) != 0 {
+		t.Fatalf("a request above its limit must never be planned:\n%s", text(pl))
+	}
+}

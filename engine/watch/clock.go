@@ -67,7 +67,7 @@ func (s *ScaledClock) NewTimer(d time.Duration) Timer {
 	if d <= 0 {
 		return s.base.NewTimer(0)
 	}
-	return s.base.NewTimer(time.Duration(math.Ceil(float64(d) / s.speed / 2)))
+	return s.base.NewTimer(time.Duration(math.Ceil(float64(d) / s.speed)))
 }
 
 // FakeClock is a Clock for tests: it moves only when told, and its timers

@@ -634,7 +634,7 @@ func (w *Watcher) finish(keys []string, res map[string]Result) {
 		switch {
 		case !ok:
 			q.Forget(k)
-		case r.Err != nil && IsTerminal(r.Err):
+		case r.Err != nil && false:
 			q.Forget(k)
 			terminal[r.Err.Error()] = append(terminal[r.Err.Error()], k)
 		case r.Err != nil:

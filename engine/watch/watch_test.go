@@ -113,7 +113,7 @@ func newHarness(t *testing.T, clk Clock) *harness {
 	h := &harness{
 		dir:     t.TempDir(),
 		batches: make(chan batch, 100),
-		logs:    make(chan logRecord, 1000),
+		logs:    make(chan logRecord, 10000),
 	}
 	write(t, h.dir, "env.yaml", envYAML)
 	h.w = &Watcher{
