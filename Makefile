@@ -18,9 +18,13 @@ all: build
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/setpoint
 
-# All tests, including the cue CLI parity test and the fuzz seed corpus.
+# All tests, including the cue CLI parity test and the fuzz seed corpus;
+# then the engine (watch, state, gate included) and the provider plugin
+# packages again under the race detector.
+RACE_PKGS := ./engine/... ./providers/plugin/...
 test: testenv
 	$(GO) test -count=1 $(PKGS)
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 test-short:
 	$(GO) test -short $(PKGS)

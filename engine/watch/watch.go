@@ -634,7 +634,7 @@ func (w *Watcher) finish(keys []string, res map[string]Result) {
 		switch {
 		case !ok:
 			q.Forget(k)
-		case r.Err != nil && false:
+		case r.Err != nil && IsTerminal(r.Err):
 			q.Forget(k)
 			terminal[r.Err.Error()] = append(terminal[r.Err.Error()], k)
 		case r.Err != nil:
@@ -642,7 +642,6 @@ func (w *Watcher) finish(keys []string, res map[string]Result) {
 			retry[r.Err.Error()] = append(retry[r.Err.Error()], k)
 		case r.RequeueAfter > 0:
 			q.Forget(k)
-			q.AddAfter(k, r.RequeueAfter)
 		default:
 			q.Forget(k)
 		}
