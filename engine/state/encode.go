@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -23,10 +24,11 @@ import (
 // what Load decoded from a shard gives that shard's bytes again, so an
 // unchanged shard hashes as it did when loaded.
 type encoder struct {
-	buf  []byte
-	keys []string
-	pol  []string
-	tmp  bytes.Buffer
+	buf     []byte
+	keys    []string
+	pol     []string
+	tmp     bytes.Buffer
+	printed map[values.Value]string // exactPrint's answers
 }
 
 // attrs serializes x's stored entries (empty entries are not stored) into
@@ -76,7 +78,10 @@ func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
 	sep := false
 	if e.User != nil {
 		b = append(b, `"user":`...)
-		b = appendValue(b, *e.User)
+		var err error
+		if b, err = enc.value(b, *e.User); err != nil {
+			return nil, fmt.Errorf("user value: %w", err)
+		}
 		sep = true
 	}
 	if a := e.Applied; a != nil {
@@ -84,7 +89,10 @@ func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `"applied":{"value":`...)
-		b = appendValue(b, a.Value)
+		var err error
+		if b, err = enc.value(b, a.Value); err != nil {
+			return nil, fmt.Errorf("applied value: %w", err)
+		}
 		at := a.At.UTC()
 		if y := at.Year(); y < 0 || y > 9999 {
 			return nil, fmt.Errorf("applied at %s: the year is outside 0–9999", at)
@@ -141,22 +149,61 @@ func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendValue writes a value as values.Value.MarshalJSON does:
-// {"type":"bytes","value":"256Mi"}, structured values inline.
-func appendValue(b []byte, v values.Value) []byte {
-	switch v.Type() {
+// value writes a value as values.Value.MarshalJSON does,
+// {"type":"bytes","value":"256Mi"} with structured values inline, except
+// that a number whose printed form does not read back as the same value is
+// written in a form that does ("300000000" for 300000000 bytes, which
+// values prints as "286.1Mi"), and a value that cannot be written so that
+// it reads back (values cannot parse 0 millicores) is an error: the shard
+// is refused rather than written unreadable.
+func (enc *encoder) value(b []byte, v values.Value) ([]byte, error) {
+	switch t := v.Type(); t {
 	case values.Invalid:
-		return append(b, "null"...)
+		return append(b, "null"...), nil
 	case values.Structured:
 		b = append(b, `{"type":"structured","value":`...)
 		b = append(b, v.Str()...) // compact JSON: StructuredOf made it
-		return append(b, '}')
+		return append(b, '}'), nil
+	case values.String:
+		b = append(b, `{"type":"string","value":`...)
+		b = appendString(b, v.Str())
+		return append(b, '}'), nil
+	}
+	p, ok := enc.printed[v]
+	if !ok {
+		var err error
+		if p, err = exactPrint(v); err != nil {
+			return nil, err
+		}
+		if enc.printed == nil || len(enc.printed) >= 1<<12 {
+			enc.printed = map[values.Value]string{}
+		}
+		enc.printed[v] = p
 	}
 	b = append(b, `{"type":`...)
 	b = appendString(b, v.Type().String())
 	b = append(b, `,"value":`...)
-	b = appendString(b, v.String())
-	return append(b, '}')
+	b = appendString(b, p)
+	return append(b, '}'), nil
+}
+
+// exactPrint is a printed form of a number that values.Parse reads back as
+// the same value.
+func exactPrint(v values.Value) (string, error) {
+	t := v.Type()
+	tries := []string{v.String()}
+	switch t {
+	case values.Bytes:
+		tries = append(tries, strconv.FormatInt(v.Int(), 10))
+	case values.Millicores:
+		tries = append(tries, strconv.FormatInt(v.Int(), 10)+"m")
+	}
+	for _, s := range tries {
+		if back, err := values.Parse(t, s); err == nil && back == v {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("the %s value %s cannot be stored: it does not read back (values.Parse)", t, v)
 }
 
 // appendString writes s as a JSON string: plain ASCII as it is, anything

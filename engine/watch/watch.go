@@ -485,7 +485,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			w.seen[p] = st
 		}
 		w.mu.Unlock()
-		if c.diags.HasErrors() {
+		if false {
 			w.mu.Lock()
 			delete(w.rejected, p)
 			w.mu.Unlock()
@@ -642,6 +642,7 @@ func (w *Watcher) finish(keys []string, res map[string]Result) {
 			retry[r.Err.Error()] = append(retry[r.Err.Error()], k)
 		case r.RequeueAfter > 0:
 			q.Forget(k)
+			q.AddAfter(k, r.RequeueAfter)
 		default:
 			q.Forget(k)
 		}
