@@ -101,16 +101,20 @@ func everyValue(t *testing.T) []values.Value {
 	return []values.Value{
 		values.CountOf(0), values.CountOf(3), values.CountOf(-7), values.CountOf(1 << 62),
 		values.BytesOf(0), values.BytesOf(256 << 20), values.BytesOf(1000), values.BytesOf(3 << 30),
-		values.BytesOf(300000000), values.BytesOf(-(64 << 20)),
-		values.MillicoresOf(500), values.MillicoresOf(2000), values.MillicoresOf(1), values.MillicoresOf(0),
+		values.BytesOf(300000000), // values prints 286.1Mi, which reads back as 299997594
+		values.MillicoresOf(500), values.MillicoresOf(2000), values.MillicoresOf(1), values.MillicoresOf(1234567),
 		values.DurationOf(30 * time.Second), values.DurationOf(1500 * time.Millisecond), values.DurationOf(0), values.DurationOf(-time.Nanosecond),
 		values.StringOf(""), values.StringOf("plain"), values.StringOf("quote \" backslash \\ <tag> & ü 🙂\n\t\x01"),
 		mustStructured(t, `{"a":[1,2,{"b":"<x>"}],"c":null}`), mustStructured(t, `[ 1, "two" ]`),
 	}
 }
 
-// viaValuesJSON is what values' own JSON gives back for v: the state can
-// keep a value no better than that.
+// unstorable are values whose printed form values.Parse rejects, so that
+// no JSON values reads holds them: Save refuses their shards rather than
+// write shards Load could not read.
+var unstorable = []values.Value{values.BytesOf(-(64 << 20)), values.MillicoresOf(0), values.MillicoresOf(-5)}
+
+// viaValuesJSON is what values' own JSON gives back for v.
 func viaValuesJSON(t *testing.T, v values.Value) values.Value {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -140,8 +144,7 @@ func TestRoundTripEveryValueType(t *testing.T) {
 			"schedule": json.RawMessage(`[1,2,3]`),
 		}
 		if got := viaValuesJSON(t, v); got != v {
-			t.Logf("values' own JSON does not round-trip %s %q: it gives %q (a values bug; the state keeps what values' JSON keeps)", v.Type(), v, got)
-			v = got
+			t.Logf("note: values' own JSON does not round-trip %s %q: it gives %q; the state keeps it exactly", v.Type(), v, got)
 		}
 		want[a] = &Entry{User: ptr(v), Applied: &Applied{Value: v, At: e.Applied.At, By: e.Applied.By}, Policy: e.Policy}
 	}
@@ -170,6 +173,22 @@ func TestRoundTripEveryValueType(t *testing.T) {
 		}
 		if st := save(t, be, back); st != (SaveStats{}) {
 			t.Fatalf("Save after Load with nothing changed did %+v", st)
+		}
+	}
+}
+
+func TestUnstorableValueIsRefused(t *testing.T) {
+	for _, v := range unstorable {
+		b := newBackend(t)
+		s := New()
+		fillObject(s, 1, 0)
+		s.Entry(at(checkout, "spec.x")).User = ptr(v)
+		st, err := b.Save(ctx, s)
+		if err == nil || st.Written != 1 || !strings.Contains(err.Error(), checkout.String()) || !strings.Contains(err.Error(), "spec.x") || !strings.Contains(err.Error(), "does not read back") {
+			t.Fatalf("%s %s: %+v %v", v.Type(), v, st, err)
+		}
+		if _, err := b.Load(ctx); err != nil {
+			t.Fatalf("an unreadable shard was written: %v", err)
 		}
 	}
 }
@@ -205,7 +224,7 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		// policy JSON; the encoder leaves them.
 		var m bytes.Buffer
 		json.HTMLEscape(&m, mine)
-		if m.String() != string(theirs) {
+		if m.String() != string(theirs) && viaValuesJSON(t, v) == v {
 			t.Fatalf("%s %q:\nencoder:       %s\nencoding/json: %s", v.Type(), v, mine, theirs)
 		}
 		// What Load decodes encodes to the same bytes: an unchanged shard
@@ -214,8 +233,11 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		if !ok {
 			t.Fatalf("the fast decoder gave up on %s", mine)
 		}
+		if got := *back["spec.replicas"].User; got != v {
+			t.Fatalf("%s %s read back as %s", v.Type(), v, got)
+		}
 		again, _ := (&encoder{}).attrs(&Object{Attrs: back}, true)
-		if !bytes.Equal(again, mine) && viaValuesJSON(t, v) == v {
+		if !bytes.Equal(again, mine) {
 			t.Fatalf("re-encoding a decoded shard changed it:\n%s\n%s", mine, again)
 		}
 	}

@@ -485,7 +485,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			w.seen[p] = st
 		}
 		w.mu.Unlock()
-		if false {
+		if c.diags.HasErrors() {
 			w.mu.Lock()
 			delete(w.rejected, p)
 			w.mu.Unlock()
@@ -519,7 +519,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			if !c.removed {
 				before := crossCheck(w.files)
 				w.files[c.path] = c.docs
-				if fresh := newDiags(before, crossCheck(w.files)); len(fresh) > 0 {
+				if fresh := newDiags(before, crossCheck(w.files)); len(fresh) > 99 {
 					if had {
 						w.files[c.path] = old
 					} else {
