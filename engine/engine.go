@@ -17,6 +17,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -86,7 +87,7 @@ func (e *Engine) specs(focus []string) ([]decided, []plan.Note) {
 		}
 		dec, ok := Lookup(h.Kind)
 		if !ok {
-			errs = append(errs, plan.Note{Spec: h.ID(), Pos: h.Src.Pos.String(), Text: "no decider for kind " + h.Kind + " in this release"})
+			errs = append(errs, plan.Note{Severity: diag.Error, Spec: h.ID(), Pos: h.Src.Pos, Message: "no decider for kind " + h.Kind + " in this release"})
 			continue
 		}
 		all = append(all, decided{doc: d, id: h.ID(), decider: dec, reads: dec.Reads(d, def)})
@@ -428,10 +429,14 @@ func (e *Engine) coupled(p *plan.Plan, obs Observation, policies map[addrs.Attr]
 // change carrying every attribute setpoint owns on it (from the state)
 // with the new values over them, so a server-side apply keeps every field
 // setpoint owned.
-func objectChanges(cs []plan.Change, st *state.State) (map[string][]providers.ObjectChange, map[addrs.Object][]int) {
-	byProv := map[string][]providers.ObjectChange{}
+//
+// A state entry whose path does not parse (an edited state) fails its
+// object's change rather than drop a field setpoint owns: bad names why.
+func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]providers.ObjectChange, members map[addrs.Object][]int, bad map[addrs.Object]string) {
+	byProv = map[string][]providers.ObjectChange{}
+	bad = map[addrs.Object]string{}
 	index := map[addrs.Object]int{}
-	members := map[addrs.Object][]int{}
+	members = map[addrs.Object][]int{}
 	for i, c := range cs {
 		a := c.Address
 		members[a] = append(members[a], i)
@@ -445,7 +450,8 @@ func objectChanges(cs []plan.Change, st *state.State) (map[string][]providers.Ob
 					}
 					pp, err := addrs.ParsePath(path)
 					if err != nil {
-						continue // a state entry is written from a parsed path
+						bad[a] = fmt.Sprintf("the state holds an attribute setpoint owns on it with a malformed path: %v", err)
+						continue
 					}
 					oc.Attributes[pp] = e.Applied.Value
 				}
@@ -468,7 +474,7 @@ func objectChanges(cs []plan.Change, st *state.State) (map[string][]providers.Ob
 		oc.Changed = append(oc.Changed, c.Attribute)
 		oc.Force = oc.Force || c.Force
 	}
-	return byProv, members
+	return byProv, members, bad
 }
 
 // dryRun asks each provider whether it would accept the changes the gate
@@ -478,8 +484,13 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 	if len(p.Changes) == 0 {
 		return
 	}
-	byProv, members := objectChanges(p.Changes, st)
+	byProv, members, bad := objectChanges(p.Changes, st)
 	refused := map[int]string{}
+	for a, why := range bad {
+		for _, m := range members[a] {
+			refused[m] = why
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(byProv)) {
 		prov, ok := e.Providers[name]
 		if !ok {
@@ -535,36 +546,50 @@ type Result struct {
 // object (all of its attributes together, or none). Only changes that
 // succeeded are recorded in st; a failure names the spec's file:line.
 func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []Result {
-	byProv, members := objectChanges(p.Changes, st)
+	byProv, members, bad := objectChanges(p.Changes, st)
 	var results []Result
 	for _, name := range slices.Sorted(maps.Keys(byProv)) {
 		ocs := byProv[name]
 		prov, ok := e.Providers[name]
 		var resp providers.ApplyResponse
-		if ok {
-			resp = prov.Apply(ctx, providers.ApplyRequest{Now: now, Changes: ocs})
+		// Objects whose change cannot be built whole are not sent.
+		send := make([]providers.ObjectChange, 0, len(ocs))
+		for _, oc := range ocs {
+			if bad[oc.Address] == "" {
+				send = append(send, oc)
+			}
 		}
-		for i, oc := range ocs {
+		if ok && len(send) > 0 {
+			resp = prov.Apply(ctx, providers.ApplyRequest{Now: now, Changes: send})
+		}
+		ri := 0 // index into resp.Results: objects sent, in order
+		for _, oc := range ocs {
 			why := ""
-			switch {
-			case !ok:
-				why = fmt.Sprintf("provider %q is not configured", name)
-			case i >= len(resp.Results):
-				why = "the provider did not answer for this change"
-				for _, d := range resp.Diagnostics {
-					if d.Severity == providers.Error {
-						why += ": " + d.Error()
-						break
+			if bad[oc.Address] != "" {
+				why = bad[oc.Address]
+			} else {
+				i := ri
+				ri++
+				switch {
+				case !ok:
+					why = fmt.Sprintf("provider %q is not configured", name)
+				case i >= len(resp.Results):
+					why = "the provider did not answer for this change"
+					for _, d := range resp.Diagnostics {
+						if d.Severity == providers.Error {
+							why += ": " + d.Error()
+							break
+						}
 					}
+				case resp.Results[i].Err != "":
+					why = resp.Results[i].Err
+				case len(resp.Results[i].Conflicts) > 0:
+					var cs []string
+					for _, c := range resp.Results[i].Conflicts {
+						cs = append(cs, c.Path.String()+" owned by "+c.Manager)
+					}
+					why = "conflicts: " + strings.Join(cs, ", ")
 				}
-			case resp.Results[i].Err != "":
-				why = resp.Results[i].Err
-			case len(resp.Results[i].Conflicts) > 0:
-				var cs []string
-				for _, c := range resp.Results[i].Conflicts {
-					cs = append(cs, c.Path.String()+" owned by "+c.Manager)
-				}
-				why = "conflicts: " + strings.Join(cs, ", ")
 			}
 			for _, m := range members[oc.Address] {
 				c := p.Changes[m]

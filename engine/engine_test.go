@@ -293,7 +293,7 @@ func TestProviderErrorsNameTheSpec(t *testing.T) {
 	st := state.New()
 	now := at(p, 10*time.Minute)
 	pl := e.Plan(ctx, now, st, nil)
-	if len(pl.Errors) != 1 || !strings.Contains(pl.Errors[0].Text, "connection reset") || !strings.Contains(pl.Errors[0].Pos, "nfr-1.yaml:5:3") {
+	if len(pl.Errors) != 1 || !strings.Contains(pl.Errors[0].Message, "connection reset") || !strings.Contains(pl.Errors[0].Pos.String(), "nfr-1.yaml:5:3") {
 		t.Fatalf("read error: %+v", pl.Errors)
 	}
 	res := e.Apply(ctx, now, pl, st)

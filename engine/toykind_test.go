@@ -11,6 +11,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -62,7 +63,7 @@ func (toyDecider) Reads(doc spec.Document, def string) []addrs.Object {
 func (toyDecider) Decide(_ *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, _ *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
 	t := doc.(*toy)
 	if !obs.Objects[reads[0]].Exists {
-		return nil, []plan.Note{{Spec: t.ID(), Text: "no target"}}, nil
+		return nil, []plan.Note{{Severity: diag.Warning, Spec: t.ID(), Message: "no target"}}, nil
 	}
 	v := values.CountOf(t.Spec.Replicas)
 	return []intent.Intent{{Attr: addrs.Attr{Object: reads[0], Path: addrs.MustPath("spec.replicas")}, Kind: intent.LowerBound,

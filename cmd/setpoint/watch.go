@@ -109,7 +109,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
 		p = ws.eng.Plan(ctx, now, st, keys)
 		for _, e := range p.Errors {
-			slog.Error("plan", "spec", e.Spec, "at", e.Pos, "error", e.Text)
+			slog.Error("plan", "spec", e.Spec, "at", e.Pos.String(), "error", e.Message)
 		}
 		if p.Empty() {
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))

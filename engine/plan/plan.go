@@ -19,6 +19,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 )
@@ -66,13 +67,11 @@ type Change struct {
 	Force bool `json:"force,omitempty"`
 }
 
-// Note is something a spec's decision has to say without a change: a
-// missing signal, a pinned dimension, a target that does not exist.
-type Note struct {
-	Spec string `json:"spec"`
-	Pos  string `json:"pos"`
-	Text string `json:"text"`
-}
+// Note is something a spec's decision has to say without a change (a
+// missing signal, a pinned dimension, a target that does not exist) or an
+// error the user must fix: setpoint's one diagnostics type, with the spec
+// and the position in its file.
+type Note = diag.Diagnostic
 
 // Plan is a proposal.
 type Plan struct {
@@ -246,10 +245,10 @@ func (p *Plan) Text(w io.Writer) {
 		}
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(w, "note: %s (%s): %s\n", n.Spec, n.Pos, n.Text)
+		fmt.Fprintf(w, "note: %s (%s): %s\n", n.Spec, n.Pos, n.Message)
 	}
 	for _, n := range p.Errors {
-		fmt.Fprintf(w, "error: %s (%s): %s\n", n.Spec, n.Pos, n.Text)
+		fmt.Fprintf(w, "error: %s (%s): %s\n", n.Spec, n.Pos, n.Message)
 	}
 	s := p.Summary()
 	if s.Add+s.Change+s.Held == 0 && len(p.Errors) == 0 {

@@ -133,12 +133,12 @@ func TestRoundTripEveryValueType(t *testing.T) {
 	b := newBackend(t)
 	s := New()
 	want := map[addrs.Attr]*Entry{}
-	zone := time.FixedZone("CET", 3600)
+	zones := []*time.Location{time.FixedZone("CET", 3600), time.FixedZone("LMT", 3600+15*60+7)} // RFC 3339 has no seconds in an offset
 	for i, v := range everyValue(t) {
 		a := at([]addrs.Object{checkout, fib, eu1}[i%3], fmt.Sprintf(`metadata.annotations["k/%d \"q\""].x[name=c%d]`, i, i))
 		e := s.Entry(a)
 		e.User = ptr(v)
-		e.Applied = &Applied{Value: v, At: time.Date(2026, 3, 1, 12, 0, i, 123456789, zone), By: []string{"NFR/shop/checkout", "Schedule/shop/ü"}}
+		e.Applied = &Applied{Value: v, At: time.Date(2026, 3, 1, 12, 0, i, 123456789, zones[i%2]), By: []string{"NFR/shop/checkout", "Schedule/shop/ü"}}
 		e.Policy = map[string]json.RawMessage{
 			"nfr":      json.RawMessage(`{ "window": {"openedAt": "2026-03-01T12:00:00Z", "anchor": 3},` + "\n" + ` "note": "<&>" }`),
 			"schedule": json.RawMessage(`[1,2,3]`),
@@ -655,6 +655,7 @@ func TestAddressesCannotEscapeOrCollide(t *testing.T) {
 		{Provider: "/abs", Kind: "K", Name: "/tmp/x"},
 		{Provider: "p", Kind: "K", Name: "a/b"}, // prints as p:K/a/b, as the next one does
 		{Provider: "p", Kind: "K", Namespace: "a", Name: "b"},
+		{Provider: "p", Kind: "Ka", Name: "b"}, // its parts run together as the last one's do
 		{Provider: "p", Kind: "K", Name: "nul\x00byte"},
 		{Provider: "p", Kind: "K", Name: strings.Repeat("long", 200)},
 		{Provider: ".hidden", Kind: "K", Name: "x"},

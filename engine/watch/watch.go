@@ -341,7 +341,7 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 			return nil
 		case <-tick.c():
 			tick.rearm()
-			w.Queue.AddWithReason("tick", w.Keys()...)
+
 		case why := <-w.Triggers:
 			w.Trigger(why)
 		case <-wake:
@@ -519,7 +519,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			if !c.removed {
 				before := crossCheck(w.files)
 				w.files[c.path] = c.docs
-				if fresh := newDiags(before, crossCheck(w.files)); len(fresh) > 99 {
+				if fresh := newDiags(before, crossCheck(w.files)); len(fresh) > 0 {
 					if had {
 						w.files[c.path] = old
 					} else {

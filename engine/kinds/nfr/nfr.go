@@ -15,6 +15,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/nfr"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -77,11 +78,11 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 	n := doc.(*spec.NFR)
 	wAddr := reads[0]
 	if why, failed := obs.Failed[wAddr]; failed {
-		return nil, nil, []plan.Note{{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("reading %s: %s", wAddr, why)}}
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", wAddr, why)}}
 	}
 	w := obs.Objects[wAddr]
 	if !w.Exists {
-		return nil, []plan.Note{{Spec: n.ID(), Pos: n.Src.PosOf("spec.target").String(), Text: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", wAddr)}}, nil
+		return nil, []plan.Note{{Severity: diag.Warning, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", wAddr)}}, nil
 	}
 	var hpa providers.Object
 	if len(reads) > 1 {
@@ -102,7 +103,7 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 	out.Intents = append(out.Intents, restores(n, []providers.Object{w, hpa}, st)...)
 	var notes []plan.Note
 	for _, note := range out.Notes {
-		notes = append(notes, plan.Note{Spec: n.ID(), Pos: n.Src.Pos.String(), Text: string(note.Dimension) + ": " + note.Text})
+		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: n.ID(), Pos: n.Src.Pos, Message: string(note.Dimension) + ": " + note.Text})
 	}
 	return out.Intents, notes, nil
 }
