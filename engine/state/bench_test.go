@@ -98,6 +98,7 @@ func BenchmarkSave1Percent(b *testing.B) {
 	ctx := context.Background()
 	const changed = benchObjects / 100
 	gen := 0
+	defer cpuTime(b)()
 	for b.Loop() {
 		b.StopTimer()
 		gen++
@@ -116,6 +117,7 @@ func BenchmarkSave1Percent(b *testing.B) {
 func BenchmarkSaveUnchanged(b *testing.B) {
 	be, s := savedState(b)
 	ctx := context.Background()
+	defer cpuTime(b)()
 	for b.Loop() {
 		st, err := be.Save(ctx, s)
 		if err != nil || st.Written != 0 || st.Removed != 0 {
@@ -128,6 +130,7 @@ func BenchmarkSaveUnchanged(b *testing.B) {
 func BenchmarkLoad20k(b *testing.B) {
 	be, _ := savedState(b)
 	ctx := context.Background()
+	defer cpuTime(b)()
 	for b.Loop() {
 		s, err := be.Load(ctx)
 		if err != nil || len(s.objects) != benchObjects {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -25,7 +26,7 @@ import (
 // unchanged shard hashes as it did when loaded.
 type encoder struct {
 	buf     []byte
-	keys    []string
+	keys    []keyed
 	pol     []string
 	tmp     bytes.Buffer
 	printed map[values.Value]string // exactPrint's answers
@@ -45,16 +46,17 @@ func (enc *encoder) attrs(x *Object, canonical bool) ([]byte, error) {
 	keys := enc.keys[:0]
 	for k, e := range x.Attrs {
 		if !e.IsEmpty() {
-			keys = append(keys, k)
+			keys = append(keys, keyed{k, e})
 		}
 	}
 	enc.keys = keys
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b keyed) int { return strings.Compare(a.k, b.k) })
 	b := append(enc.buf[:0], '{')
-	for i, k := range keys {
+	for i, ke := range keys {
+		k := ke.k
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -64,7 +66,7 @@ func (enc *encoder) attrs(x *Object, canonical bool) ([]byte, error) {
 		b = appendString(b, k)
 		b = append(b, ':')
 		var err error
-		if b, err = enc.entry(b, x.Attrs[k], canonical); err != nil {
+		if b, err = enc.entry(b, ke.e, canonical); err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
 	}
@@ -147,6 +149,11 @@ func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
 		b = append(b, '}')
 	}
 	return append(b, '}'), nil
+}
+
+type keyed struct {
+	k string
+	e *Entry
 }
 
 // value writes a value as values.Value.MarshalJSON does,

@@ -398,6 +398,7 @@ func short(s string) string {
 // shard is what Save does with one object's shard.
 type shard struct {
 	obj  addrs.Object
+	x    *Object
 	op   uint8
 	sum  digest // detectSum of the attributes' bytes as the encoder gives them unchecked
 	name string
@@ -414,7 +415,7 @@ const (
 
 // saveWorkers bounds the shard writes in flight: each waits mostly on its
 // fsync, and concurrent fsyncs share journal commits.
-const saveWorkers = 32
+var saveWorkers = 32
 
 // Save serializes every shard to tell the changed ones (in parallel),
 // writes those (in parallel), removes the emptied ones and fsyncs the
@@ -432,8 +433,8 @@ func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 		known = nil
 	}
 	shards := make([]shard, 0, len(s.objects))
-	for o := range s.objects {
-		shards = append(shards, shard{obj: o})
+	for o, x := range s.objects {
+		shards = append(shards, shard{obj: o, x: x})
 	}
 	for o := range known {
 		if _, ok := s.objects[o]; !ok {
@@ -514,7 +515,7 @@ func (b *fileBackend) plan(w *shard, s *State, known map[addrs.Object]digest, en
 	}
 	o := w.obj
 	refuse := func(err error) { w.op, w.err = opNone, fmt.Errorf("state of %s not saved: %w", o, err) }
-	x := s.objects[o]
+	x := w.x
 	det, err := enc.attrs(x, false)
 	if err != nil {
 		refuse(err)

@@ -656,6 +656,9 @@ func TestAddressesCannotEscapeOrCollide(t *testing.T) {
 		{Provider: "p", Kind: "K", Name: "a/b"}, // prints as p:K/a/b, as the next one does
 		{Provider: "p", Kind: "K", Namespace: "a", Name: "b"},
 		{Provider: "p", Kind: "Ka", Name: "b"}, // its parts run together as the last one's do
+		// The same, past the readable part of the file name.
+		{Provider: strings.Repeat("p", 80), Kind: "K", Namespace: "a", Name: "b"},
+		{Provider: strings.Repeat("p", 80), Kind: "Ka", Name: "b"},
 		{Provider: "p", Kind: "K", Name: "nul\x00byte"},
 		{Provider: "p", Kind: "K", Name: strings.Repeat("long", 200)},
 		{Provider: ".hidden", Kind: "K", Name: "x"},

@@ -40,6 +40,22 @@ type Set struct {
 	Specs []spec.Document // every kind but the Environment
 }
 
+// Select returns the specs in force with these keys, in set order; keys no
+// longer in the set (removed specs) have none.
+func (s Set) Select(keys []string) []spec.Document {
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	var out []spec.Document
+	for _, d := range s.Specs {
+		if want[d.Head().ID()] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Result of reconciling one key.
 type Result struct {
 	// RequeueAfter > 0: reconcile this key again then (a stability window
@@ -341,7 +357,7 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 			return nil
 		case <-tick.c():
 			tick.rearm()
-
+			w.Queue.AddWithReason("tick", w.Keys()...)
 		case why := <-w.Triggers:
 			w.Trigger(why)
 		case <-wake:
@@ -508,7 +524,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	envChanged := false
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	done := map[*candidate]load.Diagnostics{}
+	done := map[*candidate]bool{}
 	for progress := true; progress; {
 		progress = false
 		for _, c := range cands {
@@ -531,7 +547,7 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			} else {
 				delete(w.files, c.path)
 			}
-			done[c] = nil
+			done[c] = true
 			progress = true
 			delete(w.rejected, c.path)
 			keys = appendIDs(appendIDs(keys, old), c.docs)

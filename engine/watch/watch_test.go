@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
-	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
 const envYAML = `apiVersion: setpoint.dev/v1alpha1
@@ -263,6 +262,9 @@ func TestWatchRemovedFileIsReconciled(t *testing.T) {
 	b := h.expect(t, "removal of sub/b.yaml", key("w"), key("y"))
 	if len(b.set.Specs) != 1 || rev(b.set, "x") != "1" {
 		t.Fatalf("set after removal: %d specs", len(b.set.Specs))
+	}
+	if got := b.set.Select(append(b.keys, key("x"))); len(got) != 1 || got[0].Head().ID() != key("x") {
+		t.Fatalf("Select: %v", got)
 	}
 	// A new directory is watched, and what it holds already is read.
 	write(t, h.dir, "new/c.yaml", nfr("c", 1))
@@ -602,5 +604,3 @@ func TestSpecFileRulesAreTheLoaders(t *testing.T) {
 		t.Fatalf("files %v", files)
 	}
 }
-
-var _ spec.Document = (*spec.NFR)(nil)
