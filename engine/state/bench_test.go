@@ -138,3 +138,25 @@ func BenchmarkLoad20k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSave200Alone: the write half of BenchmarkSave1Percent: a state
+// of only 200 objects, all changed, so the figure is the 200 atomic writes
+// and the directory fsync.
+func BenchmarkSave200Alone(b *testing.B) {
+	be := NewFile(benchDir(b) + "/.setpoint/state.json")
+	s := New()
+	ctx := context.Background()
+	gen := 0
+	defer cpuTime(b)()
+	for b.Loop() {
+		b.StopTimer()
+		gen++
+		for i := range benchObjects / 100 {
+			fillObject(s, i, gen)
+		}
+		b.StartTimer()
+		if st, err := be.Save(ctx, s); err != nil || st.Written != benchObjects/100 {
+			b.Fatalf("%+v %v", st, err)
+		}
+	}
+}

@@ -20,6 +20,30 @@ type dec struct {
 	b   []byte
 	i   int
 	bad bool
+	// keys interns attribute paths and policy names, which repeat from
+	// shard to shard (nil: no interning).
+	keys map[string]string
+}
+
+// key reads a string that is likely to repeat (attribute paths, policy
+// names, type names, common values, spec names).
+func (d *dec) key() string {
+	if d.keys == nil || d.bad {
+		return d.str()
+	}
+	start := d.i
+	s := d.str()
+	if d.bad {
+		return ""
+	}
+	raw := d.b[start:d.i]
+	if k, ok := d.keys[string(raw)]; ok {
+		return k
+	}
+	if len(d.keys) < 1<<12 {
+		d.keys[string(raw)] = s
+	}
+	return s
 }
 
 func (d *dec) fail() bool { d.bad = true; return false }
@@ -77,6 +101,20 @@ func (d *dec) str() string {
 	return ""
 }
 
+// skipStr passes over a JSON string (json.Valid checks it after).
+func (d *dec) skipStr() {
+	for j := d.i + 1; j < len(d.b); j++ {
+		switch d.b[j] {
+		case '"':
+			d.i = j + 1
+			return
+		case '\\':
+			j++
+		}
+	}
+	d.fail()
+}
+
 // raw returns the next JSON value's bytes (checked by json.Valid).
 func (d *dec) raw() []byte {
 	start, depth := d.i, 0
@@ -84,7 +122,7 @@ func (d *dec) raw() []byte {
 		c := d.b[d.i]
 		switch {
 		case c == '"':
-			d.str()
+			d.skipStr()
 		case c == '{' || c == '[':
 			depth++
 			d.i++
@@ -125,21 +163,18 @@ func (d *dec) value() values.Value {
 		return values.Value{}
 	}
 	d.lit(`{"type":`)
-	ts := d.str()
+	t := typeNamed[d.key()]
 	d.lit(`,"value":`)
-	if d.bad {
-		return values.Value{}
-	}
-	t, err := values.ParseType(ts)
-	if err != nil {
+	if d.bad || t == values.Invalid {
 		d.fail()
 		return values.Value{}
 	}
 	var v values.Value
+	var err error
 	if t == values.Structured {
 		v, err = values.StructuredOf(d.raw())
 	} else {
-		v, err = values.Parse(t, d.str())
+		v, err = values.Parse(t, d.key())
 	}
 	if err != nil || !d.lit("}") {
 		d.fail()
@@ -178,7 +213,7 @@ func (d *dec) entry() *Entry {
 		}
 		if d.peek(`,"by":[`) {
 			for !d.bad {
-				a.By = append(a.By, d.str())
+				a.By = append(a.By, d.key())
 				if d.peek("]") {
 					break
 				}
@@ -195,7 +230,7 @@ func (d *dec) entry() *Entry {
 	if d.lit(`"policy":{`) {
 		e.Policy = map[string]json.RawMessage{}
 		for !d.bad {
-			k := d.str()
+			k := d.key()
 			d.lit(":")
 			r := d.raw()
 			if d.bad {
@@ -214,10 +249,22 @@ func (d *dec) entry() *Entry {
 	return e
 }
 
+// typeNamed is each value type by its name (values.ParseType, without
+// allocating); a type missing here makes the fast decoder give up.
+var typeNamed = func() map[string]values.Type {
+	m := map[string]values.Type{}
+	for t := values.Type(1); t < 64; t++ {
+		if u, err := values.ParseType(t.String()); err == nil && u == t {
+			m[t.String()] = t
+		}
+	}
+	return m
+}()
+
 // fastAttrs decodes a shard's attrs as the encoder writes them; ok is
-// false when it gives up.
-func fastAttrs(b []byte) (attrs map[string]*Entry, ok bool) {
-	d := &dec{b: b}
+// false when it gives up. keys, if not nil, interns keys across calls.
+func fastAttrs(b []byte, keys map[string]string) (attrs map[string]*Entry, ok bool) {
+	d := &dec{b: b, keys: keys}
 	if !d.lit("{") {
 		return nil, false
 	}
@@ -226,7 +273,7 @@ func fastAttrs(b []byte) (attrs map[string]*Entry, ok bool) {
 		return attrs, d.i == len(b)
 	}
 	for !d.bad {
-		k := d.str()
+		k := d.key()
 		d.lit(":")
 		e := d.entry()
 		if d.bad {
