@@ -66,7 +66,6 @@ func BytesOf(n int64) Value             { return Value{t: Bytes, n: n} }
 func MillicoresOf(n int64) Value        { return Value{t: Millicores, n: n} }
 func DurationOf(d time.Duration) Value  { return Value{t: Duration, n: int64(d)} }
 func StringOf(s string) Value           { return Value{t: String, s: s} }
-func Numeric(t Type, n int64) Value     { return Value{t: t, n: n} }
 func (v Value) WithInt(n int64) Value   { return Value{t: v.t, n: n} }
 func (v Value) Type() Type              { return v.t }
 func (v Value) IsValid() bool           { return v.t != Invalid }
@@ -80,6 +79,14 @@ func (v Value) Equal(w Value) bool      { return v == w }
 func (v Value) IsZeroNumber() bool      { return v.t.Numeric() && v.n == 0 }
 func (v Value) Abs() int64              { return abs(v.n) }
 func (v Value) Sub(w Value) int64       { return v.n - w.n }
+
+// Numeric is a value of a numeric type t; of any other type, invalid.
+func Numeric(t Type, n int64) Value {
+	if !t.Numeric() {
+		return Value{}
+	}
+	return Value{t: t, n: n}
+}
 
 // MaxStructured bounds a structured value's JSON (a route table's config):
 // values come from providers and saved plans.
@@ -111,17 +118,25 @@ func Parse(t Type, s string) (Value, error) {
 		}
 		return CountOf(n), nil
 	case Bytes:
-		b, err := spec.ParseBytes(s)
+		neg, rest := sign(s)
+		if rest == "0" {
+			return BytesOf(0), nil
+		}
+		b, err := spec.ParseBytes(rest)
 		if err != nil {
 			return Value{}, err
 		}
-		return BytesOf(int64(b)), nil
+		return BytesOf(neg * int64(b)), nil
 	case Millicores:
-		c, err := spec.ParseMilliCPU(s)
+		neg, rest := sign(s)
+		if rest == "0" || rest == "0m" {
+			return MillicoresOf(0), nil
+		}
+		c, err := spec.ParseMilliCPU(rest)
 		if err != nil {
 			return Value{}, err
 		}
-		return MillicoresOf(int64(c)), nil
+		return MillicoresOf(neg * int64(c)), nil
 	case Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -136,15 +151,44 @@ func Parse(t Type, s string) (Value, error) {
 	return Value{}, fmt.Errorf("cannot parse a value of type %s", t)
 }
 
+// sign splits a leading minus: values read back what they print, and a
+// difference can be negative.
+func sign(s string) (int64, string) {
+	if r, ok := strings.CutPrefix(s, "-"); ok {
+		return -1, r
+	}
+	return 1, s
+}
+
+// exactBytes prints bytes in the largest binary unit that divides them,
+// else as a plain integer: always read back exactly.
+func exactBytes(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if n%u.m == 0 {
+			return strconv.FormatInt(n/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 // String prints the value as a user writes it.
 func (v Value) String() string {
 	switch v.t {
 	case Count:
 		return strconv.FormatInt(v.n, 10)
 	case Bytes:
-		return spec.Bytes(v.n).String()
+		return exactBytes(v.n)
 	case Millicores:
-		return spec.MilliCPU(v.n).String()
+		if v.n%1000 == 0 {
+			return strconv.FormatInt(v.n/1000, 10)
+		}
+		return strconv.FormatInt(v.n, 10) + "m"
 	case Duration:
 		return time.Duration(v.n).String()
 	case String, Structured:

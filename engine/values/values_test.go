@@ -148,6 +148,24 @@ func TestParsePrintCompare(t *testing.T) {
 	if Within(BytesOf(100*mi), BytesOf(111*mi), 0.1) || !Within(BytesOf(100*mi), BytesOf(110*mi), 0.1) {
 		t.Error("bytes tolerance")
 	}
+	// Every numeric value prints as something that reads back exactly.
+	r := rand.New(rand.NewPCG(5, 8))
+	for i := 0; i < 100000; i++ {
+		n := r.Int64N(1<<42) - 1<<41
+		for _, ty := range []Type{Count, Bytes, Millicores, Duration} {
+			v := Numeric(ty, n)
+			if ty == Duration {
+				v = Numeric(ty, n*1000) // ns below a µs print as such
+			}
+			back, err := Parse(ty, v.String())
+			if err != nil || back != v {
+				t.Fatalf("%s %d prints %q, reads back %v, %v", ty, v.Int(), v.String(), back.Int(), err)
+			}
+		}
+	}
+	if Numeric(String, 3).IsValid() {
+		t.Error("a numeric value of a non-numeric type")
+	}
 	if _, err := StructuredOf(make([]byte, MaxStructured+1)); err == nil {
 		t.Error("an oversized structured value was accepted")
 	}
