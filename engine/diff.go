@@ -48,7 +48,7 @@ func (d Desired) Specs() []string {
 // setpoint raised can come back down); an upper bound alone only lowers a
 // current value above it. A restore (enforcement turned off) counts only
 // when no other intent is on the attribute. Never last-writer-wins.
-func Combine(intents []intent.Intent, current func(addrs.Attr) (values.Value, bool)) []Desired {
+func Combine(intents []intent.Intent, current func(addrs.Attr, values.Type) (values.Value, bool)) []Desired {
 	groups := map[addrs.Attr][]intent.Intent{}
 	var order []addrs.Attr
 	for _, it := range intents {
@@ -57,13 +57,12 @@ func Combine(intents []intent.Intent, current func(addrs.Attr) (values.Value, bo
 		}
 		groups[it.Attr] = append(groups[it.Attr], it)
 	}
-	sort.Slice(order, func(i, j int) bool {
-		a, b := order[i], order[j]
-		if a.Object != b.Object {
-			return a.Object.String() < b.Object.String()
-		}
-		return a.Path.String() < b.Path.String()
-	})
+	// Sort by the printed address and path, printed once each.
+	keys := make(map[addrs.Attr]string, len(order))
+	for _, a := range order {
+		keys[a] = a.Object.String() + "\x00" + a.Path.String()
+	}
+	sort.Slice(order, func(i, j int) bool { return keys[order[i]] < keys[order[j]] })
 	out := make([]Desired, 0, len(order))
 	for _, k := range order {
 		its := groups[k]
@@ -105,7 +104,7 @@ func Combine(intents []intent.Intent, current func(addrs.Attr) (values.Value, bo
 		if len(d.Specs()) > 1 {
 			d.Contributors = its
 		}
-		cur, has := current(k)
+		cur, has := current(k, its[0].Value.Type())
 		switch {
 		case exact != nil:
 			d.Primary, d.Value, d.Set = *exact, exact.Value, true

@@ -21,8 +21,8 @@ func it(kind intent.Kind, v int64, src string) intent.Intent {
 }
 
 func TestCombine(t *testing.T) {
-	cur := func(v int64) func(addrs.Attr) (values.Value, bool) {
-		return func(addrs.Attr) (values.Value, bool) { return values.CountOf(v), true }
+	cur := func(v int64) func(addrs.Attr, values.Type) (values.Value, bool) {
+		return func(addrs.Attr, values.Type) (values.Value, bool) { return values.CountOf(v), true }
 	}
 	cases := []struct {
 		name     string

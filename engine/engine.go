@@ -243,11 +243,8 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	if e.Env != nil {
 		gitops = e.Env.Spec.GitopsManagers
 	}
-	current := func(a addrs.Attr) (values.Value, bool) {
-		return obs.Value(a, typeOf(intents, a))
-	}
 	policies := map[addrs.Attr]gate.Policy{}
-	for _, d := range Combine(intents, current) {
+	for _, d := range Combine(intents, obs.Value) {
 		if !d.Set {
 			continue
 		}
@@ -334,16 +331,6 @@ func sortChanges(cs []plan.Change) {
 		}
 		return cs[i].Attribute.String() < cs[j].Attribute.String()
 	})
-}
-
-// typeOf is the value type the intents on an attribute use.
-func typeOf(its []intent.Intent, a addrs.Attr) values.Type {
-	for _, it := range its {
-		if it.Attr == a {
-			return it.Value.Type()
-		}
-	}
-	return values.Invalid
 }
 
 // dimensionOf is the dimension a spec's intent on the attribute is in.

@@ -33,7 +33,7 @@ func TestUserValueNeverUndercut(t *testing.T) {
 		cur := int64(r.IntN(60))
 		target := providers.Object{Address: addr, Exists: true, Attributes: map[addrs.Path]values.Value{nfr.AttrReplicas: values.CountOf(cur)}}
 		out := nfr.Decide(nfr.Input{Spec: n, Target: target, Signals: nfr.Signals{RPS: &rps, CPUMilli: &cpu}, UserValue: map[addrs.Path]values.Value{nfr.AttrReplicas: values.CountOf(user)}})
-		ds := Combine(out.Intents, func(addrs.Attr) (values.Value, bool) { return values.CountOf(cur), true })
+		ds := Combine(out.Intents, func(addrs.Attr, values.Type) (values.Value, bool) { return values.CountOf(cur), true })
 		for _, d := range ds {
 			if d.Value.Int() < user {
 				t.Fatalf("desired %s below the user's %d", d.Value, user)
