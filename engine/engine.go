@@ -227,6 +227,9 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		for _, d := range ds {
 			p.Specs[d.id] = spec.Digest(d.doc)
 		}
+		if e.Env != nil {
+			p.Specs[e.Env.ID()] = spec.Digest(e.Env)
+		}
 	})
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
 
@@ -248,8 +251,18 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		if !d.Set {
 			continue
 		}
+		if why, failed := obs.Failed[d.Attr.Object]; failed {
+			// Nothing is decided on an object that could not be read.
+			p.Errors = append(p.Errors, plan.Note{Severity: diag.Error, Spec: d.Primary.Source, Pos: d.Primary.SourcePos, Message: fmt.Sprintf("reading %s: %s", d.Attr.Object, why)})
+			continue
+		}
 		o := obs.Objects[d.Attr.Object]
 		cur, has := obs.Value(d.Attr, d.Value.Type())
+		if has && cur.Type() != d.Value.Type() {
+			p.Errors = append(p.Errors, plan.Note{Severity: diag.Error, Spec: d.Primary.Source, Pos: d.Primary.SourcePos,
+				Message: fmt.Sprintf("%s: the provider reports a %s, the spec decides a %s: nothing is changed", d.Attr, cur.Type(), d.Value.Type())})
+			continue
+		}
 		entry := st.Entry(d.Attr)
 		if entry.User == nil && has && o.Exists {
 			if _, present := o.Attributes[d.Attr.Path]; present {
@@ -278,6 +291,10 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		ch := gate.Change{Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attr.Path]}
 		dec := gate.Evaluate(now, gitops, rules, primary, ch, entry)
+		if has && cur == dec.Value && o.Exists {
+			// Capped or bounded to where it already is: nothing to do.
+			continue
+		}
 		pc := plan.Change{
 			Address: d.Attr.Object, Attribute: d.Attr.Path, Action: action.Update, Dimension: string(d.Dimension),
 			From: cur.String(), To: dec.Value.String(), Wanted: d.Value.String(),
@@ -489,9 +506,16 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 			why := ""
 			switch {
 			case i >= len(resp.Results):
-				if len(resp.Diagnostics) > 0 && resp.Diagnostics[0].Severity == providers.Error {
-					why = resp.Diagnostics[0].Error()
+				// No answer is no acceptance.
+				why = "the provider did not answer the dry run for this change"
+				for _, d := range resp.Diagnostics {
+					if d.Severity == providers.Error {
+						why += ": " + d.Error()
+						break
+					}
 				}
+			case !resp.Results[i].Address.IsZero() && resp.Results[i].Address != oc.Address:
+				why = fmt.Sprintf("the provider answered the dry run for %s in its place", resp.Results[i].Address)
 			case resp.Results[i].Err != "":
 				why = resp.Results[i].Err
 			case len(resp.Results[i].Conflicts) > 0:
@@ -568,6 +592,8 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 							break
 						}
 					}
+				case !resp.Results[i].Address.IsZero() && resp.Results[i].Address != oc.Address:
+					why = fmt.Sprintf("the provider answered for %s in its place", resp.Results[i].Address)
 				case resp.Results[i].Err != "":
 					why = resp.Results[i].Err
 				case len(resp.Results[i].Conflicts) > 0:
@@ -618,6 +644,11 @@ func (e *Engine) SpecDigests() map[string]string {
 	ds, _ := e.specs(nil)
 	for _, d := range ds {
 		out[d.id] = spec.Digest(d.doc)
+	}
+	// The Environment decides providers, GitOps managers and the state: a
+	// saved plan made under another one is stale too.
+	if e.Env != nil {
+		out[e.Env.ID()] = spec.Digest(e.Env)
 	}
 	return out
 }

@@ -369,3 +369,28 @@ func TestCoupledMemoryMovesTogether(t *testing.T) {
 		t.Fatalf("a request above its limit must never be planned:\n%s", text(pl))
 	}
 }
+
+// TestUnreadHPAIsNotAbsent: an HPA that could not be read is not an HPA
+// that does not exist — the bound must not go to the Deployment's replicas.
+func TestUnreadHPAIsNotAbsent(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	e.Providers["sim"] = failing{Provider: p, readFail: "HorizontalPodAutoscaler/shop/checkout"}
+	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
+	if len(pl.Changes)+len(pl.Held) != 0 || len(pl.Errors) != 1 || !strings.Contains(pl.Errors[0].Message, "HorizontalPodAutoscaler/shop/checkout: connection reset") {
+		t.Fatalf("want only an error naming the HPA:\n%s", text(pl))
+	}
+}
+
+// TestCappedAtCurrentIsNoChange: a cap equal to the current value leaves
+// nothing to apply (not a "2 → 2" applied every tick).
+func TestCappedAtCurrentIsNoChange(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	e.Specs[0].(*spec.NFR).Spec.Safety.MaxReplicas = 2
+	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c != nil {
+		t.Fatalf("a change to where it is: %+v", c)
+	}
+	if h := find(pl.Held, "spec.minReplicas"); h != nil {
+		t.Fatalf("a hold of a change to where it is: %+v", h)
+	}
+}

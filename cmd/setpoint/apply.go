@@ -42,7 +42,8 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 			var results []engine.Result
 			var p *plan.Plan
 			err = w.withState(cmd.Context(), "setpoint apply", lockWait, func(st *state.State) error {
-				p = w.eng.Plan(cmd.Context(), w.now, st, nil)
+				now := w.clockNow()
+				p = w.eng.Plan(cmd.Context(), now, st, nil)
 				if !asJSON {
 					p.Text(cmd.OutOrStdout())
 				}
@@ -54,7 +55,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 						return err
 					}
 				}
-				results = w.eng.Apply(cmd.Context(), w.now, p, st)
+				results = w.eng.Apply(cmd.Context(), now, p, st)
 				return nil
 			})
 			if err != nil {
@@ -97,10 +98,11 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 	}
 	var results []engine.Result
 	err = w.withState(cmd.Context(), "setpoint apply "+path, lockWait, func(st *state.State) error {
-		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), w.now)); len(moved) > 0 {
+		now := w.clockNow()
+		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), now)); len(moved) > 0 {
 			return fmt.Errorf("the saved plan %s is stale: %d observed attributes moved since it was made:\n  %s\nrun setpoint plan again", path, len(moved), strings.Join(moved, "\n  "))
 		}
-		results = w.eng.Apply(cmd.Context(), w.now, p, st)
+		results = w.eng.Apply(cmd.Context(), now, p, st)
 		return nil
 	})
 	if err != nil {

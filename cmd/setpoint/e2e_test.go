@@ -21,6 +21,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/engine/watch"
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
@@ -456,5 +457,31 @@ func TestApplyConfirmsOnATerminal(t *testing.T) {
 		if code != c.code || !strings.Contains(string(out), "Apply these changes? Only 'yes' will be accepted:") || !strings.Contains(string(out), c.want) {
 			t.Errorf("answer %q: exit %d\n%s", c.answer, code, out)
 		}
+	}
+}
+
+// TestReconcileRequeuesAtTheWindowsEnd: a change held by its stability
+// window comes back exactly when the window ends, on the clock the queue
+// runs on (virtual time here), and a spec planned with the batch for
+// sharing its target is queued for its own due time.
+func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
+	dir := copySpecs(t)
+	ws, err := openWorkspace(dir, simOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	clk := watch.NewFakeClock(ws.now)
+	q := watch.NewQueue(clk)
+	set := watch.Set{Env: ws.env, Specs: ws.specs}
+	res := reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second)
+	if r := res["NFR/shop/checkout"]; r.Err != nil || r.RequeueAfter != 3*time.Minute {
+		t.Fatalf("want a requeue when the 3m window ends: %+v", res)
+	}
+	// Ten virtual seconds later the window has 170 s to go.
+	clk.Advance(10 * time.Second)
+	res = reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second)
+	if r := res["NFR/shop/checkout"]; r.RequeueAfter != 170*time.Second {
+		t.Fatalf("want 170 s: %+v", res)
 	}
 }

@@ -37,7 +37,7 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 			w.printDiags(cmd.ErrOrStderr())
 			var p *plan.Plan
 			err = w.withState(cmd.Context(), "setpoint plan", lockWait, func(st *state.State) error {
-				p = w.eng.Plan(cmd.Context(), w.now, st, nil)
+				p = w.eng.Plan(cmd.Context(), w.clockNow(), st, nil)
 				return nil
 			})
 			if err != nil {

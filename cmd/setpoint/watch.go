@@ -57,11 +57,9 @@ start at the sim speed (at least real time).`,
 			defer ws.close()
 			w.Tick = ws.env.Spec.Tick.D()
 			var clk watch.Clock = watch.RealClock{}
-			speed := 1.0
 			if ws.virtual() {
 				cfg, _ := sim.Config(ws.env)
-				speed = max(cfg.Speed, 1)
-				clk = watch.NewScaledClock(watch.RealClock{}, ws.now, speed)
+				clk = watch.NewScaledClock(watch.RealClock{}, ws.now, max(cfg.Speed, 1))
 			}
 			w.Clock = clk
 			w.Queue = watch.NewQueue(clk)
@@ -71,7 +69,7 @@ start at the sim speed (at least real time).`,
 					providersAt = providerConfigs(set.Env)
 					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
 				}
-				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk.Now(), speed, w.Tick)
+				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, w.Tick)
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
@@ -95,9 +93,12 @@ start at the sim speed (at least real time).`,
 
 // reconcileKeys plans the given specs (and every spec sharing a target
 // with them) and applies what the gate lets through. Each spec with a held
-// change that becomes due later is requeued for exactly then (in wall
-// time: virtual time runs speed times faster).
-func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, now time.Time, speed float64, lockWait time.Duration) map[string]watch.Result {
+// change that becomes due later is requeued for exactly then: the wait is
+// measured on clk when the reconcile ends (the queue's timers run on the
+// same clock, virtual or not), so the time the plan took is not added.
+// Errors naming a spec are retried with backoff.
+func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration) map[string]watch.Result {
+	now := clk.Now()
 	if set.Env != nil {
 		ws.env = set.Env
 		ws.eng.Env = set.Env
@@ -110,6 +111,9 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		p = ws.eng.Plan(ctx, now, st, keys)
 		for _, e := range p.Errors {
 			slog.Error("plan", "spec", e.Spec, "at", e.Pos.String(), "error", e.Message)
+			if _, ok := failed[e.Spec]; !ok {
+				failed[e.Spec] = fmt.Errorf("%s", e.Error())
+			}
 		}
 		if p.Empty() {
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
@@ -118,7 +122,11 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		for _, r := range ws.eng.Apply(ctx, now, p, st) {
 			c := r.Change
 			if r.Err != "" {
-				failed[c.Spec] = fmt.Errorf("%s", r.Err) // Apply logged it with the spec's position
+				// Apply logged it with the spec's position; every spec
+				// that decided the value retries it.
+				for _, id := range append([]string{c.Spec}, c.By...) {
+					failed[id] = fmt.Errorf("%s", r.Err)
+				}
 				continue
 			}
 			slog.Info("applied", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
@@ -135,12 +143,20 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 	inBatch := map[string]bool{}
 	for _, k := range keys {
 		inBatch[k] = true
-		if e, ok := failed[k]; ok {
-			res[k] = watch.Result{Err: e}
+	}
+	for id, e := range failed {
+		if id == "" {
+			continue
+		}
+		if inBatch[id] {
+			res[id] = watch.Result{Err: e}
+		} else {
+			q.AddRateLimited(id) // planned with the batch for sharing a target
 		}
 	}
+	end := clk.Now()
 	for id, due := range p.Due {
-		after := time.Duration(float64(due.Sub(now)) / speed)
+		after := due.Sub(end)
 		if after <= 0 {
 			after = time.Millisecond
 		}

@@ -59,6 +59,15 @@ type workspace struct {
 // time.
 func (w *workspace) virtual() bool { return w.trace != nil }
 
+// clockNow is the time a one-shot command plans and applies at: the sim
+// world's fixed view, or the wall clock now (after any wait for the lock).
+func (w *workspace) clockNow() time.Time {
+	if w.virtual() {
+		return w.now
+	}
+	return time.Now()
+}
+
 // openWorkspace loads dir. Invalid specs are reported in diags and left
 // out; the rest are planned. Only a missing or invalid Environment, or a
 // provider that cannot start, stops it.

@@ -305,8 +305,13 @@ func MustPath(s string) Path {
 // MarshalText prints the path.
 func (p Path) MarshalText() ([]byte, error) { return []byte(p.text), nil }
 
-// UnmarshalText parses the path.
+// UnmarshalText parses the path; empty text is the empty path (an
+// object-level change, a delete, has none).
 func (p *Path) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*p = Path{}
+		return nil
+	}
 	q, err := ParsePath(string(b))
 	if err != nil {
 		return err

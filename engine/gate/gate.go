@@ -122,7 +122,13 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 	var verdicts []Verdict
 	seen := map[string]bool{}
 	for _, r := range rules {
-		if r.Policy == nil || seen[r.Policy.Name()] {
+		if r.Policy == nil {
+			// No policy lets the change through unbounded: it counts in
+			// the merge as the fastest contributor.
+			verdicts = append(verdicts, Verdict{Value: d.Value})
+			continue
+		}
+		if seen[r.Policy.Name()] {
 			continue
 		}
 		name := r.Policy.Name()

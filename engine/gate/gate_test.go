@@ -184,6 +184,10 @@ func TestContributorsMergePerDirection(t *testing.T) {
 	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, fast}, 0, replicaChange(10, 2), &state.Entry{}); !d.Apply || d.Value != values.CountOf(7) {
 		t.Fatalf("decrease value: %+v", d)
 	}
+	// A contributor without a policy lets an increase through at once.
+	if d := Evaluate(t0, gitops, []Rules{slow, {Spec: "Toy/shop/b", Mode: spec.ModeEnforce}}, 0, replicaChange(2, 3), &state.Entry{}); !d.Apply {
+		t.Fatalf("a contributor without a policy is the fastest: %+v", d)
+	}
 	paused := fast
 	paused.Paused, paused.PauseReason = true, "spec.paused at toy.yaml:9:3"
 	if d := Evaluate(t0, gitops, []Rules{slowNoWindow, paused}, 0, replicaChange(2, 3), &state.Entry{}); d.Apply || d.Hold.Kind != plan.HoldPaused {

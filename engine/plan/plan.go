@@ -287,9 +287,18 @@ func Load(path string) (*Plan, error) {
 	if fi.Size() > MaxPlanFile {
 		return nil, fmt.Errorf("%s: %d bytes is larger than a saved plan can be (%d)", path, fi.Size(), MaxPlanFile)
 	}
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	defer f.Close()
+	// The file may have grown since the Stat.
+	b, err := io.ReadAll(io.LimitReader(f, MaxPlanFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	if len(b) > MaxPlanFile {
+		return nil, fmt.Errorf("%s: larger than a saved plan can be (%d bytes)", path, MaxPlanFile)
 	}
 	var p Plan
 	if err := json.Unmarshal(b, &p); err != nil {

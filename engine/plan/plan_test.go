@@ -59,6 +59,14 @@ func TestTextAndSummary(t *testing.T) {
 	p := sample()
 	del := Change{Address: addrs.Object{Provider: "sim", Kind: "Cluster", Name: "eu-2"}, Action: action.Delete, Reason: "empty and a ready sibling shares its region"}
 	p.Changes = append(p.Changes, del)
+	// A delete (no attribute) saves and loads.
+	path := filepath.Join(t.TempDir(), "p.json")
+	if err := p.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := Load(path); err != nil || q.Changes[1].Action != action.Delete || !q.Changes[1].Attribute.IsZero() {
+		t.Fatalf("a plan with a delete: %v", err)
+	}
 	var b strings.Builder
 	p.Text(&b)
 	out := b.String()

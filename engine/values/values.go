@@ -304,6 +304,11 @@ func Step(cur, want Value, pct float64) (Value, string) {
 		return cur.WithInt(v), fmt.Sprintf("bounded to %s%s%% of %d, at least 1", sign, pctString(pct), cur.n)
 	}
 	maxD := pct * float64(cur.n)
+	if cur.n == 0 {
+		// No proportion of nothing moves: from zero (an absent limit)
+		// there is no step to bound.
+		return want, ""
+	}
 	if float64(abs(delta)) <= maxD+1e-6 {
 		return want, ""
 	}

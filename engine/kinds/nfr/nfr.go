@@ -77,8 +77,13 @@ func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
 	n := doc.(*spec.NFR)
 	wAddr := reads[0]
-	if why, failed := obs.Failed[wAddr]; failed {
-		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", wAddr, why)}}
+	// Every read must have succeeded: an HPA that could not be read is not
+	// an HPA that does not exist (its absence would send the bound to the
+	// Deployment's replicas, or create a second HPA).
+	for _, a := range reads {
+		if why, failed := obs.Failed[a]; failed {
+			return nil, nil, []plan.Note{{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", a, why)}}
+		}
 	}
 	w := obs.Objects[wAddr]
 	if !w.Exists {
