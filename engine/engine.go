@@ -618,6 +618,16 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				default:
 					en := st.Entry(attr)
 					en.Applied = &state.Applied{Value: c.Value, At: now, By: c.By}
+					// A created object's other attributes are setpoint's too:
+					// its next change must carry them.
+					for k, v := range c.Create {
+						if k == c.Attribute {
+							continue
+						}
+						if ce := st.Entry(addrs.Attr{Object: c.Address, Path: k}); ce.Applied == nil {
+							ce.Applied = &state.Applied{Value: v, At: now, By: c.By}
+						}
+					}
 				}
 				results = append(results, r)
 			}

@@ -232,6 +232,10 @@ func TestFaultsAndHolds(t *testing.T) {
 			t.Fatalf("apply: %+v", r)
 		}
 	}
+	created := addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "plain"}
+	if en, ok := st.Lookup(addrs.Attr{Object: created, Path: addrs.MustPath("spec.maxReplicas")}); !ok || en.Applied == nil || en.Applied.Value != values.CountOf(10) {
+		t.Fatalf("every attribute of a created object is setpoint's: %+v", en)
+	}
 	read := p.Read(ctx, providers.ReadRequest{Now: at(p, 10*time.Minute), Addresses: []providers.Address{{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "plain"}}})
 	if o := read.Objects[0]; !o.Exists || o.Managers[addrs.MustPath("spec.minReplicas")] != "setpoint" {
 		t.Fatalf("created HPA: %+v", o)
