@@ -58,11 +58,18 @@ func Combine(intents []intent.Intent, current func(addrs.Attr, values.Type) (val
 		groups[it.Attr] = append(groups[it.Attr], it)
 	}
 	// Sort by the printed address and path, printed once each.
-	keys := make(map[addrs.Attr]string, len(order))
-	for _, a := range order {
-		keys[a] = a.Object.String() + "\x00" + a.Path.String()
+	type keyed struct {
+		k string
+		a addrs.Attr
 	}
-	sort.Slice(order, func(i, j int) bool { return keys[order[i]] < keys[order[j]] })
+	ks := make([]keyed, len(order))
+	for i, a := range order {
+		ks[i] = keyed{a.Object.String() + "\x00" + a.Path.String(), a}
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].k < ks[j].k })
+	for i := range ks {
+		order[i] = ks[i].a
+	}
 	out := make([]Desired, 0, len(order))
 	for _, k := range order {
 		its := groups[k]

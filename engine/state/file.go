@@ -406,6 +406,7 @@ type shard struct {
 	name string
 	data []byte // the file to write
 	err  error  // why the shard is refused, or its write failed
+	tmp  string // the written, not yet synced temporary file
 	done bool
 }
 
@@ -461,11 +462,10 @@ func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 				if mkdirErr != nil || failed.Load() || ctx.Err() != nil {
 					continue
 				}
-				if w.err = atomicfile.WriteNoDirSync(filepath.Join(b.dir, w.name), w.data, 0o600); w.err != nil {
+				if w.tmp, w.err = atomicfile.WriteTemp(filepath.Join(b.dir, w.name), w.data, 0o600); w.err != nil {
 					failed.Store(true) // the disk's trouble is every shard's: stop
 					continue
 				}
-				w.done = true
 			}
 		})
 	}
@@ -479,6 +479,37 @@ func (b *fileBackend) Save(ctx context.Context, s *State) (SaveStats, error) {
 	})
 	close(toWrite)
 	writers.Wait()
+	// One flush makes every temporary file durable (an fsync each cost
+	// ~0.4 ms here), then each is renamed over its shard: a crash leaves
+	// each shard old or new.
+	staged := 0
+	for i := range shards {
+		if shards[i].tmp != "" {
+			staged++
+		}
+	}
+	var syncErr error
+	if staged > 0 {
+		syncErr = atomicfile.SyncFS(b.dir)
+	}
+	for i := range shards {
+		w := &shards[i]
+		if w.tmp == "" {
+			continue
+		}
+		if syncErr == nil {
+			if err := os.Rename(w.tmp, filepath.Join(b.dir, w.name)); err != nil {
+				w.err = fmt.Errorf("writing the state of %s: %w", w.obj, err)
+			} else {
+				w.done = true
+				continue
+			}
+		} else {
+			w.err = syncErr
+		}
+		os.Remove(w.tmp)
+		failed.Store(true)
+	}
 	if s.saved == nil || s.origin != b.id {
 		s.saved = map[addrs.Object]digest{}
 		s.origin = b.id
