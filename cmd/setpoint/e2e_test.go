@@ -168,7 +168,6 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 4 applied, 0 failed") {
 		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
 	}
-	out = stdout.String()
 	// The world moved: the saved plan is refused, naming what moved.
 	_, errOut, code = runCLI(t, "apply", filepath.Join(dir, "p1.json"))
 	if code != 1 || !strings.Contains(errOut, "is stale") || !strings.Contains(errOut, "sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: was 2 (manager kubectl-client-side-apply), now 3 (manager setpoint)") {
