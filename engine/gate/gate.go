@@ -101,6 +101,10 @@ type Decision struct {
 	Due time.Time
 }
 
+// MaxPolicyState bounds what one policy keeps for one attribute: state is
+// sharded per object and must stay far below an API object's 1 MiB.
+const MaxPolicyState = 16 << 10
+
 // Evaluate runs the gate on one change at now. rules has one entry per
 // contributing spec; primary is the index of the one whose intent decided
 // the desired value (its mode and takeovers apply). Each policy's new
@@ -134,6 +138,13 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 		name := r.Policy.Name()
 		seen[name] = true
 		v, next := r.Policy.Evaluate(in, e.Policy[name])
+		if len(next) > MaxPolicyState {
+			// Keep the last good state and hold: a policy that outgrows its
+			// bound is a bug to see, not a shard to bloat.
+			v.Hold = &plan.Hold{Kind: plan.HoldPolicy, Policy: name, Detail: fmt.Sprintf("its state for this attribute grew to %d bytes, over the bound of %d", len(next), MaxPolicyState)}
+			verdicts = append(verdicts, v)
+			continue
+		}
 		if next == nil {
 			delete(e.Policy, name)
 		} else {

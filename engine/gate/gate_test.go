@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
@@ -274,4 +275,21 @@ func gitOwned(manager string, r Rules) bool {
 		}
 	}
 	return false
+}
+
+// greedy keeps more state than a policy may.
+type greedy struct{}
+
+func (greedy) Name() string { return "greedy" }
+func (greedy) Evaluate(in Input, _ json.RawMessage) (Verdict, json.RawMessage) {
+	return Verdict{Value: in.Desired}, json.RawMessage(`"` + strings.Repeat("x", MaxPolicyState) + `"`)
+}
+func (greedy) Coherent([]addrs.Path, func(addrs.Path) (values.Value, bool)) error { return nil }
+
+func TestPolicyStateIsBounded(t *testing.T) {
+	e := &state.Entry{}
+	d := Evaluate(t0, gitops, []Rules{{Spec: "X/a/b", Mode: spec.ModeEnforce, Policy: greedy{}}}, 0, replicaChange(2, 3), e)
+	if d.Apply || d.Hold.Kind != plan.HoldPolicy || !strings.Contains(d.Hold.String(), "over the bound") || e.Policy["greedy"] != nil {
+		t.Fatalf("an oversized policy state must hold and not be kept: %+v %d", d, len(e.Policy["greedy"]))
+	}
 }
