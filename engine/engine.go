@@ -298,7 +298,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		pc := plan.Change{
 			Address: d.Attr.Object, Attribute: d.Attr.Path, Action: action.Update, Dimension: string(d.Dimension),
 			From: cur.String(), To: dec.Value.String(), Wanted: d.Value.String(),
-			Reason: d.Primary.Rationale, Notes: dec.Notes, Held: dec.Hold, Manager: ch.Manager,
+			Reason: d.Primary.Rationale, Bounds: dec.Bounds, Held: dec.Hold, Manager: ch.Manager,
 			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value, Restore: d.Primary.Restore,
 			By: specs, Group: d.Primary.Group, Force: dec.Force,
 		}

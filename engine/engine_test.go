@@ -119,11 +119,11 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 		t.Fatalf("want a minReplicas change:\n%s", text(pl))
 	}
 	// 300 req/s at 5m CPU each: 1.5 cores + idle; 400/300 × ~1504m/500m.
-	if c.From != "2" || c.To != "3" || !strings.Contains(c.Reason, "ceil((400/300) × (15") || !strings.Contains(strings.Join(c.Notes, ";"), "bounded to +30% of 2") {
+	if c.From != "2" || c.To != "3" || !strings.Contains(c.Reason, "ceil((400/300) × (15") || len(c.Bounds) != 2 || c.Bounds[0].Kind != plan.BoundStep || c.Bounds[0].Of != values.CountOf(2) || c.Bounds[0].String() != "bounded to +30% of 2, at least 1" {
 		t.Fatalf("change: %+v", c)
 	}
-	if !strings.Contains(strings.Join(c.Notes, ";"), "takes the field from kubectl-client-side-apply") {
-		t.Fatalf("ownership note missing: %+v", c.Notes)
+	if c.Bounds[1].Kind != plan.BoundTakeover || c.Bounds[1].Manager != "kubectl-client-side-apply" || !c.Force {
+		t.Fatalf("ownership missing: %+v", c.Bounds)
 	}
 	if m := find(pl.Held, "requests.memory"); m == nil || held(m) != "observe mode" || m.Held.Kind != plan.HoldMode || m.To != "192Mi" {
 		t.Fatalf("memory should be held in observe mode at 192Mi: %+v", pl.Held)

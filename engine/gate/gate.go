@@ -71,8 +71,8 @@ type Input struct {
 // Verdict is a policy's answer.
 type Verdict struct {
 	// Value is what it would write now (bounded).
-	Value values.Value
-	Notes []string
+	Value  values.Value
+	Bounds []plan.Bound
 	// Hold is why not now; nil lets it through.
 	Hold *plan.Hold
 	// Due is when the hold ends (zero: not known).
@@ -93,8 +93,8 @@ type Decision struct {
 	// Value is what would be written: Desired after the cap and the step.
 	Value values.Value
 	// Hold is why not; nil when applied.
-	Hold  *plan.Hold
-	Notes []string
+	Hold   *plan.Hold
+	Bounds []plan.Bound
 	// Force: the apply takes the field from another manager.
 	Force bool
 	// Due is when a held change may pass (zero: not known).
@@ -117,7 +117,7 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 	for _, r := range rules {
 		if r.Cap.IsValid() && d.Value.Compare(r.Cap) > 0 {
 			d.Value = r.Cap
-			d.Notes = append(d.Notes[:0], fmt.Sprintf("capped at %s by %s", r.Cap, r.CapField))
+			d.Bounds = append(d.Bounds[:0], plan.Bound{Kind: plan.BoundCap, Cap: r.Cap, Field: r.CapField})
 		}
 	}
 	in := Input{Now: now, Current: c.Current, HasCurrent: c.HasCurrent, Desired: d.Value, Wanted: c.Desired, Applied: e.Applied}
@@ -172,7 +172,7 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 		d.Apply = true
 		if taking {
 			d.Force = true
-			d.Notes = append(d.Notes, "takes the field from "+c.Manager)
+			d.Bounds = append(d.Bounds, plan.Bound{Kind: plan.BoundTakeover, Manager: c.Manager})
 		}
 	}
 	return d
@@ -207,13 +207,13 @@ func merge(vs []Verdict, up bool, d *Decision) (*plan.Hold, time.Time) {
 	if up && len(pass) > 0 || !up && len(held) == 0 {
 		v := pick(pass)
 		d.Value = v.Value
-		d.Notes = append(d.Notes, v.Notes...)
+		d.Bounds = append(d.Bounds, v.Bounds...)
 		return nil, time.Time{}
 	}
 	// Held: the value shown is what the policy holding it would write.
 	v := pick(held)
 	d.Value = v.Value
-	d.Notes = append(d.Notes, v.Notes...)
+	d.Bounds = append(d.Bounds, v.Bounds...)
 	due := v.Due
 	for _, h := range held {
 		if h.Due.IsZero() {

@@ -69,7 +69,7 @@ func TestStabilityWindow(t *testing.T) {
 		t.Fatalf("t=110: %+v", d)
 	}
 	// The latest recommendation is applied once the window is old enough.
-	if d := step(180, 7); !d.Apply || d.Value != values.CountOf(3) || !d.Force || !strings.Contains(strings.Join(d.Notes, ";"), "takes the field from kubectl-client-side-apply") {
+	if d := step(180, 7); !d.Apply || d.Value != values.CountOf(3) || !d.Force || !strings.Contains(bounds(d.Bounds), "takes the field from kubectl-client-side-apply") {
 		t.Fatalf("t=180: %+v", d)
 	}
 	// A value outside the tolerance reopens the window.
@@ -152,7 +152,7 @@ func TestHoldReasons(t *testing.T) {
 		if d.Hold != nil {
 			kind = d.Hold.Kind
 		}
-		if d.Apply != c.apply || !strings.HasPrefix(held(d), c.held) || kind != c.kind || !strings.Contains(strings.Join(d.Notes, "; "), c.notes) || d.Value != values.CountOf(c.value) {
+		if d.Apply != c.apply || !strings.HasPrefix(held(d), c.held) || kind != c.kind || !strings.Contains(bounds(d.Bounds), c.notes) || d.Value != values.CountOf(c.value) {
 			t.Errorf("%s: %+v", c.name, d)
 		}
 	}
@@ -292,4 +292,12 @@ func TestPolicyStateIsBounded(t *testing.T) {
 	if d.Apply || d.Hold.Kind != plan.HoldPolicy || !strings.Contains(d.Hold.String(), "over the bound") || e.Policy["greedy"] != nil {
 		t.Fatalf("an oversized policy state must hold and not be kept: %+v %d", d, len(e.Policy["greedy"]))
 	}
+}
+
+func bounds(bs []plan.Bound) string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.String())
+	}
+	return strings.Join(out, "; ")
 }

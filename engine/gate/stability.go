@@ -75,9 +75,9 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	v.Value = in.Desired
 	if in.HasCurrent {
-		bounded, note := values.Step(in.Current, in.Desired, s.MaxStep)
+		bounded, _ := values.Step(in.Current, in.Desired, s.MaxStep)
 		if bounded != in.Desired {
-			v.Notes = append(v.Notes, note)
+			v.Bounds = append(v.Bounds, plan.Bound{Kind: plan.BoundStep, Percent: s.MaxStep, Of: in.Current, Up: in.Desired.Compare(in.Current) > 0})
 		}
 		v.Value = bounded
 	}

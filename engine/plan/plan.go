@@ -46,7 +46,9 @@ type Change struct {
 	To        string        `json:"to"`             // what is (or would be) written
 	Wanted    string        `json:"wanted"`         // before cap and step
 	Reason    string        `json:"reason"`
-	Notes     []string      `json:"notes,omitempty"`
+	// Bounds are how the gate moved To away from Wanted (a step, a cap)
+	// and whose field it takes.
+	Bounds []Bound `json:"bounds,omitempty"`
 	Held      *Hold         `json:"held,omitempty"`
 	Manager   string        `json:"manager,omitempty"` // the field's manager before
 	// Create holds the attributes of an object to create.
@@ -199,7 +201,9 @@ func (c Change) reason() string {
 	case c.Reason != "":
 		parts = append(parts, c.Reason)
 	}
-	parts = append(parts, c.Notes...)
+	for _, b := range c.Bounds {
+		parts = append(parts, b.String())
+	}
 	for _, k := range c.Contributors {
 		parts = append(parts, fmt.Sprintf("%s %s %s from %s (%s)", k.Kind, k.Value, k.Rationale, k.Spec, k.Pos))
 	}
