@@ -48,9 +48,9 @@ type Change struct {
 	Reason    string        `json:"reason"`
 	// Bounds are how the gate moved To away from Wanted (a step, a cap)
 	// and whose field it takes.
-	Bounds []Bound `json:"bounds,omitempty"`
-	Held      *Hold         `json:"held,omitempty"`
-	Manager   string        `json:"manager,omitempty"` // the field's manager before
+	Bounds  []Bound `json:"bounds,omitempty"`
+	Held    *Hold   `json:"held,omitempty"`
+	Manager string  `json:"manager,omitempty"` // the field's manager before
 	// Create holds the attributes of an object to create.
 	Create       map[addrs.Path]values.Value `json:"create,omitempty"`
 	Spec         string                      `json:"spec"`
