@@ -484,3 +484,27 @@ func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
 		t.Fatalf("want 170 s: %+v", res)
 	}
 }
+
+// TestReconcileComesBackForTheNextStep: a step applied short of what was
+// wanted brings its spec back at once, and that plan says when the rest
+// is due (the cooldown's end), so a multi-step move never waits for a tick.
+func TestReconcileComesBackForTheNextStep(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	ws, err := openWorkspace(dir, simOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	clk := watch.NewFakeClock(ws.now)
+	q := watch.NewQueue(clk)
+	set := watch.Set{Env: ws.env, Specs: ws.specs}
+	key := "NFR/shop/checkout"
+	res := reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second)
+	if r := res[key]; r.Err != nil || r.RequeueAfter <= 0 || r.RequeueAfter > time.Second {
+		t.Fatalf("a bounded step applied: want to come back at once: %+v", res)
+	}
+	res = reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second)
+	if r := res[key]; r.RequeueAfter != 2*time.Minute {
+		t.Fatalf("then at the cooldown's end: %+v", res)
+	}
+}

@@ -107,6 +107,9 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 	res := map[string]watch.Result{}
 	var p *plan.Plan
 	failed := map[string]error{}
+	// Specs with a change applied short of what they wanted (a bounded
+	// step) look again at once: the next plan says when the rest is due.
+	more := map[string]bool{}
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
 		p = ws.eng.Plan(ctx, now, st, keys)
 		for _, e := range p.Errors {
@@ -128,6 +131,11 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 					failed[id] = fmt.Errorf("%s", r.Err)
 				}
 				continue
+			}
+			if c.To != c.Wanted {
+				for _, id := range append([]string{c.Spec}, c.By...) {
+					more[id] = true
+				}
 			}
 			slog.Info("applied", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
 		}
@@ -152,6 +160,16 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 			res[id] = watch.Result{Err: e}
 		} else {
 			q.AddRateLimited(id) // planned with the batch for sharing a target
+		}
+	}
+	for id := range more {
+		if _, due := p.Due[id]; due || failed[id] != nil {
+			continue
+		}
+		if inBatch[id] {
+			res[id] = watch.Result{RequeueAfter: time.Millisecond}
+		} else {
+			q.AddAfter(id, time.Millisecond)
 		}
 	}
 	end := clk.Now()
