@@ -641,6 +641,19 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 	return results
 }
 
+// Readers lists the specs that read an object: the keys to reconcile
+// when a provider reports it changed.
+func (e *Engine) Readers(a addrs.Object) []string {
+	ds, _ := e.specs(nil)
+	var out []string
+	for _, d := range ds {
+		if slices.Contains(d.reads, a) {
+			out = append(out, d.id)
+		}
+	}
+	return out
+}
+
 // Observe re-reads what a plan observes, for the staleness check of a
 // saved plan.
 func (e *Engine) Observe(ctx context.Context, now time.Time) map[string]string {

@@ -77,3 +77,13 @@ func TestFocusIsTransitive(t *testing.T) {
 		t.Fatalf("a removed spec plans nothing: %v", got)
 	}
 }
+
+func TestReaders(t *testing.T) {
+	e := &Engine{Specs: []spec.Document{chain("a", "x"), chain("b", "x", "y"), chain("c", "z")}}
+	if got := e.Readers(addrs.Object{Kind: "Thing", Name: "x"}); !slices.Equal(got, []string{"Chain//a", "Chain//b"}) {
+		t.Fatalf("readers of x: %v", got)
+	}
+	if got := e.Readers(addrs.Object{Kind: "Thing", Name: "nope"}); len(got) != 0 {
+		t.Fatalf("readers of nothing: %v", got)
+	}
+}

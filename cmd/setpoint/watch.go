@@ -79,7 +79,13 @@ start at the sim speed (at least real time).`,
 				}
 				go watch.Subscribe(ctx, name, func(ctx context.Context, send func(string) error) error {
 					return p.Events(ctx, clk.Now(), func(e providers.Event) error {
-						return send(fmt.Sprintf("event from %s: %s %s", name, e.Address, e.Reason))
+						// Only the specs reading the object that changed; an
+						// event about no known object reconciles them all.
+						if keys := ws.readers(e.Address); len(keys) > 0 {
+							w.Trigger(eventReason(name, e), keys...)
+							return ctx.Err()
+						}
+						return send(eventReason(name, e))
 					})
 				}, nil, func(reason string) { w.Trigger(reason) }, slog.Default())
 			}
@@ -99,11 +105,13 @@ start at the sim speed (at least real time).`,
 // Errors naming a spec are retried with backoff.
 func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration) map[string]watch.Result {
 	now := clk.Now()
+	ws.mu.Lock()
 	if set.Env != nil {
 		ws.env = set.Env
 		ws.eng.Env = set.Env
 	}
 	ws.eng.Specs = set.Specs
+	ws.mu.Unlock()
 	res := map[string]watch.Result{}
 	var p *plan.Plan
 	failed := map[string]error{}
@@ -188,6 +196,16 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		q.AddAfter(id, after)
 	}
 	return res
+}
+
+// eventReason says why a reconcile runs, bounded: a provider's text is
+// not trusted to be short.
+func eventReason(provider string, e providers.Event) string {
+	r := fmt.Sprintf("event from %s: %s %s", provider, e.Address, e.Reason)
+	if len(r) > 200 {
+		r = r[:200] + "…"
+	}
+	return r
 }
 
 // providerConfigs summarises what starting the providers depends on.

@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/version"
@@ -53,6 +55,9 @@ type workspace struct {
 	// clock otherwise.
 	trace *sim.Trace
 	now   time.Time
+	// mu guards eng.Specs and eng.Env, which watch replaces per reconcile
+	// while event goroutines read them.
+	mu sync.Mutex
 }
 
 // virtual reports whether the workspace runs on the sim world's virtual
@@ -207,6 +212,14 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	}
 	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: absDir}
 	return w, nil
+}
+
+// readers lists the specs in force that read an object; safe from the
+// event goroutines (the engine's specs change under the watch loop).
+func (w *workspace) readers(a addrs.Object) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.eng.Readers(a)
 }
 
 // close stops the provider processes.
