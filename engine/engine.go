@@ -291,7 +291,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		ch := gate.Change{Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attr.Path]}
 		dec := gate.Evaluate(now, gitops, rules, primary, ch, entry)
-		if has && cur == dec.Value && o.Exists {
+		if has && cur == dec.Value && o.Exists && dec.Hold == nil && d.Conflict == "" {
 			// Capped or bounded to where it already is: nothing to do.
 			continue
 		}
@@ -624,9 +624,8 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 						if k == c.Attribute {
 							continue
 						}
-						if ce := st.Entry(addrs.Attr{Object: c.Address, Path: k}); ce.Applied == nil {
-							ce.Applied = &state.Applied{Value: v, At: now, By: c.By}
-						}
+						// A re-created object's values replace an old one's.
+						st.Entry(addrs.Attr{Object: c.Address, Path: k}).Applied = &state.Applied{Value: v, At: now, By: c.By}
 					}
 				}
 				results = append(results, r)

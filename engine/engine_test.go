@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -396,5 +397,39 @@ func TestCappedAtCurrentIsNoChange(t *testing.T) {
 	}
 	if h := find(pl.Held, "spec.minReplicas"); h != nil {
 		t.Fatalf("a hold of a change to where it is: %+v", h)
+	}
+}
+
+// retyped serves one attribute as a string, as a broken provider might.
+type retyped struct{ *sim.Provider }
+
+func (r retyped) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	resp := r.Provider.Read(ctx, req)
+	min := addrs.MustPath("spec.minReplicas")
+	for i, o := range resp.Objects {
+		if v, ok := o.Attributes[min]; ok {
+			attrs := maps.Clone(o.Attributes)
+			attrs[min] = values.StringOf(v.String())
+			resp.Objects[i].Attributes = attrs
+		}
+	}
+	return resp
+}
+
+// TestObservedTypeMustMatch: a value of another type than the one decided
+// is an error, never stepped or compared across types.
+func TestObservedTypeMustMatch(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	e.Providers["sim"] = retyped{p}
+	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
+	if find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil {
+		t.Fatalf("a string compared with a count:\n%s", text(pl))
+	}
+	found := false
+	for _, e := range pl.Errors {
+		found = found || strings.Contains(e.Message, "the provider reports a string, the spec decides a count")
+	}
+	if !found {
+		t.Fatalf("want an error naming the types:\n%s", text(pl))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +75,9 @@ start at the sim speed (at least real time).`,
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
+			// An event's reason maps to the specs reading its object (all
+			// of them when none does), through Subscribe's send.
+			var routed sync.Map
 			for name, p := range ws.providers {
 				if sc, _ := p.Schema(ctx); !sc.Events {
 					continue
@@ -81,13 +86,18 @@ start at the sim speed (at least real time).`,
 					return p.Events(ctx, clk.Now(), func(e providers.Event) error {
 						// Only the specs reading the object that changed; an
 						// event about no known object reconciles them all.
-						if keys := ws.readers(e.Address); len(keys) > 0 {
-							w.Trigger(eventReason(name, e), keys...)
-							return ctx.Err()
-						}
-						return send(eventReason(name, e))
+						reason := eventReason(name, e)
+						routed.Store(reason, ws.readers(e.Address))
+						return send(reason)
 					})
-				}, nil, func(reason string) { w.Trigger(reason) }, slog.Default())
+				}, nil, func(reason string) {
+					keys, _ := routed.LoadAndDelete(reason)
+					if ks, _ := keys.([]string); len(ks) > 0 {
+						w.Trigger(reason, ks...)
+						return
+					}
+					w.Trigger(reason)
+				}, slog.Default())
 			}
 			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.Specs))
 			return w.Run(ctx)
@@ -104,7 +114,7 @@ start at the sim speed (at least real time).`,
 // same clock, virtual or not), so the time the plan took is not added.
 // Errors naming a spec are retried with backoff.
 func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration) map[string]watch.Result {
-	now := clk.Now()
+	var now time.Time
 	ws.mu.Lock()
 	if set.Env != nil {
 		ws.env = set.Env
@@ -119,6 +129,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 	// step) look again at once: the next plan says when the rest is due.
 	more := map[string]bool{}
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
+		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
 		for _, e := range p.Errors {
 			slog.Error("plan", "spec", e.Spec, "at", e.Pos.String(), "error", e.Message)
@@ -174,10 +185,12 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		if _, due := p.Due[id]; due || failed[id] != nil {
 			continue
 		}
+		// At most once a second: with no cooldown and no window the
+		// steps are paced by this alone.
 		if inBatch[id] {
-			res[id] = watch.Result{RequeueAfter: time.Millisecond}
+			res[id] = watch.Result{RequeueAfter: time.Second}
 		} else {
-			q.AddAfter(id, time.Millisecond)
+			q.AddAfter(id, time.Second)
 		}
 	}
 	end := clk.Now()
@@ -203,7 +216,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 func eventReason(provider string, e providers.Event) string {
 	r := fmt.Sprintf("event from %s: %s %s", provider, e.Address, e.Reason)
 	if len(r) > 200 {
-		r = r[:200] + "…"
+		r = strings.ToValidUTF8(r[:200], "") + "…"
 	}
 	return r
 }

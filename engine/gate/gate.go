@@ -124,6 +124,7 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 	up := !c.HasCurrent || d.Value.Compare(c.Current) > 0
 
 	var verdicts []Verdict
+	var oversize *plan.Hold
 	seen := map[string]bool{}
 	for _, r := range rules {
 		if r.Policy == nil {
@@ -141,8 +142,7 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 		if len(next) > MaxPolicyState {
 			// Keep the last good state and hold: a policy that outgrows its
 			// bound is a bug to see, not a shard to bloat.
-			v.Hold = &plan.Hold{Kind: plan.HoldPolicy, Policy: name, Detail: fmt.Sprintf("its state for this attribute grew to %d bytes, over the bound of %d", len(next), MaxPolicyState)}
-			verdicts = append(verdicts, v)
+			oversize = &plan.Hold{Kind: plan.HoldPolicy, Policy: name, Detail: fmt.Sprintf("its state for this attribute grew to %d bytes, over the bound of %d", len(next), MaxPolicyState)}
 			continue
 		}
 		if next == nil {
@@ -156,6 +156,10 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 		verdicts = append(verdicts, v)
 	}
 	policyHold, due := merge(verdicts, up, &d)
+	if oversize != nil {
+		// Whichever way it moves: the policy's rules cannot be kept.
+		policyHold, due = oversize, time.Time{}
+	}
 
 	p := rules[primary]
 	taking := c.Manager != "" && c.Manager != SetpointManager

@@ -287,10 +287,15 @@ func (greedy) Evaluate(in Input, _ json.RawMessage) (Verdict, json.RawMessage) {
 func (greedy) Coherent([]addrs.Path, func(addrs.Path) (values.Value, bool)) error { return nil }
 
 func TestPolicyStateIsBounded(t *testing.T) {
-	e := &state.Entry{}
-	d := Evaluate(t0, gitops, []Rules{{Spec: "X/a/b", Mode: spec.ModeEnforce, Policy: greedy{}}}, 0, replicaChange(2, 3), e)
-	if d.Apply || d.Hold.Kind != plan.HoldPolicy || !strings.Contains(d.Hold.String(), "over the bound") || e.Policy["greedy"] != nil {
-		t.Fatalf("an oversized policy state must hold and not be kept: %+v %d", d, len(e.Policy["greedy"]))
+	e := &state.Entry{Policy: map[string]json.RawMessage{"greedy": json.RawMessage(`"old"`)}}
+	// An increase, beside a contributor that would let it through.
+	rules := []Rules{{Spec: "X/a/b", Mode: spec.ModeEnforce, Policy: greedy{}}, {Spec: "Y/a/b", Mode: spec.ModeEnforce}}
+	d := Evaluate(t0, gitops, rules, 0, replicaChange(2, 3), e)
+	if d.Apply || d.Hold.Kind != plan.HoldPolicy || !strings.Contains(d.Hold.String(), "over the bound") {
+		t.Fatalf("an oversized policy state must hold: %+v", d)
+	}
+	if string(e.Policy["greedy"]) != `"old"` {
+		t.Fatalf("the last good state must be kept, not %d bytes", len(e.Policy["greedy"]))
 	}
 }
 

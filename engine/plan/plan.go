@@ -25,7 +25,7 @@ import (
 )
 
 // FormatVersion of saved plans.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Contributor is one spec's intent on an attribute.
 type Contributor struct {
