@@ -76,7 +76,12 @@ func (m *Manager) Find(name string) (Found, error) {
 	}
 	bin := "setpoint-provider-" + name
 	for _, dir := range m.PluginPath {
-		p := filepath.Join(dir, bin)
+		// Absolute, so what runs is the file checked (and pinned): a bare
+		// name would be looked up on $PATH.
+		p, err := filepath.Abs(filepath.Join(dir, bin))
+		if err != nil {
+			continue
+		}
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return Found{Name: name, Path: p}, nil
 		}
@@ -100,7 +105,11 @@ func (m *Manager) List() []Found {
 				continue
 			}
 			seen[name] = true
-			out = append(out, Found{Name: name, Path: filepath.Join(dir, e.Name())})
+			p, err := filepath.Abs(filepath.Join(dir, e.Name()))
+			if err != nil {
+				continue
+			}
+			out = append(out, Found{Name: name, Path: p})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })

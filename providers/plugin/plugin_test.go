@@ -699,3 +699,34 @@ func TestProviderLogsForwarded(t *testing.T) {
 		t.Fatalf("forwarded log:\n%s", out)
 	}
 }
+
+// TestRelativePluginPathRunsTheFileChecked: with pluginPath ".", the
+// provider found is the file in that directory, by its absolute path, and
+// never a binary of the same name on $PATH.
+func TestRelativePluginPathRunsTheFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "setpoint-provider-local")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A decoy of the same name on $PATH.
+	decoys := t.TempDir()
+	if err := os.WriteFile(filepath.Join(decoys, "setpoint-provider-local"), []byte("#!/bin/sh\nexit 4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", decoys+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Chdir(dir)
+	m := &plugin.Manager{PluginPath: []string{"."}}
+	f, err := m.Find("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Path != exe {
+		t.Fatalf("found %q, want the absolute %q", f.Path, exe)
+	}
+	for _, l := range m.List() {
+		if l.Name == "local" && l.Path != exe {
+			t.Fatalf("listed %q, want %q", l.Path, exe)
+		}
+	}
+}
