@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var binary string
@@ -193,5 +199,66 @@ func TestUnknownProviderInEnvironment(t *testing.T) {
 	_, errOut, code := runCLI(t, "plan", dir)
 	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (sim) and no setpoint-provider-acme on the plugin path ["+filepath.Join(dir, "plugins")+"]") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// children lists the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, s := range stats {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut at ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b)[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(s)))
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// TestProvidersDieWithAKilledParent: kill -9 of watch leaves no provider
+// process behind.
+func TestProvidersDieWithAKilledParent(t *testing.T) {
+	dir := copySpecs(t)
+	cmd := exec.Command(binary, "watch", dir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill it once its providers run (past their handshake), not while
+	// they start.
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "msg=watching") {
+	}
+	go io.Copy(io.Discard, stderr)
+	kids := children(cmd.Process.Pid)
+	if len(kids) == 0 {
+		cmd.Process.Kill()
+		t.Fatal("watch started no provider process")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, k := range kids {
+		for syscall.Kill(k, 0) == nil {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k)); strings.Contains(string(b), ") Z ") {
+				break // a zombie waiting for its new parent to reap it: dead
+			}
+			if time.Now().After(deadline) {
+				syscall.Kill(k, syscall.SIGKILL)
+				t.Fatalf("provider %d outlived its killed parent", k)
+			}
+		}
 	}
 }

@@ -66,6 +66,7 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *gr
 // (the SDK passes ProtocolVersion; tests pass others). The provider's slog
 // output goes to setpoint's log through go-plugin's log forwarding.
 func Serve(impl providers.Full, version int) {
+	dieWithParent()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: os.Stderr, JSONFormat: true})
 	slog.SetDefault(slog.New(&hclogHandler{l: logger}))
 	goplugin.Serve(&goplugin.ServeConfig{

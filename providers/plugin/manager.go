@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -142,6 +143,9 @@ func (m *Manager) start(p *proc) error {
 		}
 		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
+	// The child is killed when setpoint dies, however it dies (a parent
+	// killed with SIGKILL cannot stop it); the child also watches for it.
+	cfg.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	client := goplugin.NewClient(cfg)
 	rpc, err := client.Client()
 	if err != nil {
