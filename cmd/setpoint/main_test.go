@@ -117,6 +117,15 @@ func TestVersionAndCompletion(t *testing.T) {
 	}
 }
 
+func TestMissingDirectoryIsSaid(t *testing.T) {
+	for _, cmd := range []string{"plan", "apply", "sim"} {
+		_, errOut, code := runCLI(t, cmd, "/nonexistent/specs")
+		if code != 1 || !strings.Contains(errOut, "/nonexistent/specs: no such spec directory") {
+			t.Errorf("%s: %d %q", cmd, code, errOut)
+		}
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"frobnicate"}, {"validate"}, {"validate", "--bogus", "specs"}} {
 		out, errOut, code := runCLI(t, args...)

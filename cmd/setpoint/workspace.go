@@ -77,6 +77,11 @@ func (w *workspace) clockNow() time.Time {
 // out; the rest are planned. Only a missing or invalid Environment, or a
 // provider that cannot start, stops it.
 func openWorkspace(dir string, o simOptions) (*workspace, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("%s: no such spec directory", dir)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory (a spec directory is expected)", dir)
+	}
 	l, err := load.New()
 	if err != nil {
 		return nil, err
