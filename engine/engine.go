@@ -224,12 +224,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	obs := e.observe(ctx, now, ds)
 	p.Record(func(p *plan.Plan) {
 		p.Observed = obs.fingerprintable()
-		for _, d := range ds {
-			p.Specs[d.id] = spec.Digest(d.doc)
-		}
-		if e.Env != nil {
-			p.Specs[e.Env.ID()] = spec.Digest(e.Env)
-		}
+		p.Specs = e.digests(ds)
 	})
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
 
@@ -500,32 +495,13 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 		if !ok {
 			continue // Apply reports it with the spec's position
 		}
-		ocs := byProv[name]
-		resp := prov.PlanChange(ctx, providers.PlanChangeRequest{Now: now, Changes: ocs})
-		for i, oc := range ocs {
-			why := ""
-			switch {
-			case i >= len(resp.Results):
-				// No answer is no acceptance.
-				why = "the provider did not answer the dry run for this change"
-				for _, d := range resp.Diagnostics {
-					if d.Severity == providers.Error {
-						why += ": " + d.Error()
-						break
-					}
-				}
-			case !resp.Results[i].Address.IsZero() && resp.Results[i].Address != oc.Address:
-				why = fmt.Sprintf("the provider answered the dry run for %s in its place", resp.Results[i].Address)
-			case resp.Results[i].Err != "":
-				why = resp.Results[i].Err
-			case len(resp.Results[i].Conflicts) > 0:
-				var cs []string
-				for _, c := range resp.Results[i].Conflicts {
-					cs = append(cs, c.Path.String()+" owned by "+c.Manager)
-				}
-				why = "conflicts: " + strings.Join(cs, ", ")
-			}
-			if why != "" {
+		sent := sendable(byProv[name], bad)
+		if len(sent) == 0 {
+			continue
+		}
+		resp := prov.PlanChange(ctx, providers.PlanChangeRequest{Now: now, Changes: sent})
+		for i, oc := range sent {
+			if why := refusal(resp.Results, resp.Diagnostics, i, oc); why != "" {
 				for _, m := range members[oc.Address] {
 					refused[m] = why
 				}
@@ -547,6 +523,45 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 	p.Changes = kept
 }
 
+// sendable drops the objects whose change could not be built whole: they
+// are not sent to a provider.
+func sendable(ocs []providers.ObjectChange, bad map[addrs.Object]string) []providers.ObjectChange {
+	out := make([]providers.ObjectChange, 0, len(ocs))
+	for _, oc := range ocs {
+		if bad[oc.Address] == "" {
+			out = append(out, oc)
+		}
+	}
+	return out
+}
+
+// refusal says why a provider did not take (or, in a dry run, would not
+// take) the i-th object's change of a batch; "" when it did. Results are
+// matched by position, and no answer is no acceptance.
+func refusal(results []providers.ObjectResult, diags []providers.Diagnostic, i int, oc providers.ObjectChange) string {
+	switch {
+	case i >= len(results):
+		why := "the provider did not answer for this change"
+		for _, d := range diags {
+			if d.Severity == providers.Error {
+				return why + ": " + d.Error()
+			}
+		}
+		return why
+	case !results[i].Address.IsZero() && results[i].Address != oc.Address:
+		return fmt.Sprintf("the provider answered for %s in its place", results[i].Address)
+	case results[i].Err != "":
+		return results[i].Err
+	case len(results[i].Conflicts) > 0:
+		var cs []string
+		for _, c := range results[i].Conflicts {
+			cs = append(cs, c.Path.String()+" owned by "+c.Manager)
+		}
+		return "conflicts: " + strings.Join(cs, ", ")
+	}
+	return ""
+}
+
 // Result of applying one change.
 type Result struct {
 	Change plan.Change
@@ -562,47 +577,21 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 	for _, name := range slices.Sorted(maps.Keys(byProv)) {
 		ocs := byProv[name]
 		prov, ok := e.Providers[name]
+		sent := sendable(ocs, bad)
 		var resp providers.ApplyResponse
-		// Objects whose change cannot be built whole are not sent.
-		send := make([]providers.ObjectChange, 0, len(ocs))
-		for _, oc := range ocs {
-			if bad[oc.Address] == "" {
-				send = append(send, oc)
-			}
-		}
-		if ok && len(send) > 0 {
-			resp = prov.Apply(ctx, providers.ApplyRequest{Now: now, Changes: send})
+		if ok && len(sent) > 0 {
+			resp = prov.Apply(ctx, providers.ApplyRequest{Now: now, Changes: sent})
 		}
 		ri := 0 // index into resp.Results: objects sent, in order
 		for _, oc := range ocs {
-			why := ""
-			if bad[oc.Address] != "" {
-				why = bad[oc.Address]
-			} else {
-				i := ri
-				ri++
-				switch {
-				case !ok:
+			why := bad[oc.Address]
+			if why == "" {
+				if ok {
+					why = refusal(resp.Results, resp.Diagnostics, ri, oc)
+				} else {
 					why = fmt.Sprintf("provider %q is not configured", name)
-				case i >= len(resp.Results):
-					why = "the provider did not answer for this change"
-					for _, d := range resp.Diagnostics {
-						if d.Severity == providers.Error {
-							why += ": " + d.Error()
-							break
-						}
-					}
-				case !resp.Results[i].Address.IsZero() && resp.Results[i].Address != oc.Address:
-					why = fmt.Sprintf("the provider answered for %s in its place", resp.Results[i].Address)
-				case resp.Results[i].Err != "":
-					why = resp.Results[i].Err
-				case len(resp.Results[i].Conflicts) > 0:
-					var cs []string
-					for _, c := range resp.Results[i].Conflicts {
-						cs = append(cs, c.Path.String()+" owned by "+c.Manager)
-					}
-					why = "conflicts: " + strings.Join(cs, ", ")
 				}
+				ri++
 			}
 			for _, m := range members[oc.Address] {
 				c := p.Changes[m]
@@ -662,13 +651,18 @@ func (e *Engine) Observe(ctx context.Context, now time.Time) map[string]string {
 
 // SpecDigests returns each spec's digest, as a saved plan records them.
 func (e *Engine) SpecDigests() map[string]string {
-	out := map[string]string{}
 	ds, _ := e.specs(nil)
+	return e.digests(ds)
+}
+
+// digests are the specs' digests and the Environment's: it decides
+// providers, GitOps managers and the state, so a saved plan made under
+// another one is stale too.
+func (e *Engine) digests(ds []decided) map[string]string {
+	out := make(map[string]string, len(ds)+1)
 	for _, d := range ds {
 		out[d.id] = spec.Digest(d.doc)
 	}
-	// The Environment decides providers, GitOps managers and the state: a
-	// saved plan made under another one is stale too.
 	if e.Env != nil {
 		out[e.Env.ID()] = spec.Digest(e.Env)
 	}

@@ -433,3 +433,22 @@ func TestObservedTypeMustMatch(t *testing.T) {
 		t.Fatalf("want an error naming the types:\n%s", text(pl))
 	}
 }
+
+// silentDryRun answers no dry run.
+type silentDryRun struct{ *sim.Provider }
+
+func (silentDryRun) PlanChange(context.Context, providers.PlanChangeRequest) providers.PlanChangeResponse {
+	return providers.PlanChangeResponse{}
+}
+
+// TestUnansweredDryRunHolds: a change the provider's dry run did not
+// answer is held, not taken for accepted.
+func TestUnansweredDryRunHolds(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	e.Providers["sim"] = silentDryRun{p}
+	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
+	h := find(pl.Held, "spec.minReplicas")
+	if len(pl.Changes) != 0 || h == nil || h.Held.Kind != plan.HoldRejected || !strings.Contains(h.Held.String(), "did not answer") {
+		t.Fatalf("want the change held as rejected:\n%s", text(pl))
+	}
+}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,23 +146,10 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 	cmd := exec.Command(binary, "apply", "--auto-approve", "--lock-timeout", "30s", dir)
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	waiting := false
-	for !waiting && sc.Scan() {
-		waiting = strings.Contains(sc.Text(), "waiting for the state lock") && strings.Contains(sc.Text(), "the test")
-	}
-	if !waiting {
+	if !startUntilLogged(t, cmd, "waiting for the state lock", "the test") {
 		t.Fatalf("apply --lock-timeout never said it was waiting for the lock")
 	}
 	unlock()
-	go io.Copy(io.Discard, stderr)
 	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 4 applied, 0 failed") {
 		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
 	}
@@ -459,20 +444,24 @@ func TestApplyConfirmsOnATerminal(t *testing.T) {
 	}
 }
 
-// TestReconcileRequeuesAtTheWindowsEnd: a change held by its stability
-// window comes back exactly when the window ends, on the clock the queue
-// runs on (virtual time here), and a spec planned with the batch for
-// sharing its target is queued for its own due time.
-func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
-	dir := copySpecs(t)
-	ws, err := openWorkspace(dir, simOptions{})
+// reconcileRig is what watch's worker reconciles with: the directory's
+// workspace and a queue on a fake clock at the sim world's time.
+func reconcileRig(t *testing.T, edits ...[3]string) (*workspace, *watch.FakeClock, *watch.Queue, watch.Set) {
+	t.Helper()
+	ws, err := openWorkspace(copySpecs(t, edits...), simOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.close()
+	t.Cleanup(ws.close)
 	clk := watch.NewFakeClock(ws.now)
-	q := watch.NewQueue(clk)
-	set := watch.Set{Env: ws.env, Specs: ws.specs}
+	return ws, clk, watch.NewQueue(clk), watch.Set{Env: ws.env, Specs: ws.specs}
+}
+
+// TestReconcileRequeuesAtTheWindowsEnd: a change held by its stability
+// window comes back exactly when the window ends, on the clock the queue
+// runs on (virtual time here).
+func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
+	ws, clk, q, set := reconcileRig(t)
 	res := reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second)
 	if r := res["NFR/shop/checkout"]; r.Err != nil || r.RequeueAfter != 3*time.Minute {
 		t.Fatalf("want a requeue when the 3m window ends: %+v", res)
@@ -489,15 +478,7 @@ func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
 // wanted brings its spec back at once, and that plan says when the rest
 // is due (the cooldown's end), so a multi-step move never waits for a tick.
 func TestReconcileComesBackForTheNextStep(t *testing.T) {
-	dir := copySpecs(t, quick...)
-	ws, err := openWorkspace(dir, simOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.close()
-	clk := watch.NewFakeClock(ws.now)
-	q := watch.NewQueue(clk)
-	set := watch.Set{Env: ws.env, Specs: ws.specs}
+	ws, clk, q, set := reconcileRig(t, quick...)
 	key := "NFR/shop/checkout"
 	res := reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second)
 	if r := res[key]; r.Err != nil || r.RequeueAfter != time.Second {

@@ -211,6 +211,29 @@ func TestUnknownProviderInEnvironment(t *testing.T) {
 	}
 }
 
+// startUntilLogged starts cmd and reads its stderr until a line holds
+// every one of parts (false if it ends first); the rest is drained.
+func startUntilLogged(t *testing.T, cmd *exec.Cmd, parts ...string) bool {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	found := false
+	for !found && sc.Scan() {
+		found = true
+		for _, p := range parts {
+			found = found && strings.Contains(sc.Text(), p)
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	return found
+}
+
 // children lists the pids whose parent is pid.
 func children(pid int) []int {
 	var out []int
@@ -236,19 +259,12 @@ func children(pid int) []int {
 func TestProvidersDieWithAKilledParent(t *testing.T) {
 	dir := copySpecs(t)
 	cmd := exec.Command(binary, "watch", dir)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Kill it once its providers run (past their handshake), not while
 	// they start.
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() && !strings.Contains(sc.Text(), "msg=watching") {
+	if !startUntilLogged(t, cmd, "msg=watching") {
+		cmd.Process.Kill()
+		t.Fatal("watch never said it was watching")
 	}
-	go io.Copy(io.Discard, stderr)
 	kids := children(cmd.Process.Pid)
 	if len(kids) == 0 {
 		cmd.Process.Kill()

@@ -1,5 +1,6 @@
 // Package clock gives the engine its time: the wall clock for watch and
-// one-shot runs, a virtual clock for the sim loop. Logic never reads the
+// one-shot runs, a virtual clock for the sim loop (watch, which also
+// needs timers, has its own clocks in engine/watch). Logic never reads the
 // wall itself; it is handed a Clock.
 package clock
 
@@ -49,24 +50,4 @@ func (v *Virtual) Advance(d time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.now = v.now.Add(d)
-}
-
-// Scaled maps another clock onto virtual time: origin at the moment it is
-// made, then speed virtual seconds per second of the base clock (watch on
-// the sim world).
-type Scaled struct {
-	base   Clock
-	origin time.Time
-	start  time.Time
-	speed  float64
-}
-
-// NewScaled starts a scaled clock at origin.
-func NewScaled(base Clock, origin time.Time, speed float64) *Scaled {
-	return &Scaled{base: base, origin: origin, start: base.Now(), speed: speed}
-}
-
-// Now returns the virtual time.
-func (s *Scaled) Now() time.Time {
-	return s.origin.Add(time.Duration(float64(s.base.Now().Sub(s.start)) * s.speed))
 }

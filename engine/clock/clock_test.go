@@ -5,18 +5,12 @@ import (
 	"time"
 )
 
-func TestVirtualAndScaled(t *testing.T) {
+func TestVirtual(t *testing.T) {
 	t0 := time.Date(2023, 11, 16, 18, 15, 46, 0, time.UTC)
 	v := NewVirtual(t0)
 	v.Advance(5 * time.Second)
 	v.Set(t0) // never backwards
 	if got := v.Now(); !got.Equal(t0.Add(5 * time.Second)) {
 		t.Fatalf("virtual: %v", got)
-	}
-	origin := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := NewScaled(v, origin, 60)
-	v.Advance(2 * time.Second)
-	if got := s.Now(); !got.Equal(origin.Add(2 * time.Minute)) {
-		t.Fatalf("scaled: %v", got)
 	}
 }

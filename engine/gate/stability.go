@@ -75,7 +75,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	v.Value = in.Desired
 	if in.HasCurrent {
-		bounded, _ := values.Step(in.Current, in.Desired, s.MaxStep)
+		bounded := values.Step(in.Current, in.Desired, s.MaxStep)
 		if bounded != in.Desired {
 			v.Bounds = append(v.Bounds, plan.Bound{Kind: plan.BoundStep, Percent: s.MaxStep, Of: in.Current, Up: in.Desired.Compare(in.Current) > 0})
 		}

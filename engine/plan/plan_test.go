@@ -81,3 +81,21 @@ func TestTextAndSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundText: the bounds print as the design writes them.
+func TestBoundText(t *testing.T) {
+	for _, c := range []struct {
+		b    Bound
+		want string
+	}{
+		{Bound{Kind: BoundStep, Percent: 0.3, Of: values.CountOf(2), Up: true}, "bounded to +30% of 2, at least 1"},
+		{Bound{Kind: BoundStep, Percent: 0.3, Of: values.CountOf(10)}, "bounded to -30% of 10, at least 1"},
+		{Bound{Kind: BoundStep, Percent: 0.25, Of: values.BytesOf(256 << 20)}, "step bounded to 25% of 256Mi"},
+		{Bound{Kind: BoundCap, Cap: values.CountOf(4), Field: "safety.maxReplicas"}, "capped at 4 by safety.maxReplicas"},
+		{Bound{Kind: BoundTakeover, Manager: "kubectl-client-side-apply"}, "takes the field from kubectl-client-side-apply"},
+	} {
+		if got := c.b.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
+	}
+}

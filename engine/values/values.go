@@ -285,32 +285,31 @@ func Within(anchor, v Value, tolerance float64) bool {
 // |Δ| ≤ max(1, floor(pct × cur)). Other numbers: |Δ| ≤ pct × cur, the
 // bounded value rounded to the granule toward cur (so the bound always
 // holds), or unrounded when no granule multiple lies strictly between.
-// Strings and structured values are not stepped. The note says how the
-// value was bounded ("" when it was not).
-func Step(cur, want Value, pct float64) (Value, string) {
+// Strings and structured values are not stepped. (The plan says how a
+// value was bounded: plan.Bound.)
+func Step(cur, want Value, pct float64) Value {
 	if pct <= 0 || want == cur || !cur.t.Numeric() || cur.t != want.t {
-		return want, ""
+		return want
 	}
 	delta := want.n - cur.n
 	if cur.t == Count {
 		maxD := max(int64(1), int64(math.Floor(pct*float64(cur.n)+1e-9)))
 		if abs(delta) <= maxD {
-			return want, ""
+			return want
 		}
-		sign, v := "+", cur.n+maxD
 		if delta < 0 {
-			sign, v = "-", cur.n-maxD
+			return cur.WithInt(cur.n - maxD)
 		}
-		return cur.WithInt(v), fmt.Sprintf("bounded to %s%s%% of %d, at least 1", sign, pctString(pct), cur.n)
+		return cur.WithInt(cur.n + maxD)
 	}
 	maxD := pct * float64(cur.n)
 	if cur.n == 0 {
 		// No proportion of nothing moves: from zero (an absent limit)
 		// there is no step to bound.
-		return want, ""
+		return want
 	}
 	if float64(abs(delta)) <= maxD+1e-6 {
-		return want, ""
+		return want
 	}
 	g := float64(cur.t.Granule())
 	var v int64
@@ -325,10 +324,8 @@ func Step(cur, want Value, pct float64) (Value, string) {
 			v = cur.n - int64(maxD)
 		}
 	}
-	return cur.WithInt(v), fmt.Sprintf("step bounded to %s%% of %s", pctString(pct), cur)
+	return cur.WithInt(v)
 }
-
-func pctString(p float64) string { return strconv.FormatFloat(p*100, 'g', -1, 64) }
 
 func abs(x int64) int64 {
 	if x < 0 {
