@@ -255,10 +255,13 @@ func children(pid int) []int {
 }
 
 // TestProvidersDieWithAKilledParent: kill -9 of watch leaves no provider
-// process behind.
+// process behind, and the next run removes the sockets it left.
 func TestProvidersDieWithAKilledParent(t *testing.T) {
 	dir := copySpecs(t)
+	tmp := t.TempDir()
+	env := append(os.Environ(), "TMPDIR="+tmp)
 	cmd := exec.Command(binary, "watch", dir)
+	cmd.Env = env
 	// Kill it once its providers run (past their handshake), not while
 	// they start.
 	if !startUntilLogged(t, cmd, "msg=watching") {
@@ -285,5 +288,23 @@ func TestProvidersDieWithAKilledParent(t *testing.T) {
 				t.Fatalf("provider %d outlived its killed parent", k)
 			}
 		}
+	}
+	runs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "setpoint-providers-*"))
+		return m
+	}
+	if left := runs(); len(left) != 1 {
+		t.Fatalf("want the killed run's socket directory left behind, got %v", left)
+	}
+	plan := exec.Command(binary, "plan", dir)
+	plan.Env = env
+	if out, err := plan.CombinedOutput(); err != nil {
+		t.Fatalf("plan: %v\n%s", err, out)
+	}
+	if left := runs(); len(left) != 0 {
+		t.Fatalf("the next run left socket directories behind: %v", left)
+	}
+	if stray, _ := filepath.Glob(filepath.Join(tmp, "plugin*")); len(stray) > 0 {
+		t.Fatalf("provider sockets outside a run directory: %v", stray)
 	}
 }

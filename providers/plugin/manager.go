@@ -46,9 +46,13 @@ type Manager struct {
 	// each call, measured from the last failure. Nil: 1 s, 2 s, 4 s … at
 	// most 30 s.
 	RestartBackoff func(n int) time.Duration
+	// SocketDir is where provider sockets are made ("": os.TempDir()).
+	SocketDir string
 
 	mu    sync.Mutex
 	procs map[string]*proc
+	run   string   // this manager's socket directory (sockets.go)
+	owner *os.File // holds the lock that says run is alive
 }
 
 type proc struct {
@@ -76,6 +80,9 @@ func (m *Manager) Find(name string) (Found, error) {
 		}
 	}
 	bin := "setpoint-provider-" + name
+	// A file that is there but cannot run is named as such: "not found"
+	// would send the user looking for a file they can see.
+	var unusable []string
 	for _, dir := range m.PluginPath {
 		// Absolute, so what runs is the file checked (and pinned): a bare
 		// name would be looked up on $PATH.
@@ -83,9 +90,22 @@ func (m *Manager) Find(name string) (Found, error) {
 		if err != nil {
 			continue
 		}
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.IsDir():
+			unusable = append(unusable, p+" is a directory")
+		case !fi.Mode().IsRegular():
+			unusable = append(unusable, p+" is not a regular file")
+		case fi.Mode()&0o111 == 0:
+			unusable = append(unusable, fmt.Sprintf("%s is not executable (mode %v; chmod +x it)", p, fi.Mode().Perm()))
+		default:
 			return Found{Name: name, Path: p}, nil
 		}
+	}
+	if len(unusable) > 0 {
+		return Found{}, fmt.Errorf("provider %q cannot run: %s", name, strings.Join(unusable, "; "))
 	}
 	return Found{}, fmt.Errorf("unknown provider %q: not built in (%s) and no %s on the plugin path [%s]", name, strings.Join(m.BuiltIn, ", "), bin, strings.Join(m.PluginPath, ", "))
 }
@@ -127,10 +147,26 @@ func (m *Manager) start(p *proc) error {
 	if f.BuiltIn {
 		args = []string{"provider", "serve", p.name}
 	}
+	sockets, err := m.runDir()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(f.Path, args...)
+	// go-plugin's server makes its socket in this directory (the client's
+	// UnixSocketConfig.TempDir is honoured only with a custom runner).
+	// The host environment is passed here rather than by go-plugin, so that
+	// an inherited value cannot override this one.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, goplugin.EnvUnixSocketDir+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, goplugin.EnvUnixSocketDir+"="+sockets)
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  goplugin.HandshakeConfig{MagicCookieKey: Handshake.MagicCookieKey, MagicCookieValue: Handshake.MagicCookieValue},
 		VersionedPlugins: map[int]goplugin.PluginSet{ProtocolVersion: {pluginName: &grpcPlugin{}}},
-		Cmd:              exec.Command(f.Path, args...),
+		Cmd:              cmd,
+		SkipHostEnv:      true,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hclog.New(&hclog.LoggerOptions{Name: p.name, Output: slogWriter{provider: p.name}, JSONFormat: true, Level: hclog.Info}),
 		GRPCDialOptions:  []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage))},
@@ -299,6 +335,7 @@ func (m *Manager) Close() {
 			p.client = nil
 		}
 	}
+	m.closeRunDir()
 }
 
 // Provider returns a handle for a provider: every call goes to the live

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -83,6 +84,28 @@ func TestUnknownProvider(t *testing.T) {
 	err := m.Start("nope")
 	if err == nil || !strings.Contains(err.Error(), `unknown provider "nope"`) || !strings.Contains(err.Error(), "setpoint-provider-nope") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestUnusablePlugin: a plugin file that is there but cannot run is named
+// with what is wrong, not reported as missing.
+func TestUnusablePlugin(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "setpoint-provider-noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "setpoint-provider-adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &plugin.Manager{PluginPath: []string{dir}}
+	for name, want := range map[string]string{
+		"noexec": "is not executable (mode -rw-r--r--; chmod +x it)",
+		"adir":   "is a directory",
+	} {
+		_, err := m.Find(name)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "unknown provider") {
+			t.Errorf("%s: got %v, want %q", name, err, want)
+		}
 	}
 }
 
@@ -728,5 +751,60 @@ func TestRelativePluginPathRunsTheFileChecked(t *testing.T) {
 		if l.Name == "local" && l.Path != exe {
 			t.Fatalf("listed %q, want %q", l.Path, exe)
 		}
+	}
+}
+
+// TestSocketDirectories: a manager keeps its processes' sockets in one
+// directory of its own, removes it on Close, and removes the directories of
+// runs that died (their lock is free) but not those of live runs.
+func TestSocketDirectories(t *testing.T) {
+	base := t.TempDir()
+	runs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(base, "setpoint-providers-*"))
+		return m
+	}
+	dead := filepath.Join(base, "setpoint-providers-dead")
+	live := filepath.Join(base, "setpoint-providers-live")
+	for _, d := range []string{dead, live} {
+		if err := os.MkdirAll(filepath.Join(d, "plugin-dir1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ".owner"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A live run: its lock is held (by an open file of this process, as
+	// another process would hold it).
+	f, err := os.Open(filepath.Join(live, ".owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+
+	m := manager()
+	m.SocketDir = base
+	if err := m.Start("good"); err != nil {
+		t.Fatal(err)
+	}
+	got := runs()
+	if slices.Contains(got, dead) || !slices.Contains(got, live) || len(got) != 2 {
+		t.Fatalf("after starting: %v (want the live run's directory and a new one)", got)
+	}
+	own := got[0]
+	if own == live {
+		own = got[1]
+	}
+	if socks, _ := filepath.Glob(filepath.Join(own, "plugin*")); len(socks) == 0 {
+		t.Errorf("no provider socket under %s", own)
+	}
+	if stray, _ := filepath.Glob(filepath.Join(base, "plugin*")); len(stray) > 0 {
+		t.Errorf("sockets outside the run directory: %v", stray)
+	}
+	m.Close()
+	if got := runs(); len(got) != 1 || got[0] != live {
+		t.Fatalf("after Close: %v (want only the live run's)", got)
 	}
 }
