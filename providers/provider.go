@@ -199,25 +199,25 @@ type Event struct {
 
 // AttributeSchema describes one attribute a provider serves.
 type AttributeSchema struct {
-	Path        addrs.Path
-	Type        values.Type
-	ReadOnly    bool
-	Description string
+	Path        addrs.Path  `json:"path"`
+	Type        values.Type `json:"type"`
+	ReadOnly    bool        `json:"readOnly,omitempty"`
+	Description string      `json:"description,omitempty"`
 }
 
 // KindSchema lists a kind's attributes.
 type KindSchema struct {
-	Kind       string
-	Attributes []AttributeSchema
+	Kind       string            `json:"kind"`
+	Attributes []AttributeSchema `json:"attributes"`
 }
 
 // Schema is what a provider says about itself.
 type Schema struct {
-	Name    string
-	Version string
-	Kinds   []KindSchema
-	Signals bool
-	Events  bool
+	Name    string       `json:"name"`
+	Version string       `json:"version"`
+	Kinds   []KindSchema `json:"kinds"`
+	Signals bool         `json:"signals"`
+	Events  bool         `json:"events"`
 }
 
 // Full is the whole provider protocol: what an out-of-process provider

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -145,14 +144,16 @@ func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, s
 	if asJSON {
 		p.Seal()
 		type res struct {
-			Address, Attribute, To, Error string
+			Address   string `json:"address"`
+			Attribute string `json:"attribute"`
+			To        string `json:"to"`
+			Error     string `json:"error,omitempty"`
 		}
 		var rs []res
 		for _, r := range results {
 			rs = append(rs, res{r.Change.Address.String(), r.Change.Attribute.String(), r.Change.To, r.Err})
 		}
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
+		enc := jsonOut(cmd.OutOrStdout())
 		if err := enc.Encode(map[string]any{"plan": p, "results": rs}); err != nil {
 			return err
 		}

@@ -206,7 +206,13 @@ func TestUnknownProviderInEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := runCLI(t, "plan", dir)
-	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (sim) and no setpoint-provider-acme on the plugin path ["+filepath.Join(dir, "plugins")+"]") {
+	real, _ := filepath.EvalSymlinks(dir)
+	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (sim) and no setpoint-provider-acme on the plugin path [] (not searched, being inside the spec directory: ["+filepath.Join(real, "plugins")+"])") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// Trusted, the entry is searched.
+	_, errOut, code = runCLI(t, "plan", "--allow-spec-plugins", dir)
+	if code != 1 || !strings.Contains(errOut, "on the plugin path ["+filepath.Join(real, "plugins")+"]\n") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
+	"log/slog"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/plugin"
 	"github.com/setpoint-dev/setpoint/providers/sdk"
@@ -59,12 +59,14 @@ version and schema, and stops it.`,
 					return err
 				}
 				if env := l.LoadDir(dir).Environment(); env != nil {
-					base := filepath.Dir(env.Src.Pos.File)
-					for _, p := range env.Spec.PluginPath {
-						if !filepath.IsAbs(p) {
-							p = filepath.Join(base, p)
-						}
-						m.PluginPath = append(m.PluginPath, p)
+					root, err := confine.NewRoot(dir)
+					if err != nil {
+						return fmt.Errorf("%s: %w", dir, err)
+					}
+					paths, _ := resolveEnvPaths(root, env, trust)
+					m.PluginPath, m.Refused = paths.plugins, paths.refused
+					for _, p := range paths.refused {
+						slog.Warn("pluginPath entry inside the spec directory is not searched; pass --allow-spec-plugins to trust it", "entry", p)
 					}
 					for _, p := range env.Spec.Providers {
 						if p.SHA256 != "" {
@@ -74,10 +76,11 @@ version and schema, and stops it.`,
 				}
 			}
 			type row struct {
-				Name, Path string
-				BuiltIn    bool
-				Schema     providers.Schema
-				Error      string `json:",omitempty"`
+				Name    string           `json:"name"`
+				Path    string           `json:"path"`
+				BuiltIn bool             `json:"builtIn"`
+				Schema  providers.Schema `json:"schema"`
+				Error   string           `json:"error,omitempty"`
 			}
 			var rows []row
 			for _, f := range m.List() {
@@ -90,8 +93,7 @@ version and schema, and stops it.`,
 				rows = append(rows, r)
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
+				enc := jsonOut(cmd.OutOrStdout())
 				return enc.Encode(rows)
 			}
 			out := cmd.OutOrStdout()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -94,8 +93,7 @@ func printResultJSON(cmd *cobra.Command, res signals.Result) error {
 	if samples == nil {
 		samples = []signals.Sample{}
 	}
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
+	enc := jsonOut(cmd.OutOrStdout())
 	return enc.Encode(map[string]any{
 		"expr":    res.Expr,
 		"at":      res.At.UTC().Format(time.RFC3339),

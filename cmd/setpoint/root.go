@@ -25,6 +25,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("SETPOINT_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	addTrustFlags(root)
 	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newVersionCmd())
 	return root
 }

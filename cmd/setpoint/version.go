@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 
@@ -26,8 +25,7 @@ func newVersionCmd() *cobra.Command {
 				"kinds":      spec.Kinds(),
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
+				enc := jsonOut(cmd.OutOrStdout())
 				return enc.Encode(info)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "setpoint %s (%s, %s)\napiVersion %s, kinds %v\n",

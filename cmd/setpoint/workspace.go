@@ -20,6 +20,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/plugin"
@@ -135,10 +136,18 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		return nil, fmt.Errorf("%s: no valid Environment (setpoint validate %s says why)", dir, dir)
 	}
 	base := filepath.Dir(w.env.Src.Pos.File)
-	w.statePath = w.env.Spec.State.Path
-	if !filepath.IsAbs(w.statePath) {
-		w.statePath = filepath.Join(base, w.statePath)
+	root, err := confine.NewRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	paths, bad := resolveEnvPaths(root, w.env, trust)
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%s", bad[0].Error())
+	}
+	for _, p := range paths.refused {
+		slog.Warn("pluginPath entry inside the spec directory is not searched (a pull request could place a binary there); pass --allow-spec-plugins to trust it", "entry", p)
+	}
+	w.statePath = paths.state
 	w.state = state.NewFile(w.statePath)
 	// Without a sim world, time is the wall's.
 	w.now = time.Now()
@@ -153,12 +162,8 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		return nil, err
 	}
 	w.mgr = &plugin.Manager{Self: self, BuiltIn: builtInNames(), Pins: map[string]string{}}
-	for _, p := range w.env.Spec.PluginPath {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(base, p)
-		}
-		w.mgr.PluginPath = append(w.mgr.PluginPath, p)
-	}
+	w.mgr.PluginPath = paths.plugins
+	w.mgr.Refused = paths.refused
 	w.store = embedded.NewStore(0)
 	var feeds []*engine.Feed
 	provs := map[string]providers.Provider{}
@@ -172,6 +177,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			if err != nil {
 				return nil, err
 			}
+			// The provider gets absolute paths, checked here: it resolves
+			// nothing against the spec directory itself.
+			simCfg.Trace = paths.trace
 			if o.trace != "" {
 				simCfg.Trace, _ = filepath.Abs(o.trace)
 			}
@@ -182,7 +190,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 				return nil, err
 			}
 			if !o.fresh {
-				cfg.StatePath = sim.StatePath(w.env)
+				cfg.StatePath = filepath.Join(filepath.Dir(w.statePath), "sim-state.json")
 			}
 			if w.trace, err = sim.TraceOf(simCfg, base); err != nil {
 				return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.providers"), err)

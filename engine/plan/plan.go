@@ -267,6 +267,7 @@ func (p *Plan) JSON(w io.Writer) error {
 	p.Seal()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(p)
 }
 

@@ -38,6 +38,10 @@ type Manager struct {
 	BuiltIn []string
 	// PluginPath is searched for setpoint-provider-NAME binaries.
 	PluginPath []string
+	// Refused are plugin path entries left out of the search (inside the
+	// spec directory, where a pull request could place a binary); a
+	// provider found only there is reported with the way to allow it.
+	Refused []string
 	// Pins maps a provider name to the SHA-256 its binary must have.
 	Pins    map[string]string
 	Timeout time.Duration
@@ -107,7 +111,16 @@ func (m *Manager) Find(name string) (Found, error) {
 	if len(unusable) > 0 {
 		return Found{}, fmt.Errorf("provider %q cannot run: %s", name, strings.Join(unusable, "; "))
 	}
-	return Found{}, fmt.Errorf("unknown provider %q: not built in (%s) and no %s on the plugin path [%s]", name, strings.Join(m.BuiltIn, ", "), bin, strings.Join(m.PluginPath, ", "))
+	for _, dir := range m.Refused {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err == nil {
+			return Found{}, fmt.Errorf("provider %q: %s is in pluginPath entry %s, inside the spec directory, which is not searched unless setpoint runs with --allow-spec-plugins", name, bin, dir)
+		}
+	}
+	notSearched := ""
+	if len(m.Refused) > 0 {
+		notSearched = fmt.Sprintf(" (not searched, being inside the spec directory: [%s])", strings.Join(m.Refused, ", "))
+	}
+	return Found{}, fmt.Errorf("unknown provider %q: not built in (%s) and no %s on the plugin path [%s]%s", name, strings.Join(m.BuiltIn, ", "), bin, strings.Join(m.PluginPath, ", "), notSearched)
 }
 
 // List returns every provider found: the built-in ones and the binaries on

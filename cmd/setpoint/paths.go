@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/internal/confine"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+// trustFlags widen what a spec directory may name. Both are off by
+// default: specs arrive in pull requests, and nothing a pull request can
+// change may read or write outside its directory, or choose a binary to
+// run. They are flags, not spec fields, for the same reason.
+type trustFlags struct {
+	// outsidePaths lets spec paths (state.path, the sim trace) resolve
+	// outside the spec directory.
+	outsidePaths bool
+	// specPlugins lets pluginPath entries inside the spec directory
+	// (.setpoint/ included) be searched for provider binaries.
+	specPlugins bool
+}
+
+var trust trustFlags
+
+func addTrustFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().BoolVar(&trust.outsidePaths, "allow-outside-paths", false, "let paths in specs (state.path, the sim trace) resolve outside the spec directory")
+	cmd.PersistentFlags().BoolVar(&trust.specPlugins, "allow-spec-plugins", false, "search pluginPath entries inside the spec directory for provider binaries")
+}
+
+// envPaths are the paths an Environment names, resolved and checked.
+type envPaths struct {
+	state string // the engine's state file
+	trace string // the sim world's trace ("" without a sim provider)
+	// plugins are the pluginPath entries searched; refused are those left
+	// out because they lie inside the spec directory.
+	plugins, refused []string
+}
+
+// outsideHint is what a user can do about a path outside the directory.
+const outsideHint = "a path inside the spec directory, or --allow-outside-paths to trust this directory's specs"
+
+// resolveEnvPaths resolves every path an Environment names against the
+// Environment's directory and checks each against the spec directory
+// root. Problems are diagnostics at the field that names the path; no
+// file is opened, so nothing of a file's content can reach a message.
+func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (envPaths, load.Diagnostics) {
+	var out envPaths
+	var diags load.Diagnostics
+	base := filepath.Dir(env.Src.Pos.File)
+	report := func(field, what string, err error) {
+		d := load.Diagnostic{Pos: env.Src.PosOf(field), Path: field}
+		var oe *confine.OutsideError
+		if errors.As(err, &oe) {
+			d.Message, d.Expected = fmt.Sprintf("%s %s", what, oe.Error()), outsideHint
+		} else {
+			d.Message = fmt.Sprintf("%s: %v", what, err)
+		}
+		diags = append(diags, d)
+	}
+	check := func(field, what, p string) string {
+		res, err := root.Inside(base, p)
+		if err != nil {
+			var oe *confine.OutsideError
+			if !errors.As(err, &oe) || !t.outsidePaths {
+				report(field, what, err)
+				return ""
+			}
+		}
+		return res
+	}
+
+	statePath := env.Spec.State.Path
+	if statePath == "" {
+		statePath = ".setpoint/state.json"
+	}
+	out.state = check("spec.state.path", "state.path", statePath)
+
+	for i, p := range env.Spec.Providers {
+		switch p.Name {
+		case "sim":
+			cfg, err := sim.Config(env)
+			if err != nil {
+				report(fmt.Sprintf("spec.providers.%d.config", i), "sim config", err)
+				continue
+			}
+			out.trace = check(fmt.Sprintf("spec.providers.%d.config.trace", i), "trace", cfg.Trace)
+		case "kubernetes":
+			var kc spec.KubernetesConfig
+			if json.Unmarshal(p.Config, &kc) == nil && kc.Kubeconfig != "" {
+				// Credentials are the operator's, never the pull request's.
+				diags = append(diags, load.Diagnostic{Pos: env.Src.PosOf(fmt.Sprintf("spec.providers.%d.config.kubeconfig", i)),
+					Path: fmt.Sprintf("spec.providers.%d.config.kubeconfig", i), Message: "a kubeconfig path cannot come from a spec",
+					Expected: "the --kubeconfig flag or $KUBECONFIG of the setpoint process"})
+			}
+		}
+	}
+
+	for _, p := range env.Spec.PluginPath {
+		res, err := confine.Resolve(base, p)
+		if err != nil {
+			// A plugin directory that cannot be resolved holds no plugin.
+			continue
+		}
+		if confine.Within(root.Dir, res) && !t.specPlugins {
+			out.refused = append(out.refused, res)
+			continue
+		}
+		out.plugins = append(out.plugins, res)
+	}
+	return out, diags
+}
+
+// specRoot is the spec directory a document was loaded under: the first
+// directory argument holding it, or the directory of a file argument.
+func specRoot(args []string, file string) (confine.Root, error) {
+	for _, a := range args {
+		r, err := confine.NewRoot(a)
+		if err != nil {
+			continue
+		}
+		if f, err := confine.Resolve(".", file); err == nil && confine.Within(r.Dir, f) && r.Dir != f {
+			return r, nil
+		}
+	}
+	return confine.NewRoot(filepath.Dir(file))
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSpecPathsStayInTheDirectory: a path a spec names that resolves
+// outside the spec directory stops plan, at the field, without a byte of
+// the file it names; nothing is created outside; --allow-outside-paths
+// lets it through.
+func TestSpecPathsStayInTheDirectory(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.csv")
+	if err := os.WriteFile(secret, []byte("TOPSECRET-LINE,1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, from, to string
+		want           string
+	}{
+		{"absolute trace", "trace: traces/azure-llm-conv-2023.csv", "trace: " + secret, "setpoint.yaml:10:9: spec.providers.0.config.trace: trace " + secret + " is outside the spec directory"},
+		{"relative trace", "trace: traces/azure-llm-conv-2023.csv", "trace: ../../../../../../../../.." + secret, "spec.providers.0.config.trace: trace ../../../../../../../../.." + secret + " resolves to " + secret + ", outside the spec directory"},
+		{"symlinked trace", "trace: traces/azure-llm-conv-2023.csv", "trace: traces/link.csv", "resolves to " + secret + ", outside the spec directory"},
+		{"state path", "path: .setpoint/state.json", "path: ../escape/state.json", "setpoint.yaml:54:26: spec.state.path: state.path ../escape/state.json resolves to "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copySpecs(t, [3]string{"setpoint.yaml", c.from, c.to})
+			if err := os.Symlink(secret, filepath.Join(dir, "traces", "link.csv")); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"plan", dir}, {"apply", "--auto-approve", dir}} {
+				cmd := args[0]
+				out, err := exec.Command(binary, args...).CombinedOutput()
+				if err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "--allow-outside-paths") {
+					t.Fatalf("%s: %v, want %q in:\n%s", cmd, err, c.want, out)
+				}
+				if strings.Contains(string(out), "TOPSECRET") {
+					t.Fatalf("%s echoed the file's content:\n%s", cmd, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape")); err == nil {
+				t.Fatal("a directory was created outside the spec directory")
+			}
+		})
+	}
+	t.Run("trusted", func(t *testing.T) {
+		dir := copySpecs(t, [3]string{"setpoint.yaml", "path: .setpoint/state.json", "path: ../escape/state.json"})
+		out, err := exec.Command(binary, "plan", "--allow-outside-paths", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "escape", "state.json.d")); err != nil {
+			t.Fatalf("the trusted state path was not used: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestKubeconfigNotFromSpecs: credentials come from the operator, never
+// from a file a pull request can change.
+func TestKubeconfigNotFromSpecs(t *testing.T) {
+	dir := copySpecs(t, [3]string{"setpoint.yaml", "  pluginPath: [", "    - name: kubernetes\n      config: {kubeconfig: /root/.kube/config}\n  pluginPath: ["})
+	out, err := exec.Command(binary, "plan", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "spec.providers.1.config.kubeconfig: a kubeconfig path cannot come from a spec (expected the --kubeconfig flag or $KUBECONFIG") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

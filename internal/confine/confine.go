@@ -1,0 +1,118 @@
+// Package confine resolves the paths a spec names and says whether they
+// stay inside the spec directory.
+//
+// Specs arrive in pull requests, so a path in a spec is input from whoever
+// wrote the pull request: "trace: /etc/shadow" or "state.path:
+// ../../x/state.json" must not let them read or create files elsewhere.
+// A path is judged by where it resolves on disk, with every symlink
+// followed, not by how it is spelled.
+package confine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Resolve returns p made absolute against base with every symlink in its
+// existing part followed. The part that does not exist yet (a state file
+// not written) is appended as spelled, cleaned.
+func Resolve(base, p string) (string, error) {
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", errors.New("path contains a NUL byte")
+	}
+	if !filepath.IsAbs(p) {
+		abs, err := filepath.Abs(base)
+		if err != nil {
+			return "", err
+		}
+		// Not filepath.Join: it would clean "link/.." lexically, while the
+		// kernel follows link first and then goes up from its target.
+		p = abs + string(filepath.Separator) + p
+	}
+	// The longest prefix that exists is resolved by the kernel's rules
+	// (EvalSymlinks applies ".." after following a link); what is left
+	// does not exist, so it holds no symlink.
+	parts := strings.Split(p, string(filepath.Separator))
+	for i := len(parts); i > 0; i-- {
+		prefix := strings.Join(parts[:i], string(filepath.Separator))
+		if prefix == "" {
+			prefix = string(filepath.Separator)
+		}
+		real, err := filepath.EvalSymlinks(prefix)
+		if err == nil {
+			return filepath.Clean(filepath.Join(append([]string{real}, parts[i:]...)...)), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, os.ErrNotExist) {
+			// A loop, or a component that is a file: report it, as the
+			// kernel would refuse it too.
+			return "", fmt.Errorf("resolving %s: %w", p, unwrap(err))
+		}
+	}
+	return filepath.Clean(p), nil
+}
+
+// Within reports whether path (resolved) is root or below it. root must be
+// resolved too.
+func Within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel))
+}
+
+// Root is a spec directory, resolved.
+type Root struct {
+	Dir string
+}
+
+// NewRoot resolves a spec directory.
+func NewRoot(dir string) (Root, error) {
+	real, err := Resolve(".", dir)
+	if err != nil {
+		return Root{}, err
+	}
+	return Root{Dir: real}, nil
+}
+
+// OutsideError is a path that resolves outside the spec directory.
+type OutsideError struct {
+	Path     string // as the spec spells it
+	Resolved string
+	Root     string
+}
+
+func (e *OutsideError) Error() string {
+	if e.Resolved == filepath.Clean(e.Path) {
+		return fmt.Sprintf("%s is outside the spec directory %s", e.Path, e.Root)
+	}
+	return fmt.Sprintf("%s resolves to %s, outside the spec directory %s", e.Path, e.Resolved, e.Root)
+}
+
+// Inside resolves p against base and returns it if it stays inside the
+// root; otherwise an *OutsideError (or the resolution's error).
+func (r Root) Inside(base, p string) (string, error) {
+	res, err := Resolve(base, p)
+	if err != nil {
+		return "", err
+	}
+	if !Within(r.Dir, res) {
+		return res, &OutsideError{Path: p, Resolved: res, Root: r.Dir}
+	}
+	return res, nil
+}
+
+func unwrap(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,98 @@
+package confine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestInside(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(tmp, "specs")
+	outside := filepath.Join(tmp, "outside")
+	for _, d := range []string{filepath.Join(root, "sub"), filepath.Join(root, ".setpoint"), outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(root, "trace.csv"), nil, 0o644))
+	must(os.WriteFile(filepath.Join(outside, "secret"), nil, 0o644))
+	must(os.Symlink(outside, filepath.Join(root, "out")))                            // a link out
+	must(os.Symlink(filepath.Join(root, "sub"), filepath.Join(root, "in")))          // a link that stays in
+	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "x.csv"))) // a file link out
+	must(os.Symlink("loop", filepath.Join(root, "loop")))
+
+	r, err := NewRoot(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		base, p string
+		want    string // resolved, when inside
+		outside bool
+		err     bool
+	}{
+		{root, "trace.csv", filepath.Join(root, "trace.csv"), false, false},
+		{root, ".setpoint/state.json", filepath.Join(root, ".setpoint/state.json"), false, false},
+		{root, ".setpoint/new/dir/state.json", filepath.Join(root, ".setpoint/new/dir/state.json"), false, false},
+		{filepath.Join(root, "sub"), "../trace.csv", filepath.Join(root, "trace.csv"), false, false},
+		{root, "in/../trace.csv", filepath.Join(root, "trace.csv"), false, false},
+		{root, ".", root, false, false},
+		{root, "../outside/secret", "", true, false},
+		{root, "../../../../../../etc/passwd", "", true, false},
+		{root, "/etc/shadow", "", true, false},
+		{root, "out/secret", "", true, false},
+		{root, "x.csv", "", true, false},
+		// Lexically this is root/x; the kernel goes to outside's parent.
+		{root, "out/../specs-sibling", "", true, false},
+		{root, "../specs2/x", "", true, false}, // a sibling sharing the prefix
+		{root, "nothere/../../outside/y", "", true, false},
+		{root, "loop/x", "", false, true},
+		{root, "", "", false, true},
+		{root, "a\x00b", "", false, true},
+	} {
+		got, err := r.Inside(c.base, c.p)
+		var oe *OutsideError
+		switch {
+		case c.err:
+			if err == nil || errors.As(err, &oe) {
+				t.Errorf("%q: want a resolution error, got %q, %v", c.p, got, err)
+			}
+		case c.outside:
+			if !errors.As(err, &oe) {
+				t.Errorf("%q: want outside, got %q, %v", c.p, got, err)
+			}
+		default:
+			if err != nil || got != c.want {
+				t.Errorf("%q: got %q, %v; want %q", c.p, got, err, c.want)
+			}
+		}
+	}
+}
+
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		root, p string
+		want    bool
+	}{
+		{"/a/b", "/a/b", true},
+		{"/a/b", "/a/b/c", true},
+		{"/a/b", "/a/bc", false},
+		{"/a/b", "/a", false},
+		{"/a/b", "/a/b/..c", true}, // a name starting with two dots
+		{"/", "/x", true},
+	} {
+		if got := Within(c.root, c.p); got != c.want {
+			t.Errorf("Within(%q, %q) = %v", c.root, c.p, got)
+		}
+	}
+}
