@@ -47,6 +47,13 @@ type Engine struct {
 	// NoDryRun skips the providers' PlanChange (benchmarks of the engine
 	// alone).
 	NoDryRun bool
+	// Incomplete says some spec files of the directory did not load: a
+	// spec that fails to load cannot be told from a deleted one, so no
+	// field is released (see release.go).
+	Incomplete bool
+	// ConfirmRelease lets releases through when more than half of the
+	// specs the state knows vanished at once.
+	ConfirmRelease bool
 }
 
 func (e *Engine) logger() *slog.Logger {
@@ -328,6 +335,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 	}
 	e.coupled(p, obs, policies)
+	e.releases(p, st, focus)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}
@@ -460,6 +468,11 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 			index[a] = j
 		}
 		oc := &byProv[a.Provider][j]
+		if c.Release {
+			delete(oc.Attributes, c.Attribute)
+			oc.Released = append(oc.Released, c.Attribute)
+			continue
+		}
 		if c.Action == action.Create {
 			oc.Action = action.Create
 			for k, v := range c.Create {
@@ -601,8 +614,9 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				case why != "":
 					r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, why)
 					e.logger().Error("apply failed", "address", c.Address.String(), "attribute", c.Attribute.String(), "error", why)
-				case c.Restore:
-					// The user's value is back: setpoint no longer owns it.
+				case c.Restore, c.Release:
+					// The user's value is back, or the field was handed
+					// back: setpoint no longer owns it.
 					st.Delete(attr)
 				default:
 					en := st.Entry(attr)

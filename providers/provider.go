@@ -87,6 +87,10 @@ type ObjectChange struct {
 	// Force takes fields other managers own: set only when the gate
 	// allowed the takeover.
 	Force bool
+	// Released are fields Manager stops managing: every spec that set
+	// them is gone. Their values stay as they are; they are not in
+	// Attributes, and no other field changes because of them.
+	Released []addrs.Path
 }
 
 // Conflict is a field another manager owns, which a change without Force

@@ -22,9 +22,10 @@ const (
 	HoldInvalid            // the group's values would break a rule (request > limit)
 	HoldRejected           // the provider's dry run refused the change
 	HoldPolicy             // a kind's policy holds it for its own reason
+	HoldRelease            // a release waits for confirmation (many specs vanished, or some fail to load)
 )
 
-var holdNames = [...]string{"none", "paused", "mode", "conflict", "cooldown", "stability", "two-exact", "coupled", "invalid", "rejected", "policy"}
+var holdNames = [...]string{"none", "paused", "mode", "conflict", "cooldown", "stability", "two-exact", "coupled", "invalid", "rejected", "policy", "release"}
 
 func (k HoldKind) String() string {
 	if int(k) < len(holdNames) {
@@ -92,6 +93,8 @@ func (h Hold) String() string {
 		return "the provider would refuse it: " + h.Detail
 	case HoldPolicy:
 		return h.Policy + ": " + h.Detail
+	case HoldRelease:
+		return "release not confirmed: " + h.Detail
 	}
 	return h.Detail
 }

@@ -25,7 +25,7 @@ import (
 )
 
 // FormatVersion of saved plans.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Contributor is one spec's intent on an attribute.
 type Contributor struct {
@@ -60,6 +60,10 @@ type Change struct {
 	Value values.Value `json:"value"`
 	// Restore marks the return of the user's value (enforcement off).
 	Restore bool `json:"restore,omitempty"`
+	// Release marks a field setpoint stops managing because every spec
+	// that set it is gone: the value stays (To is the value setpoint last
+	// applied), the provider hands the field back, and the state forgets it.
+	Release bool `json:"release,omitempty"`
 	// By lists the specs whose intents decided the value (recorded in the
 	// state with the apply).
 	By []string `json:"by,omitempty"`
@@ -145,7 +149,9 @@ func Moved(planned, now map[string]string) []string {
 	var out []string
 	for k, v := range planned {
 		if w, ok := now[k]; !ok {
-			out = append(out, fmt.Sprintf("%s: was %s, now gone", k, v))
+			// Not read now: no spec reads it any more (one was deleted or
+			// edited), which says nothing of whether the object exists.
+			out = append(out, fmt.Sprintf("%s: was %s, not observed now (no spec reads it any more)", k, v))
 		} else if w != v {
 			out = append(out, fmt.Sprintf("%s: was %s, now %s", k, v, w))
 		}
@@ -161,7 +167,7 @@ func Moved(planned, now map[string]string) []string {
 
 // Counts are the summary line's numbers.
 type Counts struct {
-	Add, Change, Destroy, Held int
+	Add, Change, Destroy, Release, Held int
 }
 
 // Summary counts objects to add and change and changes held.
@@ -169,6 +175,10 @@ func (p *Plan) Summary() Counts {
 	var c Counts
 	seen := map[addrs.Object]bool{}
 	for _, ch := range p.Changes {
+		if ch.Release {
+			c.Release++
+			continue
+		}
 		if seen[ch.Address] {
 			continue
 		}
@@ -234,6 +244,10 @@ func (p *Plan) Text(w io.Writer) {
 			fmt.Fprintf(w, "    %s\n", c.reason())
 			continue
 		}
+		if c.Release {
+			fmt.Fprintf(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s\n", c.Attribute, c.To, c.reason())
+			continue
+		}
 		fmt.Fprintf(w, "    %s: %s → %s   %s\n", c.Attribute, c.From, c.To, c.reason())
 	}
 	for _, c := range p.Held {
@@ -255,11 +269,15 @@ func (p *Plan) Text(w io.Writer) {
 		fmt.Fprintf(w, "error: %s (%s): %s\n", n.Spec, n.Pos, n.Message)
 	}
 	s := p.Summary()
-	if s.Add+s.Change+s.Held == 0 && len(p.Errors) == 0 {
+	if s.Add+s.Change+s.Release+s.Held == 0 && len(p.Errors) == 0 {
 		fmt.Fprintln(w, "No changes. The workloads match their specs.")
 		return
 	}
-	fmt.Fprintf(w, "Plan: %d to add, %d to change, %d to destroy; %d held.\n", s.Add, s.Change, s.Destroy, s.Held)
+	release := ""
+	if s.Release > 0 {
+		release = fmt.Sprintf(", %d to release", s.Release)
+	}
+	fmt.Fprintf(w, "Plan: %d to add, %d to change, %d to destroy%s; %d held.\n", s.Add, s.Change, s.Destroy, release, s.Held)
 }
 
 // JSON writes the plan for machines.

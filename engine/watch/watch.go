@@ -38,6 +38,10 @@ import (
 type Set struct {
 	Env   *spec.Environment
 	Specs []spec.Document // every kind but the Environment
+	// Incomplete says some spec file does not load now (its last good
+	// version, if any, is in Specs): a spec missing from Specs may be
+	// broken rather than deleted.
+	Incomplete bool
 }
 
 // Select returns the specs in force with these keys, in set order; keys no
@@ -117,9 +121,33 @@ type Watcher struct {
 	files    map[string][]spec.Document // last good documents per file
 	seen     map[string]stamp           // each file's content as last read, accepted or not
 	rejected map[string]bool            // files held back by a rule across files: retried with every edit
+	broken   map[string]bool            // files whose content as last read does not load
 	trig     triggers
 	trigWake chan struct{}
+	tickSet  chan time.Duration // SetTick's new period, for the loop
 	running  bool
+}
+
+// SetTick changes the tick's period (0: no tick) while Run runs: an
+// Environment edit of its tick takes effect at once, counted from now.
+func (w *Watcher) SetTick(d time.Duration) {
+	w.mu.Lock()
+	w.init()
+	w.Tick = d
+	ch := w.tickSet
+	w.mu.Unlock()
+	for {
+		select {
+		case ch <- d:
+			return
+		default:
+		}
+		// A period not yet taken is replaced by this one.
+		select {
+		case <-ch:
+		default:
+		}
+	}
 }
 
 // stamp is a file's content as last read: a digest, not a modification
@@ -137,6 +165,12 @@ type triggers struct {
 func (w *Watcher) init() {
 	if w.trigWake == nil {
 		w.trigWake = make(chan struct{}, 1)
+	}
+	if w.tickSet == nil {
+		w.tickSet = make(chan time.Duration, 1)
+	}
+	if w.broken == nil {
+		w.broken = map[string]bool{}
 	}
 	if w.Queue == nil {
 		w.Queue = NewQueue(w.Clock)
@@ -178,10 +212,16 @@ func (w *Watcher) Load() load.Diagnostics {
 		f := filepath.Clean(d.Head().Src.Pos.File)
 		files[f] = append(files[f], d)
 	}
+	broken := map[string]bool{}
+	for _, d := range r.Diags {
+		if d.Severity == diag.Error {
+			broken[filepath.Clean(d.Pos.File)] = true
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.init()
-	w.files, w.seen, w.rejected = files, seen, map[string]bool{}
+	w.files, w.seen, w.rejected, w.broken = files, seen, map[string]bool{}, broken
 	return r.Diags
 }
 
@@ -189,7 +229,7 @@ func (w *Watcher) Load() load.Diagnostics {
 func (w *Watcher) Set() Set {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var s Set
+	s := Set{Incomplete: len(w.broken)+len(w.rejected) > 0}
 	for _, f := range slices.Sorted(maps.Keys(w.files)) {
 		for _, d := range w.files[f] {
 			switch x := d.(type) {
@@ -339,13 +379,28 @@ func (w *Watcher) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { w.work(ctx) })
 
+	w.mu.Lock()
 	tick := &ticker{clk: w.clock(), d: w.Tick}
+	tickSet := w.tickSet
+	w.mu.Unlock()
 	defer tick.stop()
-	return w.loop(ctx, fw, wake, tick)
+	err = w.loop(ctx, fw, wake, tick, tickSet)
+	w.log().Info("stopped watching", "dir", w.Dir, "reason", stopReason(ctx, err))
+	return err
+}
+
+func stopReason(ctx context.Context, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		return cause.Error()
+	}
+	return "stopped"
 }
 
 // loop handles the sources until ctx ends.
-func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan struct{}, tick *ticker) error {
+func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan struct{}, tick *ticker, tickSet <-chan time.Duration) error {
 	edits := newDebouncer(w.Debounce)
 	defer edits.stop()
 	trig := newDebouncer(w.Debounce)
@@ -358,6 +413,12 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 		case <-tick.c():
 			tick.rearm()
 			w.Queue.AddWithReason("tick", w.Keys()...)
+		case d := <-tickSet:
+			if d != tick.d {
+				tick.stop()
+				tick.d, tick.t = d, nil
+				w.log().Info("tick changed", "tick", d)
+			}
 		case why := <-w.Triggers:
 			w.Trigger(why)
 		case <-wake:
@@ -500,6 +561,11 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 		} else if err == nil {
 			w.seen[p] = st
 		}
+		if c.diags.HasErrors() {
+			w.broken[p] = true
+		} else {
+			delete(w.broken, p)
+		}
 		w.mu.Unlock()
 		if c.diags.HasErrors() {
 			w.mu.Lock()
@@ -582,6 +648,11 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	}
 	if len(removed) > 0 {
 		why = append(why, "removal of "+strings.Join(removed, ", "))
+	}
+	if len(why) > 0 {
+		// Said at the default level: what watch saw is the first thing a
+		// user checks when it did not do what they expected.
+		w.log().Info("spec files changed", "edited", strings.Join(edited, ", "), "removed", strings.Join(removed, ", "), "specs", len(keys))
 	}
 	return keys, strings.Join(why, "; ")
 }

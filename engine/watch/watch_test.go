@@ -605,3 +605,75 @@ func TestSpecFileRulesAreTheLoaders(t *testing.T) {
 		t.Fatalf("files %v", files)
 	}
 }
+
+// TestWatchSetTick: a new tick period takes effect at once, counted from
+// when it is set, and a tick of 0 stops ticking.
+func TestWatchSetTick(t *testing.T) {
+	clk := NewFakeClock(t0)
+	h := newHarness(t, clk)
+	h.w.Tick = time.Hour
+	write(t, h.dir, "a.yaml", nfr("x", 1))
+	stop := h.run(t)
+	h.expect(t, "start", key("x"))
+	waitDeadlines(t, clk, t0.Add(time.Hour))
+	clk.Set(t0.Add(time.Minute))
+	h.w.SetTick(10 * time.Second)
+	h.waitLog(t, "tick changed", "")
+	waitDeadlines(t, clk, t0.Add(time.Minute+10*time.Second))
+	clk.Set(t0.Add(time.Minute + 10*time.Second))
+	h.expect(t, "tick", key("x"))
+	h.w.SetTick(0)
+	h.waitLog(t, "tick changed", "")
+	waitDeadlines(t, clk)
+	stop()
+	h.waitLog(t, "stopped watching", "")
+}
+
+// TestWatchLogsFileChanges: what watch saw is said at the default level,
+// for a new file deep in new directories and for a removal.
+func TestWatchLogsFileChanges(t *testing.T) {
+	h := newHarness(t, nil)
+	write(t, h.dir, "a.yaml", nfr("x", 1))
+	h.run(t)
+	h.expect(t, "start", key("x"))
+	write(t, h.dir, "new/deeper/still/c.yaml", nfr("c", 1))
+	h.expect(t, "edit of new/deeper/still/c.yaml", key("c"))
+	r := h.waitLog(t, "spec files changed", "")
+	if r.level != slog.LevelInfo || r.attrs["edited"] != "new/deeper/still/c.yaml" {
+		t.Fatalf("log: %+v", r)
+	}
+	if err := os.Remove(filepath.Join(h.dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(t, "removal of a.yaml", key("x"))
+	if r := h.waitLog(t, "spec files changed", ""); r.attrs["removed"] != "a.yaml" {
+		t.Fatalf("log: %+v", r)
+	}
+}
+
+// TestWatchSetIncomplete: while a spec file does not load, the set says
+// so (a spec missing from it may be broken, not deleted).
+func TestWatchSetIncomplete(t *testing.T) {
+	h := newHarness(t, nil)
+	write(t, h.dir, "a.yaml", nfr("x", 1))
+	write(t, h.dir, "b.yaml", "kind: [")
+	h.run(t)
+	if b := h.expect(t, "start", key("x")); !b.set.Incomplete {
+		t.Fatal("a file that does not load: the set must say it is incomplete")
+	}
+	write(t, h.dir, "b.yaml", nfr("y", 1))
+	if b := h.expect(t, "edit of b.yaml", key("y")); b.set.Incomplete {
+		t.Fatal("fixed: the set is complete")
+	}
+	write(t, h.dir, "a.yaml", "kind: [")
+	h.waitLog(t, "edit rejected; the last good version keeps running", "a.yaml")
+	if s := h.w.Set(); !s.Incomplete || rev(s, "x") != "1" {
+		t.Fatalf("a broken edit: incomplete, last good kept: %+v", s)
+	}
+	if err := os.Remove(filepath.Join(h.dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if b := h.expect(t, "removal of a.yaml", key("x")); b.set.Incomplete {
+		t.Fatal("the broken file is gone: the set is complete")
+	}
+}

@@ -164,6 +164,9 @@ func toChange(c providers.ObjectChange) *pb.ObjectChange {
 			x.Changed[i] = p.String()
 		}
 	}
+	for _, p := range c.Released {
+		x.Released = append(x.Released, p.String())
+	}
 	return x
 }
 
@@ -365,6 +368,16 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 			return providers.ObjectChange{Address: a}, fmt.Errorf("changed %v", err)
 		}
 		out.Changed = append(out.Changed, p)
+	}
+	for _, s := range c.Released {
+		p, err := fromPath(s)
+		if err != nil {
+			return providers.ObjectChange{Address: a}, fmt.Errorf("released %v", err)
+		}
+		if _, set := out.Attributes[p]; set {
+			return providers.ObjectChange{Address: a}, fmt.Errorf("released %s is also set", p)
+		}
+		out.Released = append(out.Released, p)
 	}
 	return out, nil
 }

@@ -703,7 +703,10 @@ type ObjectChange struct {
 	// The field manager setpoint writes as.
 	Manager string `protobuf:"bytes,5,opt,name=manager,proto3" json:"manager,omitempty"`
 	// Take fields other managers own.
-	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	// Fields setpoint stops managing (every spec that set them is gone):
+	// their values stay; the manager gives them up. Not in attributes.
+	Released      []string `protobuf:"bytes,7,rep,name=released,proto3" json:"released,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -778,6 +781,13 @@ func (x *ObjectChange) GetForce() bool {
 		return x.Force
 	}
 	return false
+}
+
+func (x *ObjectChange) GetReleased() []string {
+	if x != nil {
+		return x.Released
+	}
+	return nil
 }
 
 // Conflict is a field another manager owns.
@@ -2335,7 +2345,7 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a\x86\x01\n" +
 	"\bResponse\x126\n" +
 	"\aobjects\x18\x01 \x03(\v2\x1c.setpoint.provider.v2.ObjectR\aobjects\x12B\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xbd\x03\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xd9\x03\n" +
 	"\fObjectChange\x127\n" +
 	"\aaddress\x18\x01 \x01(\v2\x1d.setpoint.provider.v2.AddressR\aaddress\x12A\n" +
 	"\x06action\x18\x02 \x01(\x0e2).setpoint.provider.v2.ObjectChange.ActionR\x06action\x12R\n" +
@@ -2344,7 +2354,8 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"attributes\x12\x18\n" +
 	"\achanged\x18\x04 \x03(\tR\achanged\x12\x18\n" +
 	"\amanager\x18\x05 \x01(\tR\amanager\x12\x14\n" +
-	"\x05force\x18\x06 \x01(\bR\x05force\x1aZ\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\x12\x1a\n" +
+	"\breleased\x18\a \x03(\tR\breleased\x1aZ\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\"7\n" +

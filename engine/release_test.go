@@ -1,0 +1,116 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+// recorder keeps what Apply was asked.
+type recorder struct {
+	*sim.Provider
+	applied []providers.ObjectChange
+}
+
+func (r *recorder) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	r.applied = append(r.applied, req.Changes...)
+	return r.Provider.Apply(ctx, req)
+}
+
+// TestDeletedSpecReleases: a field whose every setter is gone is released
+// (value kept, state forgotten, the provider told), never while specs fail
+// to load, and not when more than half of the specs vanish at once unless
+// confirmed; a field another live spec still sets stays owned.
+func TestDeletedSpecReleases(t *testing.T) {
+	e, p := world(t, plainWL, nfr("plain", ""), toyDoc("8"))
+	rec := &recorder{Provider: p}
+	e.Providers["sim"] = rec
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	replicas := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "plain"}, Path: addrs.MustPath("spec.replicas")}
+	pl := e.Plan(ctx, now, st, nil)
+	if res := e.Apply(ctx, now, pl, st); len(res) == 0 || res[0].Err != "" {
+		t.Fatalf("apply: %+v\n%s", res, text(pl))
+	}
+	if en, ok := st.Lookup(replicas); !ok || !slices.Equal(en.Applied.By, []string{"NFR/shop/plain", "Toy/shop/floor"}) {
+		t.Fatalf("state: %+v", en)
+	}
+	nfrDoc, toy := e.Specs[0], e.Specs[1]
+	if toy.Head().Kind != "Toy" {
+		nfrDoc, toy = toy, nfrDoc
+	}
+	releases := func(pl *plan.Plan) (through, held []plan.Change) {
+		for _, c := range pl.Changes {
+			if c.Release {
+				through = append(through, c)
+			}
+		}
+		for _, c := range pl.Held {
+			if c.Release {
+				held = append(held, c)
+			}
+		}
+		return
+	}
+
+	// The Toy goes: the NFR still sets replicas, so nothing is released.
+	e.Specs = append(e.Specs[:0:0], nfrDoc)
+	if r, h := releases(e.Plan(ctx, now.Add(time.Minute), st, nil)); len(r)+len(h) > 0 {
+		t.Fatalf("released a field a live spec sets: %+v %+v", r, h)
+	}
+
+	// Both go: 2 of the 2 specs the state knows vanished at once — held.
+	e.Specs = nil
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	r, h := releases(pl)
+	if len(r) != 0 || len(h) != 1 || h[0].Held.Kind != plan.HoldRelease || !strings.Contains(h[0].Held.String(), "2 of the 2 specs") {
+		t.Fatalf("a mass release must wait for confirmation:\n%s", text(pl))
+	}
+	// Spec files that fail to load: held, whatever the count.
+	e.Incomplete, e.ConfirmRelease = true, true
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	if r, h := releases(pl); len(r) != 0 || len(h) != 1 || !strings.Contains(h[0].Held.String(), "do not load") {
+		t.Fatalf("no release while specs fail to load:\n%s", text(pl))
+	}
+
+	// Confirmed: released; the value stays, the provider is told, the
+	// state forgets the field.
+	e.Incomplete = false
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	r, _ = releases(pl)
+	if len(r) != 1 || r[0].To != "8" || !strings.Contains(text(pl), "spec.replicas: 8 (released: setpoint stops managing it; the value stays)") ||
+		!strings.Contains(text(pl), "1 to release") {
+		t.Fatalf("want the release:\n%s", text(pl))
+	}
+	rec.applied = nil
+	if res := e.Apply(ctx, now.Add(time.Minute), pl, st); len(res) != 1 || res[0].Err != "" {
+		t.Fatalf("apply: %+v", res)
+	}
+	if len(rec.applied) != 1 || !slices.Equal(rec.applied[0].Released, []addrs.Path{replicas.Path}) || len(rec.applied[0].Changed) != 0 {
+		t.Fatalf("the provider was asked: %+v", rec.applied)
+	}
+	if _, has := rec.applied[0].Attributes[replicas.Path]; has {
+		t.Fatalf("a released field is not sent as a value: %+v", rec.applied[0])
+	}
+	if _, ok := st.Lookup(replicas); ok {
+		t.Fatal("the state still holds the released field")
+	}
+	read := p.Read(ctx, providers.ReadRequest{Now: now.Add(time.Minute), Addresses: []addrs.Object{replicas.Object}})
+	if o := read.Objects[0]; !o.Exists || o.Attributes[replicas.Path] != values.CountOf(8) {
+		t.Fatalf("the value must stay and the object too: %+v", o)
+	}
+	// Nothing left to release.
+	if r, h := releases(e.Plan(ctx, now.Add(2*time.Minute), st, nil)); len(r)+len(h) > 0 {
+		t.Fatalf("released twice: %+v %+v", r, h)
+	}
+}
