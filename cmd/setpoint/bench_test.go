@@ -76,7 +76,7 @@ func startWatch(b *testing.B, dir string, tick time.Duration) *watchRig {
 	w.Clock = clk
 	w.Queue = watch.NewQueue(clk)
 	w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
-		return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, time.Second)
+		return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, time.Second, nil)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel

@@ -462,13 +462,13 @@ func reconcileRig(t *testing.T, edits ...[3]string) (*workspace, *watch.FakeCloc
 // runs on (virtual time here).
 func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
 	ws, clk, q, set := reconcileRig(t)
-	res := reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second)
+	res := reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil)
 	if r := res["NFR/shop/checkout"]; r.Err != nil || r.RequeueAfter != 3*time.Minute {
 		t.Fatalf("want a requeue when the 3m window ends: %+v", res)
 	}
 	// Ten virtual seconds later the window has 170 s to go.
 	clk.Advance(10 * time.Second)
-	res = reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second)
+	res = reconcileKeys(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil)
 	if r := res["NFR/shop/checkout"]; r.RequeueAfter != 170*time.Second {
 		t.Fatalf("want 170 s: %+v", res)
 	}
@@ -480,11 +480,11 @@ func TestReconcileRequeuesAtTheWindowsEnd(t *testing.T) {
 func TestReconcileComesBackForTheNextStep(t *testing.T) {
 	ws, clk, q, set := reconcileRig(t, quick...)
 	key := "NFR/shop/checkout"
-	res := reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second)
+	res := reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second, nil)
 	if r := res[key]; r.Err != nil || r.RequeueAfter != time.Second {
 		t.Fatalf("a bounded step applied: want to come back at once: %+v", res)
 	}
-	res = reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second)
+	res = reconcileKeys(context.Background(), ws, q, set, []string{key}, "test", clk, time.Second, nil)
 	if r := res[key]; r.RequeueAfter != 2*time.Minute {
 		t.Fatalf("then at the cooldown's end: %+v", res)
 	}

@@ -32,7 +32,7 @@ func TestSpecPathsStayInTheDirectory(t *testing.T) {
 			if err := os.Symlink(secret, filepath.Join(dir, "traces", "link.csv")); err != nil {
 				t.Fatal(err)
 			}
-			for _, args := range [][]string{{"plan", dir}, {"apply", "--auto-approve", dir}} {
+			for _, args := range [][]string{{"validate", dir}, {"plan", dir}, {"apply", "--auto-approve", dir}} {
 				cmd := args[0]
 				out, err := exec.Command(binary, args...).CombinedOutput()
 				if err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), "--allow-outside-paths") {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/plugin"
@@ -54,7 +53,7 @@ version and schema, and stops it.`,
 			m := &plugin.Manager{Self: self, BuiltIn: builtInNames(), Pins: map[string]string{}}
 			defer m.Close()
 			if dir != "" {
-				l, err := load.New()
+				l, err := newLoader(cmd.Context(), defaultCUELimits())
 				if err != nil {
 					return err
 				}

@@ -26,7 +26,8 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("SETPOINT_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	addTrustFlags(root)
-	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newVersionCmd())
+	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newStateCmd(), newVersionCmd())
+	root.AddCommand(newInternalCmd())
 	return root
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,12 @@ are not touched. It prints applies as they happen and a summary: applies, held
 changes by reason, replica-hours, and time over each latency target.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Checked before anything starts, as the schema checks the
+			// Environment's rateScale and speed: a flag overrides a field
+			// and may not get past what the field may not.
+			if err := checkSimFlags(cmd, o.rateScale, speed); err != nil {
+				return err
+			}
 			o.fresh = true
 			w, err := openWorkspace(args[0], o)
 			if err != nil {
@@ -46,11 +53,9 @@ changes by reason, replica-hours, and time over each latency target.`,
 			if w.trace == nil {
 				return fmt.Errorf("%s: sim needs a sim provider in the Environment", args[0])
 			}
-			end := w.trace.Start.Add(w.trace.Duration())
-			if until != "" {
-				if end, err = w.trace.ParseTime(until); err != nil {
-					return err
-				}
+			end, err := simEnd(w.trace, until)
+			if err != nil {
+				return err
 			}
 			if speed == 0 {
 				cfg, _ := sim.Config(w.env)
@@ -60,7 +65,10 @@ changes by reason, replica-hours, and time over each latency target.`,
 			if asJSON || quiet {
 				out = io.Discard
 			}
-			sum := runSim(cmd.Context(), w, end, speed, out)
+			sum, err := runSim(cmd.Context(), w, end, speed, out)
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -82,6 +90,39 @@ changes by reason, replica-hours, and time over each latency target.`,
 	return cmd
 }
 
+// checkSimFlags checks the flags that override Environment fields against
+// the schema's bounds for those fields (cue/schema: rateScale in (0, 1e6],
+// speed ≥ 0); a flag left unset is the Environment's.
+func checkSimFlags(cmd *cobra.Command, rateScale, speed float64) error {
+	if cmd.Flags().Changed("rate-scale") && !(rateScale > 0 && rateScale <= sim.MaxRateScale) {
+		return fmt.Errorf("--rate-scale must be in (0, 1e6], got %v", rateScale)
+	}
+	if cmd.Flags().Changed("speed") && (math.IsNaN(speed) || math.IsInf(speed, 0) || speed < 0) {
+		return fmt.Errorf("--speed must be a finite number ≥ 0, got %v", speed)
+	}
+	return nil
+}
+
+// simEnd is where a sim run stops: the trace's end, or --until inside it.
+// Past the end there is no traffic to simulate, only time.
+func simEnd(tr *sim.Trace, until string) (time.Time, error) {
+	end := tr.Start.Add(tr.Duration())
+	if until == "" {
+		return end, nil
+	}
+	at, err := tr.ParseTime(until)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--until: %w", err)
+	}
+	switch {
+	case !at.After(tr.Start):
+		return time.Time{}, fmt.Errorf("--until %s is not after the trace's start (%s)", until, tr.Start.UTC().Format(time.RFC3339))
+	case at.After(end):
+		return time.Time{}, fmt.Errorf("--until %s is after the end of the trace: it ends at %s, %s from its start", until, end.UTC().Format(time.RFC3339), tr.Duration())
+	}
+	return at, nil
+}
+
 // Summary of a sim run.
 type Summary struct {
 	Virtual      string             `json:"virtual"`
@@ -99,7 +140,16 @@ type Summary struct {
 	measured    map[string]time.Duration
 }
 
-func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out io.Writer) *Summary {
+// runSim runs the loop to end. The world lives only in the sim provider
+// process (sim runs on a fresh world, without a state file to replay), so
+// if that process exits the world is lost: the manager would start a new
+// one, which simulates an empty world from the trace's start, and the rest
+// of the run would measure that. runSim fails instead, at the tick where
+// the process it started with is found gone. (Resuming would mean
+// replaying the applied changes into the new process and waiting out its
+// restart backoff; a run that is cheap to repeat is better failed than
+// patched.)
+func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out io.Writer) (*Summary, error) {
 	sum := &Summary{Held: map[string]int{}, ReplicaHours: map[string]float64{}, OverLatency: map[string]string{}, Final: map[string]string{},
 		over: map[string]time.Duration{}, measured: map[string]time.Duration{}}
 	tick := w.env.Spec.Tick.D()
@@ -117,6 +167,15 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 			seen[a] = true
 			workloads = append(workloads, a)
 		}
+	}
+	// 0 when the provider runs in process: nothing can exit on its own.
+	pid := w.mgr.Pid("sim")
+	lost := func(at time.Time) error {
+		if pid == 0 || w.mgr.Pid("sim") == pid {
+			return nil
+		}
+		return fmt.Errorf("the sim provider exited at virtual time %s (%s into the trace): the world it simulated, with the changes applied to it, is lost; sim does not go on with a new world, run it again",
+			at.UTC().Format(time.RFC3339), at.Sub(start).Round(time.Second))
 	}
 	clk := clock.NewVirtual(start)
 	for clk.Advance(tick); !clk.Now().After(end); clk.Advance(tick) {
@@ -148,6 +207,9 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 			}
 		}
 		sum.measure(ctx, w, now, tick, workloads)
+		if err := lost(now); err != nil {
+			return nil, err
+		}
 	}
 	sum.Virtual = end.Sub(start).Round(time.Second).String()
 	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
@@ -160,10 +222,13 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		sum.OverLatency[k] = fmt.Sprintf("%s of %s (%.1f%%)", d, m, pct)
 	}
 	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
+	if err := lost(end); err != nil {
+		return nil, err
+	}
 	for _, o := range resp.Objects {
 		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas].String()
 	}
-	return sum
+	return sum, nil
 }
 
 // measure accumulates replica-hours and time over each latency target.

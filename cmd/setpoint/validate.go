@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -11,30 +10,44 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
 func newValidateCmd() *cobra.Command {
 	var asJSON bool
+	cue := defaultCUELimits()
 	cmd := &cobra.Command{
 		Use:   "validate DIR|FILE...",
 		Short: "Check specs against their schemas and the cross-document rules",
 		Long: `validate checks every .yaml, .yml and .cue file under each argument: each
 document against its kind's CUE schema, then the rules that span documents
 (duplicate names, two specs of one kind on one target, one Environment).
+.cue files are evaluated in a child process bounded by --cue-timeout and
+--cue-memory, so validate is safe on specs from an untrusted pull request.
 Every error is reported as file:line:column: field.path: message (expected ...).
 Exit status 1 if any error was found.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tuneBatchGC()
-			l, err := load.New()
+			l, err := newLoader(cmd.Context(), cue)
 			if err != nil {
 				return err
 			}
 			r := l.Load(args...)
+			// The paths an Environment names are checked as plan checks
+			// them, without opening a file they name.
+			for _, d := range r.Documents {
+				if env, ok := d.(*spec.Environment); ok {
+					if root, err := specRoot(args, env.Src.Pos.File); err == nil {
+						_, bad := resolveEnvPaths(root, env, trust)
+						r.Diags = append(r.Diags, bad...)
+					}
+				}
+			}
+			r.Diags.Sort()
 			diags, files, docs := r.Diags, r.Files, len(r.Documents)
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
+				enc := jsonOut(cmd.OutOrStdout())
 				if diags == nil {
 					diags = load.Diagnostics{}
 				}
@@ -46,9 +59,9 @@ Exit status 1 if any error was found.`,
 					fmt.Fprintln(cmd.ErrOrStderr(), d.Error())
 				}
 				if len(diags) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "%d documents in %d files are valid\n", docs, files)
+					fmt.Fprintln(cmd.OutOrStdout(), r.Summary())
 				} else {
-					fmt.Fprintf(cmd.ErrOrStderr(), "%d errors; %d valid documents in %d files\n", len(diags), docs, files)
+					fmt.Fprintln(cmd.ErrOrStderr(), r.Summary())
 				}
 			}
 			if len(diags) > 0 {
@@ -58,6 +71,7 @@ Exit status 1 if any error was found.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON on stdout")
+	cue.addFlags(cmd.Flags())
 	return cmd
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -39,7 +38,7 @@ start at the sim speed (at least real time).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			l, err := load.New()
+			l, err := newLoader(ctx, defaultCUELimits())
 			if err != nil {
 				return err
 			}
@@ -66,12 +65,18 @@ start at the sim speed (at least real time).`,
 			w.Clock = clk
 			w.Queue = watch.NewQueue(clk)
 			providersAt := providerConfigs(ws.env)
+			tickAt := w.Tick
+			holds := map[string]string{}
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
 					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
 				}
-				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, w.Tick)
+				if set.Env != nil && set.Env.Spec.Tick.D() != tickAt {
+					tickAt = set.Env.Spec.Tick.D()
+					w.SetTick(tickAt)
+				}
+				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, holds)
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
@@ -113,7 +118,11 @@ start at the sim speed (at least real time).`,
 // measured on clk when the reconcile ends (the queue's timers run on the
 // same clock, virtual or not), so the time the plan took is not added.
 // Errors naming a spec are retried with backoff.
-func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration) map[string]watch.Result {
+//
+// holds remembers the hold last logged per attribute, so that a hold is
+// said once at the default level when it starts or changes kind, not at
+// every tick; nil logs none.
+func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, holds map[string]string) map[string]watch.Result {
 	var now time.Time
 	ws.mu.Lock()
 	if set.Env != nil {
@@ -121,6 +130,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		ws.eng.Env = set.Env
 	}
 	ws.eng.Specs = set.Specs
+	ws.eng.Incomplete = set.Incomplete
 	ws.mu.Unlock()
 	res := map[string]watch.Result{}
 	var p *plan.Plan
@@ -137,6 +147,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 				failed[e.Spec] = fmt.Errorf("%s", e.Error())
 			}
 		}
+		logHolds(p, holds, reason)
 		if p.Empty() {
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
 			return nil
@@ -155,6 +166,10 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 				for _, id := range append([]string{c.Spec}, c.By...) {
 					more[id] = true
 				}
+			}
+			if c.Release {
+				slog.Info("released", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "value", c.To, "why", c.Reason)
+				continue
 			}
 			slog.Info("applied", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "wanted", c.Wanted, "why", c.Reason)
 		}
@@ -209,6 +224,30 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 		q.AddAfter(id, after)
 	}
 	return res
+}
+
+// logHolds says each hold once when it starts or changes kind, and when
+// it ends, at the default level: a hold is what a user waits on.
+func logHolds(p *plan.Plan, holds map[string]string, reason string) {
+	if holds == nil {
+		return
+	}
+	now := map[string]bool{}
+	for _, c := range p.Held {
+		k := c.Address.String() + " " + c.Attribute.String()
+		now[k] = true
+		if holds[k] == c.Held.Kind.String() {
+			continue
+		}
+		holds[k] = c.Held.Kind.String()
+		slog.Info("held", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "hold", c.Held.String())
+	}
+	for _, c := range p.Changes {
+		k := c.Address.String() + " " + c.Attribute.String()
+		if _, was := holds[k]; was && !now[k] {
+			delete(holds, k)
+		}
+	}
 }
 
 // eventReason says why a reconcile runs, bounded: a provider's text is

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
@@ -83,11 +85,21 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("%s: not a directory (a spec directory is expected)", dir)
 	}
-	l, err := load.New()
+	// The callers pass no context, yet an interrupt while the specs load
+	// must stop the CUE child: listen for the signals main listens for, as
+	// long as loading takes.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	l, err := newLoader(ctx, defaultCUELimits())
 	if err != nil {
 		return nil, err
 	}
 	r := l.LoadDir(dir)
+	if ctx.Err() != nil {
+		// Planning a part of the directory could release what the rest
+		// owns.
+		return nil, fmt.Errorf("%s: interrupted while loading the specs", dir)
+	}
 	return workspaceFrom(dir, r.Documents, r.Diags, o)
 }
 
@@ -223,7 +235,8 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if err != nil {
 		return nil, err
 	}
-	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: absDir}
+	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: absDir,
+		Incomplete: diags.HasErrors(), ConfirmRelease: confirmRelease}
 	return w, nil
 }
 
@@ -269,7 +282,7 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 	defer unlock()
 	st, err := w.state.Load(ctx)
 	if err != nil {
-		return err
+		return stateAdvice(err, w.dir)
 	}
 	if err := f(st); err != nil {
 		return err

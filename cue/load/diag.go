@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -51,7 +52,7 @@ func (l *Loader) positions(n ast.Node) []spec.FieldPos {
 		} else {
 			l.paths[path] = path
 		}
-		out = append(out, spec.FieldPos{Path: path, Line: int32(p.Line()), Col: int32(p.Column())})
+		out = append(out, spec.FieldPos{Path: path, Line: int32(p.Line() + l.lineBase), Col: int32(p.Column())})
 	}
 	var walkExpr func(prefix string, e ast.Node)
 	walkFields := func(prefix string, decls []ast.Decl) {
@@ -98,6 +99,130 @@ var (
 	reIncomplete = regexp.MustCompile(`^incomplete value (.+)$`)
 	reDisjHeader = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
 )
+
+// reNumber matches CUE's error for a number literal it cannot read: the
+// YAML decoder turns .nan into NaN, .inf into +Inf, and an integer too long
+// for 64 bits into "number & 123..." (plainNumbers undoes the last).
+var reNumber = regexp.MustCompile(`^parse error: illegal number start "(.*)"$`)
+
+// badNumber says what is wrong with a number CUE could not read; user is
+// the value as written, when known (a sign is not part of lit).
+func badNumber(lit, user string) (msg, expected string) {
+	if strings.HasSuffix(user, lit) {
+		lit = user
+	}
+	switch strings.TrimLeft(lit, "+-") {
+	case "NaN", "Inf":
+		return "invalid value " + lit, "a finite number"
+	}
+	return "invalid value " + strings.Replace(lit, "number & ", "", 1), "a number"
+}
+
+// plainNumbers rewrites the YAML decoder's "number & 123" literals (an
+// integer too long for 64 bits, or one tagged !!float) as the number
+// itself, which CUE reads at any size: the schema then says whether it is
+// in range instead of CUE failing to parse its own literal.
+func plainNumbers(n ast.Node) {
+	ast.Walk(n, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.FLOAT {
+			lit.Value = strings.TrimPrefix(lit.Value, "number & ")
+		}
+		return true
+	}, nil)
+}
+
+// userValues maps the dotted path of every value a document's syntax
+// holds to the value as CUE prints it in errors ("{" or "[" for a mapping
+// or a list). It is taken before unmask cuts fields out of the syntax.
+func userValues(doc ast.Node) map[string]string {
+	out := map[string]string{}
+	var walk func(prefix string, n ast.Node)
+	fields := func(prefix string, decls []ast.Decl) {
+		for _, d := range decls {
+			f, ok := d.(*ast.Field)
+			if !ok {
+				continue
+			}
+			name, _, err := ast.LabelName(f.Label)
+			if err != nil {
+				continue
+			}
+			p := name
+			if prefix != "" {
+				p = prefix + "." + name
+			}
+			if _, dup := out[p]; !dup {
+				walk(p, f.Value)
+			}
+		}
+	}
+	walk = func(prefix string, n ast.Node) {
+		switch x := n.(type) {
+		case *ast.File:
+			fields(prefix, x.Decls)
+		case *ast.StructLit:
+			out[prefix] = "{"
+			fields(prefix, x.Elts)
+		case *ast.ListLit:
+			out[prefix] = "["
+			for i, el := range x.Elts {
+				walk(prefix+"."+strconv.Itoa(i), el)
+			}
+		case *ast.BasicLit:
+			out[prefix] = x.Value
+		case *ast.UnaryExpr:
+			if lit, ok := x.X.(*ast.BasicLit); ok {
+				out[prefix] = x.Op.String() + lit.Value
+			}
+		case *ast.Ident:
+			out[prefix] = x.Name
+		}
+	}
+	walk("", doc)
+	return out
+}
+
+// isUsers reports whether a value printed by CUE is the one the user wrote.
+func isUsers(user, printed string) bool {
+	switch user {
+	case "":
+		return false
+	case "{", "[":
+		return strings.HasPrefix(printed, user)
+	}
+	return user == printed
+}
+
+// describeGot prints a user's value in an error: a long list or mapping
+// (a deeply nested one prints as kilobytes of brackets) by its kind.
+func describeGot(v string) string {
+	if len(v) <= 40 {
+		return v
+	}
+	switch v[0] {
+	case '[':
+		return "a list"
+	case '{':
+		return "a mapping"
+	}
+	return v
+}
+
+// typeWords names CUE's kinds as a spec's author knows them.
+var typeWords = map[string]string{"struct": "a mapping", "list": "a list", "string": "a string", "bool": "bool", "int": "int", "float": "number", "number": "number", "null": "null", "bytes": "bytes"}
+
+// describeType says what the schema wanted where the user's value has the
+// wrong type: a bare type or a pattern as such, anything else (a validator
+// like strings.MaxRunes(63), a whole schema) by its kind.
+func describeType(want, kind string) string {
+	if typeNames[want] || strings.Contains(want, "=~") {
+		return describeExpected(want)
+	}
+	if w, ok := typeWords[kind]; ok {
+		return w
+	}
+	return describeExpected(want)
+}
 
 var typeNames = map[string]bool{"int": true, "float": true, "number": true, "string": true, "bool": true, "bytes": true, "struct": true, "list": true, "null": true}
 
@@ -170,8 +295,12 @@ func boundBytes(bound string) string {
 // errors a failed disjunction yields for one field, only the most telling
 // kind is kept (a bound or pattern over a type mismatch over a default's
 // literal); disjunctions of literals collapse into one "expected one of"
-// line; closedness errors list the fields that are allowed.
-func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diagnostics {
+// line; closedness errors list the fields that are allowed. values, when
+// given, are the values the document's syntax holds (see userValues): CUE's
+// messages do not say which of two conflicting values is the user's, and
+// the value written there does. lineBase shifts the document's lines to
+// the file's (see loadYAML).
+func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value, values map[string]string, lineBase int) Diagnostics {
 	docPos := spec.Pos{File: file, Line: 1, Col: 1}
 	type cand struct {
 		d        Diagnostic
@@ -194,6 +323,7 @@ func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diag
 		}
 		if len(raw) == 0 {
 			if d, ok := syntaxError(e.Error(), file); ok {
+				d.Pos.Line += lineBase
 				out = append(out, d)
 				continue
 			}
@@ -206,6 +336,7 @@ func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diag
 		for _, p := range cueerrors.Positions(e) {
 			if p.IsValid() && p.Filename() == file {
 				pos = posOf(p, file)
+				pos.Line += lineBase
 				break
 			}
 		}
@@ -242,18 +373,23 @@ func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diag
 			m := reNotSatisfy.FindStringSubmatch(msg)
 			d.Message = fmt.Sprintf("invalid value %s", m[1])
 			d.Expected = describeValidator(m[2])
+		case reNumber.MatchString(msg):
+			d.Message, d.Expected = badNumber(reNumber.FindStringSubmatch(msg)[1], values[path])
 		case reConflict.MatchString(msg):
 			m := reConflict.FindStringSubmatch(msg)
 			a, b := m[1], m[2]
 			if m[3] != "" {
-				// A type mismatch: the side that is a bare type or a
-				// pattern is the schema's.
-				got, want := a, b
-				if typeNames[a] || strings.HasPrefix(a, "=~") {
-					got, want = b, a
+				// A type mismatch: the side the user wrote is the
+				// value; failing that, the side that is a bare type or
+				// a pattern is the schema's.
+				got, want, wantType := a, b, m[5]
+				if user := values[path]; isUsers(user, b) && !isUsers(user, a) {
+					got, want, wantType = b, a, m[4]
+				} else if user == "" && (typeNames[a] || strings.HasPrefix(a, "=~")) {
+					got, want, wantType = b, a, m[4]
 				}
-				d.Message = fmt.Sprintf("wrong type: %s", got)
-				d.Expected = describeExpected(want)
+				d.Message = "wrong type: " + describeGot(got)
+				d.Expected = describeType(want, wantType)
 				c.prio = 1
 				if typeNames[want] || strings.HasPrefix(want, "=~") {
 					c.prio = 2
@@ -292,7 +428,7 @@ func fromCUE(err error, file string, fields []spec.FieldPos, def cue.Value) Diag
 			}
 		}
 		if len(lits) > 0 {
-			out = append(out, collapseEnum(lits[0].d, func(yield func(got, opt string) bool) {
+			out = append(out, collapseEnum(lits[0].d, values[path], func(yield func(got, opt string) bool) {
 				for _, c := range lits {
 					if !yield(c.got, c.opt) {
 						return
@@ -337,8 +473,9 @@ func syntaxError(text, file string) (Diagnostic, bool) {
 
 // collapseEnum turns the conflicts "A and X", "B and X", "C and X" of one
 // field into "X is not allowed (expected one of A, B, C)". CUE does not say
-// which side is the user's, so the value common to every pair is taken.
-func collapseEnum(d Diagnostic, pairs func(func(got, opt string) bool)) Diagnostic {
+// which side is the user's: the value the user wrote (user, "" if unknown)
+// when it is in every pair, else the value common to every pair.
+func collapseEnum(d Diagnostic, user string, pairs func(func(got, opt string) bool)) Diagnostic {
 	count := map[string]int{}
 	n := 0
 	pairs(func(a, b string) bool {
@@ -348,9 +485,13 @@ func collapseEnum(d Diagnostic, pairs func(func(got, opt string) bool)) Diagnost
 		return true
 	})
 	got := ""
-	for v, c := range count {
-		if c == n && (got == "" || v < got) {
-			got = v
+	if user != "" && count[user] == n {
+		got = user
+	} else {
+		for v, c := range count {
+			if c == n && (got == "" || v < got) {
+				got = v
+			}
 		}
 	}
 	var opts []string
@@ -386,10 +527,10 @@ func compactStrings(s []string) []string {
 var reValidator = regexp.MustCompile(`^(list\.MinItems|list\.MaxItems|strings\.MinRunes|strings\.MaxRunes)\((\d+)\)$`)
 
 var validatorWords = map[string]string{
-	"list.MinItems":    "at least %s items",
-	"list.MaxItems":    "at most %s items",
-	"strings.MinRunes": "at least %s characters",
-	"strings.MaxRunes": "at most %s characters",
+	"list.MinItems":    "at least %s item",
+	"list.MaxItems":    "at most %s item",
+	"strings.MinRunes": "at least %s character",
+	"strings.MaxRunes": "at most %s character",
 }
 
 // describeValidator names the schemas' builtin validators in words.
@@ -398,14 +539,29 @@ func describeValidator(v string) string {
 		return "no duplicate items"
 	}
 	if m := reValidator.FindStringSubmatch(v); m != nil {
-		return fmt.Sprintf(validatorWords[m[1]], m[2])
+		return plural(fmt.Sprintf(validatorWords[m[1]], m[2]), m[2])
 	}
 	return "to satisfy " + v
+}
+
+// plural adds an "s" to a phrase about n things unless n is 1.
+func plural(phrase, n string) string {
+	if n == "1" {
+		return phrase
+	}
+	return phrase + "s"
 }
 
 func describeExpected(s string) string {
 	if strings.HasPrefix(s, "=~") {
 		return describePattern(s)
+	}
+	switch {
+	case strings.HasPrefix(s, "{"):
+		// A whole schema: its fields are reported one by one.
+		return "a mapping"
+	case strings.HasPrefix(s, "["):
+		return "a list"
 	}
 	if strings.Contains(s, "=~") {
 		// A disjunction of a type and a pattern, e.g. int | =~"…".
@@ -464,7 +620,9 @@ func allowedFields(def cue.Value, path []string) string {
 	return "one of " + strings.Join(names, ", ")
 }
 
-// CrossCheck runs the rules CUE cannot express because they span documents.
+// CrossCheck runs the rules CUE cannot express because they span documents
+// (or need the Environment: a memory window within the embedded store's
+// retention) or the file system (the trace an Environment names exists).
 // They are `setpoint validate`-only: `cue vet` checks one document at a time.
 func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 	var out Diagnostics
@@ -509,8 +667,25 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 				Expected: "one Environment per directory"})
 		}
 	}
+	for _, e := range envs {
+		// Relative paths are the Environment file's.
+		for _, fe := range e.CheckFiles(filepath.Dir(e.Src.Pos.File)) {
+			out = append(out, Diagnostic{Pos: e.Src.PosOf(fe.Path), Path: fe.Path, Message: fe.Message, Expected: fe.Expected})
+		}
+	}
 	if len(envs) > 0 {
 		env := envs[0]
+		if src := env.Spec.Signals.Default; src == "" || src == "embedded" {
+			// The embedded store keeps a fixed window of history; a
+			// longer memory window would average less than it says.
+			for _, d := range docs {
+				if n, ok := d.(*spec.NFR); ok {
+					for _, fe := range n.CheckWindow(spec.EmbeddedRetention) {
+						out = append(out, Diagnostic{Pos: n.Src.PosOf(fe.Path), Path: fe.Path, Message: fe.Message, Expected: fe.Expected})
+					}
+				}
+			}
+		}
 		names := map[string]bool{}
 		for i, p := range env.Spec.Providers {
 			if names[p.Name] {
@@ -531,5 +706,6 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 	} else if needEnv && len(docs) > 0 {
 		out = append(out, Diagnostic{Pos: docs[0].Head().Src.Pos, Message: "no Environment among the specs", Expected: "one kind: Environment document per directory"})
 	}
+	boundMessages(out)
 	return out
 }

@@ -6,7 +6,7 @@
 package load
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +23,6 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
-	cueyaml "cuelang.org/go/encoding/yaml"
 
 	"github.com/setpoint-dev/setpoint/cue/schema"
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -43,6 +42,10 @@ type Loader struct {
 	sections map[string]*kindSections
 	cache    map[string][]byte
 	paths    map[string]string // interned field paths
+	// lineBase is the count of lines of the file before the YAML text
+	// being decoded, when a file is decoded a document at a time (see
+	// loadYAML); every position is shifted by it.
+	lineBase int
 	// NoFastPath validates every document whole (tests compare the paths).
 	NoFastPath bool
 	// SchemaOnly skips the per-document rules checked in Go (quantity
@@ -50,6 +53,12 @@ type Loader struct {
 	SchemaOnly bool
 	// MaxFileSize overrides the package default (tests use a small one).
 	MaxFileSize int64
+	// Ctx, when set, stops Load between files once it ends (an interrupt);
+	// the rest are reported unchecked, once.
+	Ctx context.Context
+	// CUE, when set, evaluates the .cue files (see isolate.go).
+	CUE     CUEEvaluator
+	emitted []byte // see EmittedJSON
 }
 
 // New compiles the embedded schemas.
@@ -103,19 +112,44 @@ func (l *Loader) LoadDir(dir string) *Result { return l.Load(dir) }
 func (l *Loader) Load(paths ...string) *Result {
 	r := &Result{}
 	needEnv := false
-	for _, p := range paths {
-		files, isDir, diags := walk(p)
+	// Every path is walked first so that the .cue files can be evaluated
+	// (elsewhere, when l.CUE is set) while the YAML files load here.
+	walks := make([]struct {
+		files []string
+		isDir bool
+		diags Diagnostics
+	}, len(paths))
+	var all []string
+	for i, p := range paths {
+		walks[i].files, walks[i].isDir, walks[i].diags = walk(p)
+		all = append(all, walks[i].files...)
+	}
+	batch := l.startCUE(all)
+	defer batch.wait()
+	for i, p := range paths {
+		files, isDir, diags := walks[i].files, walks[i].isDir, walks[i].diags
 		needEnv = needEnv || isDir
 		r.Diags = append(r.Diags, diags...)
 		for _, f := range files {
+			fr, ok := l.loadOne(f, batch)
+			if !ok {
+				// A partial set would only add spurious cross-document
+				// errors (no Environment): stop here.
+				r.Diags = append(r.Diags, interrupted(f, len(all)-r.Files-1))
+				r.Diags.Sort()
+				return r
+			}
 			r.Files++
-			r.Diags = append(r.Diags, l.LoadFile(f, func(d spec.Document) { r.Documents = append(r.Documents, d) })...)
+			r.Documents = append(r.Documents, fr.Documents...)
+			r.Diags = append(r.Diags, fr.Diags...)
 		}
 		if isDir && len(files) == 0 && len(diags) == 0 {
 			r.Diags = append(r.Diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "no spec files found", Expected: "at least one .yaml, .yml or .cue file with an Environment"})
 		}
 	}
-	r.Diags = append(r.Diags, CrossCheck(r.Documents, needEnv)...)
+	// An Environment that exists but is invalid has its own errors; "no
+	// Environment" would only add a wrong one.
+	r.Diags = append(r.Diags, CrossCheck(r.Documents, needEnv && !invalidKind(r.Diags, "Environment"))...)
 	r.Diags.Sort()
 	return r
 }
@@ -123,6 +157,9 @@ func (l *Loader) Load(paths ...string) *Result {
 // LoadFile validates and decodes each document of one file, calling emit for
 // every valid one. Errors of one document never stop the next.
 func (l *Loader) LoadFile(path string, emit func(spec.Document)) Diagnostics {
+	if l.CUE != nil && isCUE(path) {
+		return l.evalOne(path, emit)
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
 		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
@@ -157,29 +194,16 @@ func (l *Loader) LoadBytes(path string, src []byte, emit func(spec.Document)) (d
 		if p := recover(); p != nil {
 			diags = append(diags, Diagnostic{Pos: spec.Pos{File: path}, Message: fmt.Sprintf("internal error while evaluating this file: %v", p)})
 		}
+		boundMessages(diags)
 	}()
 	if strings.HasSuffix(path, ".cue") {
 		f, err := parser.ParseFile(path, src)
 		if err != nil {
-			return fromCUE(err, path, nil, cue.Value{})
+			return fromCUE(err, path, nil, cue.Value{}, nil, 0)
 		}
-		return l.document(path, f, emit)
+		return l.doc(path, f, emit)
 	}
-	dec := cueyaml.NewDecoder(path, bytes.NewReader(src))
-	for {
-		expr, err := dec.Extract()
-		if err == io.EOF {
-			return diags
-		}
-		if err != nil {
-			// A syntax error ends the stream: the decoder cannot resync.
-			return append(diags, fromCUE(err, path, nil, cue.Value{})...)
-		}
-		if isEmptyDoc(expr) {
-			continue
-		}
-		diags = append(diags, l.document(path, expr, emit)...)
-	}
+	return l.loadYAML(path, src, emit)
 }
 
 func isEmptyDoc(n ast.Node) bool {
@@ -197,6 +221,9 @@ func isEmptyDoc(n ast.Node) bool {
 func (l *Loader) document(path string, n ast.Node, emit func(spec.Document)) Diagnostics {
 	fields := l.positions(n)
 	docPos := posOf(n.Pos(), path)
+	if docPos.Line > 0 {
+		docPos.Line += l.lineBase
+	}
 	kindName, diags := l.kindOf(n, fields, docPos)
 	if diags != nil {
 		return diags
@@ -214,18 +241,19 @@ func (l *Loader) document(path string, n ast.Node, emit func(spec.Document)) Dia
 	kind, _ := spec.Lookup(kindName)
 	doc := kind.New()
 	if err := json.Unmarshal(canon, doc); err != nil {
-		return Diagnostics{{Pos: docPos, Message: "decoding: " + err.Error()}}
+		return Diagnostics{decodeError(canon, doc, err, fields, docPos)}
 	}
 	if c, ok := doc.(spec.Checker); ok && !l.SchemaOnly {
 		var diags Diagnostics
 		for _, fe := range c.Check() {
-			diags = append(diags, Diagnostic{Pos: at(fields, fe.Path, docPos), Path: fe.Path, Message: fe.Message, Expected: fe.Expected})
+			diags = append(diags, Diagnostic{Pos: at(fields, fe.Path, docPos), Path: fe.Path, Message: fieldMessage(fe, fields, docPos), Expected: fe.Expected})
 		}
 		if diags != nil {
 			return diags
 		}
 	}
 	doc.Head().Src = spec.NewSource(docPos, fields)
+	l.emitted = canon
 	emit(doc)
 	return nil
 }
@@ -266,14 +294,16 @@ func (l *Loader) kindOf(n ast.Node, fields []spec.FieldPos, docPos spec.Pos) (st
 // full validates a whole document against its kind's schema and returns its
 // JSON with defaults applied, or every error it has.
 func (l *Loader) full(kind, path string, n ast.Node, fields []spec.FieldPos, docPos spec.Pos) ([]byte, Diagnostics) {
+	plainNumbers(n)
 	v := l.build(n, path)
 	if err := v.Err(); err != nil {
-		return nil, fromCUE(err, path, fields, cue.Value{})
+		return nil, fromCUE(err, path, fields, cue.Value{}, userValues(n), l.lineBase)
 	}
 	def := l.defs[kind]
 	u := def.Unify(v)
 	if err := u.Validate(cue.Concrete(true)); err != nil {
-		return nil, fromCUE(l.unmask(def, n, path, err), path, fields, def)
+		values := userValues(n) // before unmask cuts fields out
+		return nil, fromCUE(l.unmask(def, n, path, err), path, fields, def, values, l.lineBase)
 	}
 	b, err := u.MarshalJSON()
 	if err != nil {

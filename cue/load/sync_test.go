@@ -35,11 +35,14 @@ var leafTypes = map[reflect.Type]bool{
 	reflect.TypeOf(json.RawMessage{}): true,
 }
 
+// isLeaf reports whether a Go type is decoded whole (a quantity read from
+// a string). A struct with its own UnmarshalJSON still decodes field by
+// field (it only fills in defaults), so its fields are compared.
 func isLeaf(t reflect.Type) bool {
 	if leafTypes[t] {
 		return true
 	}
-	return reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem())
+	return t.Kind() != reflect.Struct && reflect.PointerTo(t).Implements(reflect.TypeOf((*json.Unmarshaler)(nil)).Elem())
 }
 
 func jsonFields(t reflect.Type) map[string]reflect.Type {

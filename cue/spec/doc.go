@@ -153,6 +153,10 @@ type FieldError struct {
 	Path     string // dotted field path
 	Message  string
 	Expected string
+	// Related is the dotted path of an earlier field the error refers to
+	// (the first of two duplicates); the loader adds where it is, which
+	// only it knows.
+	Related string
 }
 
 // Checker is implemented by kinds with Go-side rules.

@@ -2,7 +2,12 @@ package spec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 )
 
 func init() {
@@ -89,10 +94,33 @@ type SimWorkload struct {
 	CPURequest    MilliCPU          `json:"cpuRequest"`
 	Startup       Duration          `json:"startup"`
 	ServiceTime   Duration          `json:"serviceTime"`
-	Share         float64           `json:"share"`
+	Share         float64           `json:"share"` // 1 (the whole trace) when not given
 	Containers    []SimContainer    `json:"containers"`
 	Managers      map[string]string `json:"managers,omitempty"`
 	Annotations   map[string]string `json:"annotations,omitempty"`
+
+	// shareGiven records whether the spec gave Share (see UnmarshalJSON).
+	shareGiven bool
+}
+
+// UnmarshalJSON defaults the share to the whole trace and records whether
+// the spec gave one: only the shares written must add up to at most 1, so a
+// workload without one keeps receiving the whole trace.
+func (w *SimWorkload) UnmarshalJSON(b []byte) error {
+	type plain SimWorkload
+	var aux struct {
+		plain
+		Share *float64 `json:"share"`
+	}
+	if err := json.Unmarshal(b, &aux); err != nil {
+		return err
+	}
+	*w = SimWorkload(aux.plain)
+	w.Share, w.shareGiven = 1, aux.Share != nil
+	if aux.Share != nil {
+		w.Share = *aux.Share
+	}
+	return nil
 }
 
 // SimHPA is a sim workload's HorizontalPodAutoscaler.
@@ -118,7 +146,9 @@ type SimContainer struct {
 	WorkingSet Bytes  `json:"workingSet"`
 }
 
-// Check: every sim container's request ≤ limit.
+// Check: every sim container's request ≤ limit, no two sim workloads with
+// one namespace and name (the sim world and its metrics know a workload by
+// those), and the shares written add up to at most the whole trace.
 func (e *Environment) Check() []FieldError {
 	var errs []FieldError
 	for i, p := range e.Spec.Providers {
@@ -129,12 +159,90 @@ func (e *Environment) Check() []FieldError {
 		if json.Unmarshal(p.Config, &c) != nil {
 			continue
 		}
+		wls := fmt.Sprintf("spec.providers.%d.config.workloads", i)
+		first := map[string]int{}
+		share := 0.0
 		for j, w := range c.Workloads {
 			for k, ct := range w.Containers {
-				path := fmt.Sprintf("spec.providers.%d.config.workloads.%d.containers.%d.limit", i, j, k)
+				path := fmt.Sprintf("%s.%d.containers.%d.limit", wls, j, k)
 				errs = append(errs, quantityOrder(path, ct.Request, ct.Limit)...)
+			}
+			key := w.Namespace + "/" + w.Name
+			if f, dup := first[key]; dup {
+				errs = append(errs, FieldError{Path: fmt.Sprintf("%s.%d.name", wls, j),
+					Message:  "duplicate sim workload " + key,
+					Expected: "one workload per namespace and name",
+					Related:  fmt.Sprintf("%s.%d.name", wls, f)})
+			} else {
+				first[key] = j
+			}
+			if !w.shareGiven {
+				continue
+			}
+			// Reported once, at the share that goes over; a small
+			// tolerance lets 0.7 + 0.2 + 0.1 through.
+			before := share
+			share += w.Share
+			if before <= 1+shareSlack && share > 1+shareSlack {
+				errs = append(errs, FieldError{Path: fmt.Sprintf("%s.%d.share", wls, j),
+					Message:  fmt.Sprintf("the shares up to this workload add up to %s, more than the whole trace", formatShare(share)),
+					Expected: "shares that add up to at most 1"})
 			}
 		}
 	}
 	return errs
+}
+
+const shareSlack = 1e-9
+
+func formatShare(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1e6)/1e6, 'f', -1, 64)
+}
+
+// CheckFiles checks that the files the Environment names exist: each sim
+// trace must be a regular file. Relative paths resolve against baseDir, the
+// Environment file's directory. Only metadata is read: no error ever shows
+// a byte of the file, which need not be a spec.
+func (e *Environment) CheckFiles(baseDir string) []FieldError {
+	var errs []FieldError
+	for i, p := range e.Spec.Providers {
+		if p.Name != "sim" {
+			continue
+		}
+		var c SimConfig
+		if json.Unmarshal(p.Config, &c) != nil || c.Trace == "" {
+			continue
+		}
+		if msg := checkRegularFile(c.Trace, baseDir); msg != "" {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.providers.%d.config.trace", i),
+				Message: "trace " + msg, Expected: "a trace file, relative to the Environment file's directory"})
+		}
+	}
+	return errs
+}
+
+// checkRegularFile says what is wrong with the file at path (resolved
+// against baseDir when relative), or "" when it is a regular file.
+// Symlinks are followed, as opening the file would.
+func checkRegularFile(path, baseDir string) string {
+	full := path
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(baseDir, full)
+	}
+	fi, err := os.Stat(full)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Sprintf("%s does not exist (looked for %s)", path, full)
+	case err != nil:
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Sprintf("%s cannot be read: %v", path, err)
+	case fi.IsDir():
+		return path + " is a directory, not a file"
+	case !fi.Mode().IsRegular():
+		return path + " is not a regular file"
+	}
+	return ""
 }

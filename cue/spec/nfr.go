@@ -1,5 +1,15 @@
 package spec
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
 func init() {
 	Register(Kind{Name: "NFR", New: func() Document { return &NFR{} }})
 }
@@ -87,6 +97,17 @@ type NFREnforcement struct {
 	Memory   Mode `json:"memory"`
 }
 
+// DefaultMaxReplicas caps the replicas of a target whose NFR sets no
+// safety.maxReplicas, so no NFR can scale without bound (#NFRSpec's
+// default; a test checks the two agree).
+const DefaultMaxReplicas = 1000
+
+// EmbeddedRetention is how much history the embedded signal store keeps:
+// engine/signals/embedded's DefaultRetention, repeated here because a
+// memory window longer than it is refused at validate and that package
+// imports this one (a test checks the two agree).
+const EmbeddedRetention = 30 * time.Minute
+
 // Safety mirrors the NFR's safety block: the gate's parameters.
 type Safety struct {
 	Stability      Duration `json:"stability"`
@@ -98,6 +119,19 @@ type Safety struct {
 	MaxMemory      *Bytes   `json:"maxMemory,omitempty"`
 }
 
+// UnmarshalJSON applies DefaultMaxReplicas when the JSON has no cap: the
+// schema fills it in for specs, and this does for an NFR decoded from JSON
+// that did not go through the schema.
+func (s *Safety) UnmarshalJSON(b []byte) error {
+	type plain Safety
+	p := plain{MaxReplicas: DefaultMaxReplicas}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*s = Safety(p)
+	return nil
+}
+
 // NFRSignals are PromQL overrides of the default signals.
 type NFRSignals struct {
 	RPS        string `json:"rps,omitempty"`
@@ -106,7 +140,8 @@ type NFRSignals struct {
 	WorkingSet string `json:"workingSet,omitempty"`
 }
 
-// Check: memory.min ≤ memory.max ≤ 1Ti, and a pinned request ≤ limit.
+// Check: memory.min ≤ memory.max ≤ 1Ti, a pinned request ≤ limit, and each
+// PromQL override parses to an instant vector or a scalar.
 func (n *NFR) Check() []FieldError {
 	m := n.Spec.Memory
 	errs := quantityOrder("spec.memory.max", m.Min, m.Max)
@@ -116,5 +151,61 @@ func (n *NFR) Check() []FieldError {
 	if m.Request != nil && m.Limit != nil {
 		errs = append(errs, quantityOrder("spec.memory.limit", *m.Request, *m.Limit)...)
 	}
+	sig := n.Spec.Signals
+	for _, q := range []struct{ name, expr string }{{"rps", sig.RPS}, {"cpu", sig.CPU}, {"p99", sig.P99}, {"workingSet", sig.WorkingSet}} {
+		if q.expr == "" {
+			continue
+		}
+		if msg := CheckPromQL(q.expr); msg != "" {
+			errs = append(errs, FieldError{Path: "spec.signals." + q.name, Message: msg, Expected: "a PromQL instant vector or scalar expression"})
+		}
+	}
 	return errs
+}
+
+// CheckWindow refuses a memory window longer than the signal store keeps:
+// the query would silently average over less than the spec asks for. The
+// retention is the source's (EmbeddedRetention for the embedded store).
+func (n *NFR) CheckWindow(retention time.Duration) []FieldError {
+	w := n.Spec.Memory.Window.D()
+	if w <= retention {
+		return nil
+	}
+	return []FieldError{{Path: "spec.memory.window",
+		Message:  fmt.Sprintf("window %s is longer than the %s of history the embedded signal store keeps", w, retention),
+		Expected: "at most " + retention.String()}}
+}
+
+// promql parses the NFR's signal overrides at validate with the options
+// the embedded source evaluates them with (the defaults), so what passes
+// here parses there.
+var promqlParser = parser.NewParser(parser.Options{})
+
+// CheckPromQL parses one PromQL expression and says what is wrong with it
+// in words, or "" when it is an expression that gives a number (an instant
+// vector or a scalar). The parser's position is given as a character count
+// into the query: the loader reports the field's own line and column.
+func CheckPromQL(expr string) string {
+	e, err := promqlParser.ParseExpr(expr)
+	if err != nil {
+		var errs parser.ParseErrors
+		var one *parser.ParseErr
+		switch {
+		case errors.As(err, &errs) && len(errs) > 0:
+			one = &errs[0]
+		case errors.As(err, &one):
+		default:
+			return "invalid PromQL: " + err.Error()
+		}
+		at := min(max(int(one.PositionRange.Start), 0), len(expr))
+		return fmt.Sprintf("invalid PromQL at character %d of the query: %v", utf8.RuneCountInString(expr[:at])+1, one.Err)
+	}
+	switch e.Type() {
+	case parser.ValueTypeVector, parser.ValueTypeScalar:
+		return ""
+	case parser.ValueTypeMatrix:
+		return "PromQL gives a range vector, not a value per series (wrap it in a function such as rate())"
+	default:
+		return fmt.Sprintf("PromQL gives a %s, not a number", e.Type())
+	}
 }

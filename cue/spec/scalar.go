@@ -43,11 +43,15 @@ func ParseBytes(s string) (Bytes, error) {
 		return 0, fmt.Errorf("invalid quantity %q (expected a number with an optional suffix Ki, Mi, Gi, Ti, k, M, G, T)", s)
 	}
 	v := f * mult
-	if v > math.MaxInt64/2 {
-		return 0, fmt.Errorf("quantity %q is too large", s)
+	if v > maxBytes {
+		return 0, fmt.Errorf("quantity %q is too large (expected at most %s)", s, Bytes(maxBytes))
 	}
 	return Bytes(math.Ceil(v)), nil
 }
+
+// maxBytes bounds a quantity well inside int64, so sums and factors of a
+// few quantities cannot overflow: 4194304Ti.
+const maxBytes = 1 << 62
 
 func (b Bytes) String() string {
 	if b == 0 {
@@ -74,6 +78,10 @@ func (b *Bytes) UnmarshalJSON(data []byte) error {
 		f, err := n.Float64()
 		if err != nil || f < 0 {
 			return fmt.Errorf("invalid quantity %s", data)
+		}
+		if f > maxBytes {
+			// Converting it would wrap around to a negative size.
+			return fmt.Errorf("quantity %s is too large (expected at most %s)", data, Bytes(maxBytes))
 		}
 		*b = Bytes(math.Ceil(f))
 		return nil
@@ -109,7 +117,15 @@ func ParseMilliCPU(s string) (MilliCPU, error) {
 	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 		return 0, fmt.Errorf("invalid CPU quantity %q (expected e.g. 500m or 0.5)", s)
 	}
-	return MilliCPU(math.Round(f * 1000)), nil
+	m := math.Round(f * 1000)
+	if m < 1 {
+		// It would round to no CPU at all, which nothing can divide by.
+		return 0, fmt.Errorf("CPU quantity %q is less than 1m (expected at least 1m)", s)
+	}
+	if m > math.MaxInt64/2 {
+		return 0, fmt.Errorf("CPU quantity %q is too large", s)
+	}
+	return MilliCPU(m), nil
 }
 
 func (c MilliCPU) String() string {

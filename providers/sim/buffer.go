@@ -3,19 +3,33 @@ package sim
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"sort"
 	"sync"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
+// BufferRetention is how much of the newest history a Buffer keeps for a
+// Signals call to take: twice the embedded store's 30 minutes, so nothing
+// the store would keep is dropped. A request that advances the world by
+// days at once (a query late in a long trace) would otherwise buffer every
+// sample of those days.
+const BufferRetention = time.Hour
+
 // Buffer is the world's sink out of process: series get ids, samples wait
 // in order until the engine's Signals call has taken them. A sample is
-// dropped once a later call asks from a cursor past it.
+// dropped once a later call asks from a cursor past it, or once it is older
+// than BufferRetention before the newest.
 type Buffer struct {
-	mu       sync.Mutex
-	series   []providers.SeriesDef
+	mu     sync.Mutex
+	series []providers.SeriesDef
+	// ids finds a series' id by its labels, for a caller without the
+	// cache: a world rebuilt from the state file has new handles for the
+	// series the old one defined.
+	ids      map[string]uint64
 	samples  []providers.Sample
 	base     uint64 // cursor of samples[0]
 	instance string
@@ -26,7 +40,7 @@ type Buffer struct {
 func NewBuffer() *Buffer {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return &Buffer{instance: hex.EncodeToString(b)}
+	return &Buffer{instance: hex.EncodeToString(b), ids: map[string]uint64{}}
 }
 
 // AppendCached records a sample; cache keeps the series' id.
@@ -35,11 +49,23 @@ func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) e
 	defer b.mu.Unlock()
 	id, ok := (*cache).(uint64)
 	if !ok {
-		id = uint64(len(b.series))
-		b.series = append(b.series, providers.SeriesDef{ID: id, Labels: l.Map()})
+		key := l.String()
+		if id, ok = b.ids[key]; !ok {
+			id = uint64(len(b.series))
+			b.series = append(b.series, providers.SeriesDef{ID: id, Labels: l.Map()})
+			b.ids[key] = id
+		}
 		*cache = id
 	}
 	b.samples = append(b.samples, providers.Sample{Series: id, T: t, V: v})
+	// Samples come in time order. Forget those past the retention once they
+	// are as many as a retention's worth, so the copy is paid for.
+	keep := t - BufferRetention.Milliseconds()
+	if b.samples[0].T < keep-BufferRetention.Milliseconds() {
+		drop := sort.Search(len(b.samples), func(i int) bool { return b.samples[i].T >= keep })
+		b.samples = append(b.samples[:0], b.samples[drop:]...)
+		b.base += uint64(drop)
+	}
 	return nil
 }
 

@@ -46,16 +46,15 @@ func Open(env *spec.Environment, sink Sink) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := StatePath(env)
-	changes, err := LoadChanges(path)
-	if err != nil {
-		return nil, err
-	}
-	w, err := New(cfg, Options{BaseDir: filepath.Dir(env.Src.Pos.File), Sink: sink, Changes: changes})
+	tr, err := TraceOf(cfg, filepath.Dir(env.Src.Pos.File))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
 	}
-	return &Provider{World: w, StatePath: path}, nil
+	p, err := NewProvider(cfg, tr, StatePath(env), sink)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
+	}
+	return p, nil
 }
 
 // ParseTime reads a time as RFC 3339 or as an offset from the world's start

@@ -144,6 +144,10 @@ func (wl *workload) checkValue(kind string, p addrs.Path, v values.Value) error 
 		return fmt.Errorf("%s: %s is negative", p, v)
 	case p == AttrMinReplicas && v.Int() < 1:
 		return fmt.Errorf("%s: must be at least 1, got %s", p, v)
+	case (p == AttrReplicas || p == AttrMinReplicas || p == AttrMinScale) && v.Int() > MaxPodsPerWorkload:
+		// The ceilings (maxReplicas, max-scale) may be higher: the
+		// autoscalers stop at the bound whatever they say.
+		return fmt.Errorf("%s: %s: the sim world runs at most %d pods per workload", p, v, MaxPodsPerWorkload)
 	}
 	return nil
 }

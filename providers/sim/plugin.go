@@ -68,19 +68,16 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err := json.Unmarshal(req.Config, &cfg); err != nil {
 		return []providers.Diagnostic{diag.New("sim config", err.Error())}
 	}
-	var changes []Change
-	if req.StatePath != "" {
-		var err error
-		if changes, err = LoadChanges(req.StatePath); err != nil {
-			return []providers.Diagnostic{diag.New("sim state", err.Error())}
-		}
-	}
-	buf := NewBuffer()
-	w, err := New(cfg, Options{BaseDir: req.BaseDir, Sink: buf, Changes: changes})
+	tr, err := TraceOf(cfg, req.BaseDir)
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
-	s.p, s.buf = &Provider{World: w, StatePath: req.StatePath}, buf
+	buf := NewBuffer()
+	p, err := NewProvider(cfg, tr, req.StatePath, buf)
+	if err != nil {
+		return []providers.Diagnostic{diag.New("sim world", err.Error())}
+	}
+	s.p, s.buf = p, buf
 	return nil
 }
 
@@ -142,6 +139,9 @@ func (s *Plugin) Signals(_ context.Context, req providers.SignalsRequest) provid
 	defer s.mu.Unlock()
 	if s.p == nil {
 		return providers.SignalsResponse{Diagnostics: s.notConfigured()}
+	}
+	if err := s.p.refresh(false); err != nil {
+		return providers.SignalsResponse{Cursor: req.Cursor, Instance: req.Instance, Diagnostics: stateDiags(err)}
 	}
 	s.p.advance(req.Now)
 	return s.buf.Take(req)

@@ -405,7 +405,7 @@ func TestStateFileVersions(t *testing.T) {
 		t.Errorf("v1: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.json")
-	os.WriteFile(bad, []byte(`{"version":2,"changes":[{"at":1,"address":"sim:Deployment/shop/api","attributes":{"spec.replicas":{"type":"count","value":"x"}}}]}`), 0o644)
+	os.WriteFile(bad, []byte(`{"version":3,"changes":[{"at":1,"address":"sim:Deployment/shop/api","attributes":{"spec.replicas":{"type":"count","value":"x"}}}]}`), 0o644)
 	if _, err := LoadChanges(bad); err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Errorf("bad value: %v", err)
 	}
@@ -426,7 +426,7 @@ func TestStateFileVersions(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(good)
 	var probe struct{ Version int }
-	if json.Unmarshal(raw, &probe); probe.Version != 2 {
+	if json.Unmarshal(raw, &probe); probe.Version != 3 {
 		t.Errorf("version %d", probe.Version)
 	}
 }

@@ -3,14 +3,18 @@ package sim
 import (
 	"bufio"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Trace is a request rate per second of virtual time, from Start.
@@ -36,14 +40,38 @@ func (t *Trace) At(d time.Duration) float64 {
 }
 
 // TraceOptions are the explicit transformations of a trace; none is applied
-// unless asked for.
+// unless asked for. The Max fields bound what reading a trace may cost, so
+// a small file cannot make a large world; zero means the default.
 type TraceOptions struct {
-	RateScale float64 // multiply the rate (0 means 1)
+	RateScale float64 // multiply the rate, in (0, MaxRateScale] (0 means 1)
 	Thin      float64 // keep each arrival with this probability (0 means 1)
 	From      time.Duration
 	Until     time.Duration // 0: to the end
 	Seed      uint64
+
+	// MaxDuration bounds the time from a trace's first row to its last
+	// (DefaultMaxTraceDuration): the trace becomes one rate a second, so
+	// two arrivals a century apart would be 25 GB of rates.
+	MaxDuration time.Duration
+	// MaxRows bounds the data rows read (DefaultMaxTraceRows).
+	MaxRows int
+	// MaxLineBytes bounds one line of the file (DefaultMaxTraceLine), so a
+	// file without line breaks is not read whole into one record.
+	MaxLineBytes int
 }
+
+// Bounds of a trace, and of the rate scale (the schema's).
+const (
+	// DefaultMaxTraceDuration is a leap year of rates: 253 MB of float64.
+	DefaultMaxTraceDuration = 366 * 24 * time.Hour
+	// DefaultMaxTraceRows is five times the rows of the largest public
+	// serverless arrival traces we know of (a week of Azure's LLM trace).
+	DefaultMaxTraceRows = 50_000_000
+	// DefaultMaxTraceLine is far more than a timestamp and a few columns.
+	DefaultMaxTraceLine = 64 << 10
+	// MaxRateScale is the schema's upper bound on rateScale.
+	MaxRateScale = 1e6
+)
 
 // Timestamp layouts of arrival traces: the Azure trace's 100 ns precision
 // and RFC 3339.
@@ -51,18 +79,47 @@ var layouts = []string{"2006-01-02 15:04:05.9999999", "2006-01-02 15:04:05", tim
 
 // LoadTrace reads a CSV of arrival timestamps (a TIMESTAMP or time column
 // of dates) or of per-second rates (a rate column, one row per second).
+// Only a regular file is read: a device or a FIFO never ends.
 func LoadTrace(path string, o TraceOptions) (*Trace, error) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening trace: %w", err)
 	}
 	defer f.Close()
-	t, err := readTrace(bufio.NewReader(f), o)
+	// Checked again on what was opened: the path may have changed since.
+	if fi, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("opening trace: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	t, err := readTrace(f, o)
 	if err != nil {
 		return nil, fmt.Errorf("reading trace %s: %w", path, err)
 	}
 	return t, nil
 }
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.String()
+}
+
+// inRange reports whether lo < v ≤ hi; NaN is in no range.
+func inRange(v, lo, hi float64) bool { return v > lo && v <= hi }
 
 func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	if o.RateScale == 0 {
@@ -71,15 +128,30 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	if o.Thin == 0 {
 		o.Thin = 1
 	}
-	if o.RateScale < 0 || o.Thin < 0 || o.Thin > 1 {
-		return nil, fmt.Errorf("rateScale must be > 0 and thin in (0, 1]")
+	if !inRange(o.RateScale, 0, MaxRateScale) {
+		return nil, fmt.Errorf("rateScale must be in (0, 1e6], got %v", o.RateScale)
 	}
-	cr := csv.NewReader(r)
+	if !inRange(o.Thin, 0, 1) {
+		return nil, fmt.Errorf("thin must be in (0, 1], got %v", o.Thin)
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = DefaultMaxTraceDuration
+	}
+	if o.MaxRows <= 0 {
+		o.MaxRows = DefaultMaxTraceRows
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = DefaultMaxTraceLine
+	}
+	// The last second a trace may have a rate for.
+	maxSec := int(o.MaxDuration / time.Second)
+	lines := &lineLimit{r: r, max: o.MaxLineBytes, line: 1}
+	cr := csv.NewReader(bufio.NewReader(lines))
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = -1
 	head, err := cr.Read()
 	if err != nil {
-		return nil, fmt.Errorf("header: %w", err)
+		return nil, fmt.Errorf("header: %w", unwrapLine(err))
 	}
 	col := func(names ...string) int {
 		for i, h := range head {
@@ -94,12 +166,28 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, 0x5e7901))
 	t := &Trace{}
+	rows := 0
+	row := func(line int) error {
+		if rows++; rows > o.MaxRows {
+			return fmt.Errorf("line %d: more than %d rows: a trace may have at most %d (TraceOptions.MaxRows)", line, o.MaxRows, o.MaxRows)
+		}
+		return nil
+	}
 	if rc := col("rate", "rps", "requests"); rc >= 0 {
 		tc := col("second", "time", "timestamp")
 		err := eachRecord(cr, rc, func(line int, rec []string) error {
+			if err := row(line); err != nil {
+				return err
+			}
 			v, err := strconv.ParseFloat(strings.TrimSpace(rec[rc]), 64)
 			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-				return fmt.Errorf("line %d: rate %q is not a non-negative number", line, rec[rc])
+				return fmt.Errorf("line %d: rate %s is not a non-negative number", line, quote(rec[rc]))
+			}
+			if math.IsInf(v*o.RateScale, 0) {
+				return fmt.Errorf("line %d: rate %v × rateScale %v is not finite", line, v, o.RateScale)
+			}
+			if len(t.Rate) >= maxSec {
+				return fmt.Errorf("line %d: a rate trace has one row a second and may span at most %s (TraceOptions.MaxDuration)", line, span(o.MaxDuration))
 			}
 			if tc >= 0 && tc < len(rec) && line == 2 {
 				if ts, ok := parseTime(rec[tc]); ok {
@@ -116,13 +204,16 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	} else {
 		tc := col("timestamp", "time", "arrival")
 		if tc < 0 {
-			return nil, fmt.Errorf("header %v: want a TIMESTAMP column of arrivals or a rate column", head)
+			return nil, fmt.Errorf("header: want a TIMESTAMP column of arrivals or a rate column, got %d columns", len(head))
 		}
 		var first time.Time
 		err := eachRecord(cr, tc, func(line int, rec []string) error {
+			if err := row(line); err != nil {
+				return err
+			}
 			ts, ok := parseTime(rec[tc])
 			if !ok {
-				return fmt.Errorf("line %d: %q is not a timestamp (want e.g. 2023-11-16 18:15:46.6805900)", line, rec[tc])
+				return fmt.Errorf("line %d: %s is not a timestamp (want e.g. 2023-11-16 18:15:46.6805900)", line, quote(rec[tc]))
 			}
 			if first.IsZero() {
 				first = ts.Truncate(time.Second)
@@ -131,15 +222,21 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 			if ts.Before(first) {
 				return fmt.Errorf("line %d: arrivals must be in time order", line)
 			}
+			// Checked before the rates grow to it: the bound is what keeps a
+			// two-row file from asking for years of rates.
+			since := ts.Sub(first)
+			if since >= time.Duration(maxSec)*time.Second {
+				return fmt.Errorf("line %d: arrival %s after the first: a trace may span at most %s (TraceOptions.MaxDuration)", line, since, span(o.MaxDuration))
+			}
 			t.Arrivals++
 			// Thinning draws for every arrival, kept or not, so the same seed
 			// keeps the same arrivals whatever the window.
 			if o.Thin < 1 && rng.Float64() >= o.Thin {
 				return nil
 			}
-			i := int(ts.Sub(first) / time.Second)
-			for len(t.Rate) <= i {
-				t.Rate = append(t.Rate, 0)
+			i := int(since / time.Second)
+			if i >= len(t.Rate) {
+				t.Rate = slices.Grow(t.Rate, i+1-len(t.Rate))[:i+1]
 			}
 			t.Rate[i]++
 			return nil
@@ -158,8 +255,84 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 	}
 	for i := range t.Rate {
 		t.Rate[i] *= o.RateScale
+		if math.IsInf(t.Rate[i], 0) {
+			// Arrivals are counted one by one, so only a scale can make
+			// them infinite; say where.
+			return nil, fmt.Errorf("second %d: %v arrivals × rateScale %v is not finite", i, t.Rate[i]/o.RateScale, o.RateScale)
+		}
 	}
 	return window(t, o)
+}
+
+// span prints a bound in days when it is a whole number of them.
+func span(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// quote prints a field of the trace for a message, cut short: an error
+// should say which value is wrong, not carry a line of the file.
+func quote(s string) string {
+	const most = 40
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…"
+}
+
+// errLineTooLong is what lineLimit returns when a line exceeds its bound.
+type errLineTooLong struct{ line, max int }
+
+func (e *errLineTooLong) Error() string {
+	return fmt.Sprintf("line %d: longer than %d bytes (TraceOptions.MaxLineBytes)", e.line, e.max)
+}
+
+// lineLimit passes r through until a line (bytes between newlines) is
+// longer than max. The CSV reader buffers a whole record, so this is what
+// bounds its memory on a file without line breaks.
+type lineLimit struct {
+	r    io.Reader
+	max  int
+	cur  int // bytes of the current line so far
+	line int // the current line, from 1
+	err  error
+}
+
+func (l *lineLimit) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n, err := l.r.Read(p)
+	for i, b := range p[:n] {
+		if b == '\n' {
+			l.cur = 0
+			l.line++
+			continue
+		}
+		if l.cur++; l.cur > l.max {
+			l.err = &errLineTooLong{line: l.line, max: l.max}
+			// Hand over the bytes before the long line's end, then the
+			// error: the reader sees the lines before it whole.
+			return i, nil
+		}
+	}
+	return n, err
+}
+
+// unwrapLine finds a line-length error under the CSV reader's wrapping,
+// so the message names the bound rather than a parse error.
+func unwrapLine(err error) error {
+	var long *errLineTooLong
+	if errors.As(err, &long) {
+		return long
+	}
+	return err
 }
 
 // eachRecord calls f with every data row (1-based line numbers, the header
@@ -171,6 +344,9 @@ func eachRecord(cr *csv.Reader, col int, f func(line int, rec []string) error) e
 			return nil
 		}
 		if err != nil {
+			if long := unwrapLine(err); long != err {
+				return long
+			}
 			return fmt.Errorf("line %d: %w", line, err)
 		}
 		if col >= len(rec) {

@@ -35,6 +35,37 @@ type Sink interface {
 // Prometheus scrape would sample them.
 const ScrapeInterval = 5
 
+// MaxPodsPerWorkload bounds the pods of one workload, whatever asks for
+// them: an autoscaler under a flood (a Knative service with no max-scale
+// has no other bound), a config or an applied change. Every pod is
+// simulated each second and exposes its own series, so the world's cost
+// grows with pods; 10,000 is far beyond the replicas of any one real
+// Deployment (the schema caps replicas there too) and keeps a world of a
+// few workloads within a few hundred megabytes. An autoscaler stops at it,
+// as one on a full cluster would (the pods beyond it never schedule); a
+// config or a change asking for more is refused.
+const MaxPodsPerWorkload = 10_000
+
+// errTooManyPods is the refusal of a count of pods above the bound.
+func errTooManyPods(what string, n int64) error {
+	return fmt.Errorf("%s %d: the sim world runs at most %d pods per workload", what, n, MaxPodsPerWorkload)
+}
+
+// pods turns an autoscaler's float recommendation into a pod count in
+// [0, MaxPodsPerWorkload], clamping before the conversion (a float beyond
+// an int's range converts to garbage); NaN is fallback.
+func pods(f float64, fallback int) int {
+	switch {
+	case math.IsNaN(f):
+		return fallback
+	case f <= 0:
+		return 0
+	case f >= MaxPodsPerWorkload:
+		return MaxPodsPerWorkload
+	}
+	return int(f)
+}
+
 // Buckets of http_request_duration_seconds, as client libraries default.
 var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
@@ -50,7 +81,10 @@ type Options struct {
 
 // World is the simulated cluster.
 type World struct {
-	cfg     spec.SimConfig
+	cfg spec.SimConfig
+	// base is the config as given, before applied changes wrote into the
+	// world's copy (a created HPA): what a rebuild starts from.
+	base    spec.SimConfig
 	trace   *Trace
 	sink    Sink
 	rng     *rand.Rand
@@ -94,10 +128,14 @@ func TraceOf(cfg spec.SimConfig, baseDir string) (*Trace, error) {
 // NewWithTrace builds a world over a trace already loaded.
 func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 	// The world's workloads are its own: creating an HPA records it in the
-	// workload's config, which must not reach the caller's.
+	// workload's config, which must not reach the caller's, nor the base a
+	// rebuild starts from.
+	base := cfg
+	base.Workloads = slices.Clone(cfg.Workloads)
 	cfg.Workloads = slices.Clone(cfg.Workloads)
 	w := &World{
 		cfg:   cfg,
+		base:  base,
 		trace: tr,
 		sink:  o.Sink,
 		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
@@ -112,8 +150,28 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 	}
 	w.changes = append(w.changes, o.Changes...)
 	sort.SliceStable(w.changes, func(i, j int) bool { return w.changes[i].At < w.changes[j].At })
+	if err := w.checkEnd(w.changes); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
+
+// checkEnd refuses changes after the trace's end. The world takes none
+// there, so such a change was never applied to this world: the state file
+// belongs to another trace or window.
+func (w *World) checkEnd(changes []Change) error {
+	end := len(w.trace.Rate)
+	if n := len(changes); n == 0 || changes[n-1].At <= end {
+		return nil
+	}
+	i := slices.IndexFunc(changes, func(c Change) bool { return c.At > end })
+	return fmt.Errorf("change %d at %d s is after the end of the trace (%d s): the sim state was made with another trace or window; delete it and the world starts again from its config",
+		i+1, changes[i].At, end)
+}
+
+// ended reports whether the world is past its trace's end, where it takes
+// no changes: a change there could not be replayed from the state file.
+func (w *World) ended() bool { return w.sec > len(w.trace.Rate) }
 
 // Start is the virtual time at which the trace begins.
 func (w *World) Start() time.Time { return w.trace.Start }
@@ -234,7 +292,17 @@ type ser struct {
 }
 
 func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
-	wl := &workload{w: w, cfg: c, replicas: c.Replicas, startup: int(c.Startup.D() / time.Second),
+	name := c.Namespace + "/" + c.Name
+	if c.Replicas > MaxPodsPerWorkload {
+		return nil, fmt.Errorf("sim workload %s: %w", name, errTooManyPods("replicas", int64(c.Replicas)))
+	}
+	if c.HPA != nil && c.HPA.Min > MaxPodsPerWorkload {
+		return nil, fmt.Errorf("sim workload %s: %w", name, errTooManyPods("hpa.min", int64(c.HPA.Min)))
+	}
+	if c.Knative != nil && c.Knative.MinScale > MaxPodsPerWorkload {
+		return nil, fmt.Errorf("sim workload %s: %w", name, errTooManyPods("knative.minScale", int64(c.Knative.MinScale)))
+	}
+	wl := &workload{w: w, cfg: c, replicas: max(c.Replicas, 0), startup: int(c.Startup.D() / time.Second),
 		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30}
 	configured := make(map[addrs.Path]string, len(c.Managers))
 	for k, m := range c.Managers {
@@ -404,7 +472,7 @@ func (wl *workload) autoscale(s int, arrivals float64) {
 			wl.kpaSync(s)
 		}
 	default:
-		wl.replicas = max(wl.intAttr(wl.deploy, AttrReplicas), 0)
+		wl.replicas = min(max(wl.intAttr(wl.deploy, AttrReplicas), 0), MaxPodsPerWorkload)
 	}
 }
 
@@ -431,7 +499,7 @@ func (wl *workload) hpaSync(s int) {
 			ratio = cpuPerPod / wl.cpuReq / target
 		}
 		if math.Abs(ratio-1) > 0.1 {
-			desired = int(math.Ceil(float64(ready) * ratio))
+			desired = pods(math.Ceil(float64(ready)*ratio), current)
 		}
 	} else if ready > 0 {
 		desired = 0 // no load at all: as low as allowed
@@ -452,7 +520,9 @@ func (wl *workload) hpaSync(s int) {
 		// window allows.
 		desired = min(stab, current)
 	}
-	desired = min(max(desired, minR), maxR)
+	// maxReplicas may be beyond the world's bound (it is only a ceiling);
+	// the bound holds whatever it says.
+	desired = min(max(desired, minR), maxR, MaxPodsPerWorkload)
 	wl.replicas = desired
 	wl.deploy.attrs[AttrReplicas] = values.CountOf(int64(desired))
 	wl.hpa.attrs[AttrCurrentReplicas] = values.CountOf(int64(current))
@@ -474,7 +544,7 @@ func (wl *workload) kpaSync(s int) {
 	}
 	desired := 0
 	if len(wl.kpaConc) > 0 {
-		desired = int(math.Ceil(sum / float64(len(wl.kpaConc)) / target))
+		desired = pods(math.Ceil(sum/float64(len(wl.kpaConc))/target), wl.replicas)
 	}
 	if desired == 0 && s-wl.lastTraffic < 60 {
 		desired = 1
@@ -483,7 +553,8 @@ func (wl *workload) kpaSync(s int) {
 	if m := wl.knativeScale(AttrMaxScale); m > 0 {
 		desired = min(desired, m)
 	}
-	wl.replicas = desired
+	// No max-scale is no bound in Knative; in the sim world it is this.
+	wl.replicas = min(desired, MaxPodsPerWorkload)
 }
 
 // reconcilePods makes the pods match replicas and the pod template: a

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDeletedSpecReleasesItsFields: after an apply, deleting a spec
+// releases what it set (the plan says so, the values stay), a broken spec
+// file holds every release, and deleting every spec at once releases
+// nothing until --confirm-release.
+func TestDeletedSpecReleasesItsFields(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("apply", "--auto-approve", dir)
+	if err := os.Remove(filepath.Join(dir, "checkout.nfr.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// A broken file: nothing is released, whatever was deleted.
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: ["), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(binary, "plan", dir).CombinedOutput()
+	if !strings.Contains(string(out), "release not confirmed: some spec files do not load") || strings.Contains(string(out), "to release") {
+		t.Fatalf("a broken file must hold releases:\n%s", out)
+	}
+	if err := os.Remove(filepath.Join(dir, "broken.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out = []byte(run("plan", dir))
+	if !strings.Contains(string(out), "~ sim:HorizontalPodAutoscaler/shop/checkout") ||
+		!strings.Contains(string(out), "spec.minReplicas: 3 (released: setpoint stops managing it; the value stays)") ||
+		!strings.Contains(string(out), "NFR/shop/checkout gone") || !strings.Contains(string(out), "1 to release") {
+		t.Fatalf("want the release of checkout's field:\n%s", out)
+	}
+	run("apply", "--auto-approve", dir)
+	if out := run("plan", dir); strings.Contains(out, "release") {
+		t.Fatalf("released once, not twice:\n%s", out)
+	}
+	// Every other spec goes at once: held until confirmed.
+	for _, f := range []string{"inventory.nfr.yaml", "fib.nfr.cue"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = []byte(run("plan", dir))
+	if !strings.Contains(string(out), "release not confirmed") || !strings.Contains(string(out), "--confirm-release") {
+		t.Fatalf("a mass release must wait:\n%s", out)
+	}
+	if out := run("plan", "--confirm-release", dir); !strings.Contains(out, "to release") {
+		t.Fatalf("confirmed, it goes through:\n%s", out)
+	}
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/internal/confine"
+)
+
+// stateAdvice is appended to an error about unreadable state: what to run.
+func stateAdvice(err error, dir string) error {
+	if !errors.Is(err, state.ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("%w\n  setpoint state verify %s lists every unreadable shard with why;\n  setpoint state reseal %s SHARD re-seals one edited by hand;\n  setpoint state reset %s SHARD moves one aside (its object's attributes are then adopted again from the world, as new)", err, dir, dir, dir)
+}
+
+// stateBackend finds a directory's state from its Environment, starting
+// no provider.
+func stateBackend(ctx context.Context, dir string) (state.Backend, error) {
+	l, err := newLoader(ctx, defaultCUELimits())
+	if err != nil {
+		return nil, err
+	}
+	env := l.LoadDir(dir).Environment()
+	if env == nil {
+		return nil, fmt.Errorf("%s: no valid Environment (setpoint validate %s says why)", dir, dir)
+	}
+	root, err := confine.NewRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	paths, bad := resolveEnvPaths(root, env, trust)
+	for _, d := range bad {
+		if d.Path == "spec.state.path" {
+			return nil, errors.New(d.Error())
+		}
+	}
+	return state.NewFile(paths.state), nil
+}
+
+func newStateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Show, verify and repair what setpoint remembers",
+		Long: `state shows and checks the state a directory's Environment names: per target
+object, each attribute's user value (at adoption), what setpoint applied, when,
+and for which specs. A shard that cannot be read is never reset by plan or apply;
+verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
+	}
+	var asJSON bool
+	show := &cobra.Command{
+		Use:   "show DIR",
+		Short: "List every object's remembered attributes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := stateBackend(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			st, err := b.Load(cmd.Context())
+			if err != nil {
+				return stateAdvice(err, args[0])
+			}
+			type attr struct {
+				Path      string   `json:"path"`
+				User      string   `json:"user,omitempty"`
+				Applied   string   `json:"applied,omitempty"`
+				AppliedAt string   `json:"appliedAt,omitempty"`
+				By        []string `json:"by,omitempty"`
+				Policies  []string `json:"policies,omitempty"`
+			}
+			type object struct {
+				Address    string `json:"address"`
+				Attributes []attr `json:"attributes"`
+			}
+			var out []object
+			for _, o := range st.Objects() {
+				so, _ := st.Object(o)
+				ob := object{Address: o.String()}
+				for _, k := range slices.Sorted(maps.Keys(so.Attrs)) {
+					e := so.Attrs[k]
+					a := attr{Path: k, Policies: slices.Sorted(maps.Keys(e.Policy))}
+					if e.User != nil {
+						a.User = e.User.String()
+					}
+					if e.Applied != nil {
+						a.Applied, a.AppliedAt, a.By = e.Applied.Value.String(), e.Applied.At.UTC().Format(time.RFC3339), e.Applied.By
+					}
+					ob.Attributes = append(ob.Attributes, a)
+				}
+				out = append(out, ob)
+			}
+			if asJSON {
+				if out == nil {
+					out = []object{}
+				}
+				return jsonOut(cmd.OutOrStdout()).Encode(out)
+			}
+			w := cmd.OutOrStdout()
+			for _, o := range out {
+				fmt.Fprintln(w, o.Address)
+				for _, a := range o.Attributes {
+					var parts []string
+					if a.User != "" {
+						parts = append(parts, "user "+a.User)
+					}
+					if a.Applied != "" {
+						parts = append(parts, fmt.Sprintf("applied %s at %s by %s", a.Applied, a.AppliedAt, strings.Join(a.By, ", ")))
+					}
+					if len(a.Policies) > 0 {
+						parts = append(parts, "policies "+strings.Join(a.Policies, ", "))
+					}
+					fmt.Fprintf(w, "    %s: %s\n", a.Path, strings.Join(parts, "; "))
+				}
+			}
+			fmt.Fprintf(w, "%s in %s\n", plural(len(out), "object"), b)
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+
+	verify := &cobra.Command{
+		Use:   "verify DIR",
+		Short: "Check every shard's checksum and format; exit 1 if any cannot be read",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := stateBackend(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			st, err := b.Load(cmd.Context())
+			var le *state.LoadError
+			switch {
+			case errors.As(err, &le):
+				for _, s := range le.Shards {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", s.File, s.Err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s cannot be read; %s read\n", plural(len(le.Shards), "shard"), plural(len(st.Objects()), "object"))
+				return errSilent
+			case err != nil:
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s read, every checksum matches (%s)\n", plural(len(st.Objects()), "object"), b)
+			return nil
+		},
+	}
+
+	var yes bool
+	var lockWait time.Duration
+	repair := func(use, short string, do func(cmd *cobra.Command, r state.Repairer, shard string) (string, error)) *cobra.Command {
+		c := &cobra.Command{
+			Use:   use + " DIR SHARD...",
+			Short: short,
+			Args:  cobra.MinimumNArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				b, err := stateBackend(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				r, ok := b.(state.Repairer)
+				if !ok {
+					return fmt.Errorf("the %s state cannot be repaired from here", b)
+				}
+				if !yes {
+					if err := confirmWith(cmd, fmt.Sprintf("%s %s in %s?", use, strings.Join(args[1:], ", "), b)); err != nil {
+						return err
+					}
+				}
+				ctx := cmd.Context()
+				if lockWait > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, lockWait)
+					defer cancel()
+				}
+				unlock, err := b.Lock(ctx, "setpoint state "+use, lockWait > 0)
+				if err != nil {
+					return err
+				}
+				defer unlock()
+				for _, s := range args[1:] {
+					msg, err := do(cmd, r, s)
+					if err != nil {
+						return fmt.Errorf("%s %s: %w", use, s, err)
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), msg)
+				}
+				return nil
+			},
+		}
+		c.Flags().BoolVar(&yes, "yes", false, "do it without asking")
+		c.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock")
+		return c
+	}
+	reseal := repair("reseal", "Re-seal shards edited by hand (their content must still be valid)", func(cmd *cobra.Command, r state.Repairer, s string) (string, error) {
+		if err := r.Reseal(cmd.Context(), s); err != nil {
+			return "", err
+		}
+		return "re-sealed " + s, nil
+	})
+	reset := repair("reset", "Move shards aside: their objects are adopted again from the world, as new", func(cmd *cobra.Command, r state.Repairer, s string) (string, error) {
+		to, err := r.Quarantine(cmd.Context(), s, time.Now())
+		if err != nil {
+			return "", err
+		}
+		return "moved " + s + " aside to " + to, nil
+	})
+	cmd.AddCommand(show, verify, reseal, reset)
+	return cmd
+}
+
+// confirmWith asks a yes/no question on a terminal; without one it
+// refuses rather than guess.
+func confirmWith(cmd *cobra.Command, question string) error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return fmt.Errorf("not done: no terminal to confirm on; run again with --yes")
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s Only 'yes' will be accepted: ", question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return fmt.Errorf("cancelled")
+	}
+	return nil
+}
+
+// plural says "1 object", "2 objects".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
