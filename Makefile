@@ -60,8 +60,14 @@ testenv:
 	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
 		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
 
+# Every fuzz target for FUZZTIME each (make test runs their seed corpora).
+FUZZ_TARGETS := ./cue/load:FuzzLoad ./providers/sim:FuzzReadTrace ./providers/sim:FuzzLoadChanges \
+	./providers/plugin:FuzzClientChecks ./engine/plan:FuzzParse ./engine/state:FuzzShard
 fuzz:
-	$(GO) test ./cue/load -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzzing $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -parallel 1 || exit 1; \
+	done
 
 clean:
 	rm -rf bin

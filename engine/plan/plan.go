@@ -323,12 +323,20 @@ func Load(path string) (*Plan, error) {
 	if len(b) > MaxPlanFile {
 		return nil, fmt.Errorf("%s: larger than a saved plan can be (%d bytes)", path, MaxPlanFile)
 	}
+	return parse(path, b)
+}
+
+// parse reads a saved plan's bytes; path names it in errors.
+func parse(path string, b []byte) (*Plan, error) {
 	var p Plan
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("%s is not a saved plan: %w", path, err)
 	}
 	if p.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("%s: plan format %d, this release reads %d", path, p.FormatVersion, FormatVersion)
+	}
+	if err := p.check(); err != nil {
+		return nil, fmt.Errorf("%s is not a saved plan: %w", path, err)
 	}
 	if Fingerprint(p.Observed) != p.Fingerprint {
 		return nil, fmt.Errorf("%s: the plan's observations do not match its fingerprint: it was edited", path)
@@ -337,6 +345,24 @@ func Load(path string) (*Plan, error) {
 		return nil, fmt.Errorf("%s: the plan's changes do not match their digest (%s, computed %s): it was edited", path, short(p.ChangesDigest), short(got))
 	}
 	return &p, nil
+}
+
+// check refuses a change a saved plan could not have held: one without an
+// address, an attribute or a value (JSON leaves a missing field zero).
+func (p *Plan) check() error {
+	for _, list := range [][]Change{p.Changes, p.Held} {
+		for i, c := range list {
+			switch {
+			case c.Address.IsZero():
+				return fmt.Errorf("change %d has no address", i)
+			case c.Attribute.IsZero():
+				return fmt.Errorf("change %d (%s) has no attribute", i, c.Address)
+			case !c.Value.IsValid():
+				return fmt.Errorf("change %d (%s %s) has no value", i, c.Address, c.Attribute)
+			}
+		}
+	}
+	return nil
 }
 
 func short(s string) string {
