@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -20,7 +22,7 @@ func newRootCmd() *cobra.Command {
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return err
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl})))
+			slog.SetDefault(slog.New(newDedupe(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}), time.Minute)))
 			return nil
 		},
 	}
@@ -28,6 +30,20 @@ func newRootCmd() *cobra.Command {
 	addTrustFlags(root)
 	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newStateCmd(), newVersionCmd())
 	root.AddCommand(newInternalCmd())
+	// cobra's completion command prints its help, and exits 0, for a shell
+	// it does not know; a script piping it into a file would not notice.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return fmt.Errorf("unknown shell %q: setpoint completes bash, zsh, fish and powershell", args[0])
+				}
+				return cmd.Help()
+			}
+		}
+	}
 	return root
 }
 

@@ -292,7 +292,16 @@ func (m *Manager) get(name string) (*Client, error) {
 	}
 	if p.failures > 0 {
 		if wait := time.Until(p.failedAt.Add(m.backoff(p.failures))); wait > 0 {
-			return nil, fmt.Errorf("provider %s is restarting in %s (last error: %v)", name, wait.Round(time.Millisecond), p.lastErr)
+			// The same text for every call of one backoff (the restart's
+			// time, not the time left), so repeated log lines collapse.
+			times, last := "once", ""
+			if p.failures > 1 {
+				times = fmt.Sprintf("%d times", p.failures)
+			}
+			if p.lastErr != nil {
+				last = "; last error: " + p.lastErr.Error()
+			}
+			return nil, fmt.Errorf("provider %s is down; it restarts at %s (failed %s in a row%s)", name, p.failedAt.Add(m.backoff(p.failures)).Format("15:04:05.000"), times, last)
 		}
 	}
 	if err := m.start(p); err != nil {

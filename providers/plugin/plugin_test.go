@@ -246,7 +246,7 @@ func TestKilledMidCall(t *testing.T) {
 			}
 			// The backoff holds the restart, whatever is called.
 			r := p.Read(context.Background(), providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{addr("slow", "a")}})
-			if len(r.Diagnostics) == 0 || !strings.Contains(r.Diagnostics[0].Detail, "restarting in") {
+			if len(r.Diagnostics) == 0 || !strings.Contains(r.Diagnostics[0].Detail, "is down; it restarts at") {
 				t.Fatalf("during backoff: %+v", r)
 			}
 			a := p.Apply(context.Background(), providers.ApplyRequest{Now: time.Now(), Changes: changes})
@@ -274,8 +274,12 @@ func TestDefaultBackoff(t *testing.T) {
 		t.Fatal("the version provider started")
 	}
 	err := m.Start("version")
-	if err == nil || !strings.Contains(err.Error(), "restarting in") {
+	if err == nil || !strings.Contains(err.Error(), "is down; it restarts at") || !strings.Contains(err.Error(), "(failed once in a row; last error: ") {
 		t.Fatalf("second start: %v", err)
+	}
+	// Every call of one backoff says the same, so repeated lines collapse.
+	if again := m.Start("version"); again == nil || again.Error() != err.Error() {
+		t.Fatalf("third start: %v, want %v", again, err)
 	}
 }
 

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDedupeCollapsesRepeats(t *testing.T) {
+	var out bytes.Buffer
+	h := newDedupe(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}), time.Minute)
+	log := slog.New(h)
+	for range 5 {
+		log.Error("plan", "error", "provider sim is down; it restarts at 12:00:01.000")
+	}
+	log.Info("applied", "to", "3")
+	log.Info("applied", "to", "4") // other attrs: not a repeat
+	got := out.String()
+	want := `level=ERROR msg=plan error="provider sim is down; it restarts at 12:00:01.000"
+level=ERROR msg="the line before repeated" msg=plan times=4
+level=INFO msg=applied to=3
+level=INFO msg=applied to=4
+`
+	if got != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if strings.Count(got, "restarts at") != 1 {
+		t.Fatal("the repeats were written")
+	}
+}
+
+func TestCompletionUnknownShellFails(t *testing.T) {
+	if _, errOut, code := runCLI(t, "completion", "tcsh"); code != 1 || !strings.Contains(errOut, `unknown shell "tcsh"`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if out, _, code := runCLI(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
+		t.Fatalf("exit %d", code)
+	}
+}
