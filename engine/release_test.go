@@ -114,3 +114,17 @@ func TestDeletedSpecReleases(t *testing.T) {
 		t.Fatalf("released twice: %+v %+v", r, h)
 	}
 }
+
+// TestAmbiguousQueryIsAnErrorAtItsField: a spec's own query answering
+// several series where one is expected is an error naming the field's
+// position, not a silent hold.
+func TestAmbiguousQueryIsAnErrorAtItsField(t *testing.T) {
+	e, p := world(t, plainWL+checkout(""), nfr("plain", "  signals: {rps: 'sum by (app) (rate(http_requests_total[1m]))'}\n"))
+	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
+	for _, n := range pl.Errors {
+		if strings.Contains(n.Message, "spec.signals.rps: the query answers 2 series where one is expected") && n.Pos.Line == 9 {
+			return
+		}
+	}
+	t.Fatalf("want an error at spec.signals.rps (line 9):\n%s", text(pl))
+}

@@ -348,13 +348,16 @@ func parse(path string, b []byte) (*Plan, error) {
 }
 
 // check refuses a change a saved plan could not have held: one without an
-// address, an attribute or a value (JSON leaves a missing field zero).
+// address, or (but for a delete) an attribute or a value (JSON leaves a
+// missing field zero).
 func (p *Plan) check() error {
 	for _, list := range [][]Change{p.Changes, p.Held} {
 		for i, c := range list {
 			switch {
 			case c.Address.IsZero():
 				return fmt.Errorf("change %d has no address", i)
+			case c.Action == action.Delete:
+				// A whole object: no attribute, no value.
 			case c.Attribute.IsZero():
 				return fmt.Errorf("change %d (%s) has no attribute", i, c.Address)
 			case !c.Value.IsValid():

@@ -6,6 +6,7 @@
 package nfrkind
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -104,19 +106,24 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 			}
 		}
 	}
-	out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Signals: signalsFor(t, n), UserValue: users})
+	sig, errs := signalsFor(t, n)
+	out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Signals: sig, UserValue: users})
 	out.Intents = append(out.Intents, restores(n, []providers.Object{w, hpa}, st)...)
 	var notes []plan.Note
 	for _, note := range out.Notes {
 		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: n.ID(), Pos: n.Src.Pos, Message: string(note.Dimension) + ": " + note.Text})
 	}
-	return out.Intents, notes, nil
+	return out.Intents, notes, errs
 }
 
 // signalsFor reads one NFR's signals: the grouped defaults (evaluated once
-// per tick), or the spec's own queries.
-func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
+// per tick), or the spec's own queries. A query of the spec's own that
+// fails or answers several series where one is expected is an error at
+// its field: no data is a hold, but a query that cannot mean one value is
+// the spec's mistake.
+func signalsFor(t *engine.Tick, n *spec.NFR) (nfr.Signals, []plan.Note) {
 	s := nfr.Signals{Missing: map[string]string{}, WorkingSet: map[string]float64{}}
+	var errs []plan.Note
 	key := n.Metadata.Namespace + "/" + n.Spec.Target.Name
 	grouped := func(expr, name string, by ...string) *float64 {
 		m, r, err := t.By(expr, by...)
@@ -139,6 +146,14 @@ func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
 			}
 		}
 		s.Missing[name] = err.Error()
+		if !errors.Is(err, signals.ErrNoData) {
+			field := "spec.signals." + name
+			msg := fmt.Sprintf("%s: %v", field, err)
+			if len(r.Samples) > 1 {
+				msg = fmt.Sprintf("%s: the query answers %d series where one is expected: aggregate them (sum, max) or select one by its labels", field, len(r.Samples))
+			}
+			errs = append(errs, plan.Note{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf(field), Message: msg})
+		}
 		return nil
 	}
 	pick := func(override, def, name string, by ...string) *float64 {
@@ -151,7 +166,7 @@ func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
 	s.CPUMilli = pick(n.Spec.Signals.CPU, QueryCPU, "cpu", "namespace", "label_app")
 	s.P99 = pick(n.Spec.Signals.P99, QueryP99, "p99", "namespace", "app")
 	if n.Spec.Enforcement.Memory == spec.ModeOff {
-		return s
+		return s, errs
 	}
 	if n.Spec.Signals.WorkingSet != "" {
 		// An override gives one value for every sized container.
@@ -160,7 +175,7 @@ func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
 				s.WorkingSet[c] = *v
 			}
 		}
-		return s
+		return s, errs
 	}
 	m, r, err := t.Nested(QueryWorkingSet(n.Spec.Memory.Window.D()), "container", "namespace", "label_app")
 	why := ""
@@ -177,7 +192,7 @@ func signalsFor(t *engine.Tick, n *spec.NFR) nfr.Signals {
 			s.Missing["workingSet/"+c] = why
 		}
 	}
-	return s
+	return s, errs
 }
 
 func orDefault(s, d string) string {
