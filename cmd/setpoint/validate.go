@@ -33,7 +33,10 @@ Exit status 1 if any error was found.`,
 			if err != nil {
 				return err
 			}
+			pr := newProgress(cmd.ErrOrStderr(), "validating files")
+			l.Progress = pr.update
 			r := l.Load(args...)
+			pr.done()
 			// The paths an Environment names are checked as plan checks
 			// them, without opening a file they name.
 			for _, d := range r.Documents {

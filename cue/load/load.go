@@ -58,6 +58,9 @@ type Loader struct {
 	Ctx context.Context
 	// CUE, when set, evaluates the .cue files (see isolate.go).
 	CUE     CUEEvaluator
+	// Progress, when set, is told after each file how many of the files
+	// found are done (validate shows it on a terminal).
+	Progress func(done, total int)
 	emitted []byte // see EmittedJSON
 }
 
@@ -142,6 +145,9 @@ func (l *Loader) Load(paths ...string) *Result {
 			r.Files++
 			r.Documents = append(r.Documents, fr.Documents...)
 			r.Diags = append(r.Diags, fr.Diags...)
+			if l.Progress != nil {
+				l.Progress(r.Files, len(all))
+			}
 		}
 		if isDir && len(files) == 0 && len(diags) == 0 {
 			r.Diags = append(r.Diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "no spec files found", Expected: "at least one .yaml, .yml or .cue file with an Environment"})
