@@ -34,7 +34,9 @@ func newSimCmd() *cobra.Command {
 through — every Environment tick of virtual time, from the start of the trace to
 its end (or --until), against a fresh sim world; the directory's state files
 are not touched. It prints applies as they happen and a summary: applies, held
-changes by reason, replica-hours, and time over each latency target.`,
+changes by reason, replica-hours, and time over each latency target. The world
+lives in the sim provider's process; if that process dies, sim fails (exit 1)
+rather than go on with a new, empty world.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Checked before anything starts, as the schema checks the
@@ -82,9 +84,9 @@ changes by reason, replica-hours, and time over each latency target.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.trace, "trace", "", "replay this trace instead of the Environment's")
-	cmd.Flags().Float64Var(&o.rateScale, "rate-scale", 0, "multiply the trace's rate by this instead of the Environment's rateScale")
+	cmd.Flags().Float64Var(&o.rateScale, "rate-scale", 0, "multiply the trace's rate by this, in (0, 1e6], instead of the Environment's rateScale")
 	cmd.Flags().Float64Var(&speed, "speed", 0, "virtual seconds per wall second (0: the Environment's speed; 0 there: as fast as it computes)")
-	cmd.Flags().StringVar(&until, "until", "", "stop here: RFC 3339 or an offset from the trace's start")
+	cmd.Flags().StringVar(&until, "until", "", "stop here, inside the trace: RFC 3339 or an offset from the trace's start")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
 	return cmd

@@ -13,11 +13,11 @@ import (
 )
 
 // BufferRetention is how much of the newest history a Buffer keeps for a
-// Signals call to take: twice the embedded store's 30 minutes, so nothing
-// the store would keep is dropped. A request that advances the world by
-// days at once (a query late in a long trace) would otherwise buffer every
-// sample of those days.
-const BufferRetention = time.Hour
+// Signals call to take: the embedded store's 30 minutes and a margin, so
+// nothing the store would keep is dropped. A request that advances the
+// world by hours at once (a query late in a long trace) would otherwise
+// buffer every sample of those hours.
+const BufferRetention = 35 * time.Minute
 
 // Buffer is the world's sink out of process: series get ids, samples wait
 // in order until the engine's Signals call has taken them. A sample is
@@ -59,9 +59,10 @@ func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) e
 	}
 	b.samples = append(b.samples, providers.Sample{Series: id, T: t, V: v})
 	// Samples come in time order. Forget those past the retention once they
-	// are as many as a retention's worth, so the copy is paid for.
+	// are half a retention's worth, so the copy is paid for: at most one
+	// and a half retentions are held.
 	keep := t - BufferRetention.Milliseconds()
-	if b.samples[0].T < keep-BufferRetention.Milliseconds() {
+	if b.samples[0].T < keep-BufferRetention.Milliseconds()/2 {
 		drop := sort.Search(len(b.samples), func(i int) bool { return b.samples[i].T >= keep })
 		b.samples = append(b.samples[:0], b.samples[drop:]...)
 		b.base += uint64(drop)
