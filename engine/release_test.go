@@ -108,6 +108,8 @@ func TestDeletedSpecReleases(t *testing.T) {
 	read := p.Read(ctx, providers.ReadRequest{Now: now.Add(time.Minute), Addresses: []addrs.Object{replicas.Object}})
 	if o := read.Objects[0]; !o.Exists || o.Attributes[replicas.Path] != values.CountOf(8) {
 		t.Fatalf("the value must stay and the object too: %+v", o)
+	} else if m := o.Managers[replicas.Path]; m != "" {
+		t.Fatalf("the field is still managed, by %q", m)
 	}
 	// Nothing left to release.
 	if r, h := releases(e.Plan(ctx, now.Add(2*time.Minute), st, nil)); len(r)+len(h) > 0 {

@@ -16,9 +16,10 @@ import (
 // pending is an object change checked against the world and found
 // acceptable: committing it cannot fail.
 type pending struct {
-	c  providers.ObjectChange
-	o  *object   // the object changed; nil when it is created, or deleted and absent
-	wl *workload // the workload whose HPA is created
+	release []addrs.Path // fields the change's manager gives up
+	c       providers.ObjectChange
+	o       *object   // the object changed; nil when it is created, or deleted and absent
+	wl      *workload // the workload whose HPA is created
 	// set is what is written, in path order: every changed path, and the
 	// other attributes of the change setpoint already owns (another
 	// manager's unchanged fields are left alone).
@@ -81,7 +82,7 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	// conflict unless the change forces it.
 	if o != nil && !c.Force {
 		for _, path := range paths {
-			if m := o.manager(path); changed[path] && m != c.Manager {
+			if m := o.manager(path); changed[path] && m != c.Manager && m != "" {
 				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
 			}
 		}
@@ -97,6 +98,17 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	for _, path := range paths {
 		if o == nil || changed[path] || o.manager(path) == c.Manager {
 			p.set = append(p.set, path)
+		}
+	}
+	// A released field keeps its value; the manager gives it up, as a
+	// server-side apply that no longer names it would (without the
+	// removal SSA makes of a field nobody else manages: the value stays).
+	for _, path := range c.Released {
+		if _, set := c.Attributes[path]; set {
+			return fail("%s is both set and released", path)
+		}
+		if o != nil && o.manager(path) == c.Manager {
+			p.release = append(p.release, path)
 		}
 	}
 	if err := p.checkFinal(kind, wl); err != nil {
@@ -221,6 +233,10 @@ func (w *World) commit(p *pending) bool {
 	o, moved := p.o, false
 	if o == nil {
 		o, moved = p.wl.createHPA(c), true
+	}
+	for _, path := range p.release {
+		o.managers[path] = "" // nobody's: the next writer takes it without force
+		moved = true
 	}
 	gen, tmpl := false, false
 	for _, path := range p.set {

@@ -86,7 +86,9 @@ func (o *object) toObject(addr providers.Address, sec int) providers.Object {
 	}
 	for k, v := range o.attrs {
 		obj.Attributes[k] = v
-		obj.Managers[k] = o.manager(k)
+		if m := o.manager(k); m != "" {
+			obj.Managers[k] = m
+		}
 	}
 	if o.kind == KindDeployment || o.kind == KindKnative {
 		obj.Attributes[AttrReadyReplicas] = values.CountOf(int64(o.wl.ready(sec)))

@@ -41,22 +41,23 @@ type Change struct {
 	Changed    []addrs.Path                `json:"changed,omitempty"`
 	Manager    string                      `json:"manager"`
 	Force      bool                        `json:"force,omitempty"`
+	Released   []addrs.Path                `json:"released,omitempty"`
 }
 
 func changeOf(at int, c providers.ObjectChange) Change {
 	return Change{At: at, Address: c.Address, Action: c.Action, Attributes: maps.Clone(c.Attributes),
-		Changed: slices.Clone(c.Changed), Manager: c.Manager, Force: c.Force}
+		Changed: slices.Clone(c.Changed), Manager: c.Manager, Force: c.Force, Released: slices.Clone(c.Released)}
 }
 
 func (c Change) objectChange() providers.ObjectChange {
 	return providers.ObjectChange{Address: c.Address, Action: c.Action, Attributes: c.Attributes,
-		Changed: c.Changed, Manager: c.Manager, Force: c.Force}
+		Changed: c.Changed, Manager: c.Manager, Force: c.Force, Released: c.Released}
 }
 
 // equal reports whether two changes are the same change.
 func (c Change) equal(d Change) bool {
 	return c.At == d.At && c.Address == d.Address && c.Action == d.Action && c.Manager == d.Manager && c.Force == d.Force &&
-		maps.Equal(c.Attributes, d.Attributes) && slices.Equal(c.Changed, d.Changed)
+		maps.Equal(c.Attributes, d.Attributes) && slices.Equal(c.Changed, d.Changed) && slices.Equal(c.Released, d.Released)
 }
 
 type stateFile struct {
@@ -249,6 +250,11 @@ func (c Change) check() error {
 	for _, p := range c.Changed {
 		if _, ok := c.Attributes[p]; !ok {
 			return fmt.Errorf("%s is marked changed but has no value", p)
+		}
+	}
+	for _, p := range c.Released {
+		if _, ok := c.Attributes[p]; ok || p.String() == "" {
+			return fmt.Errorf("released %q is set too, or has no path", p)
 		}
 	}
 	return nil
