@@ -57,11 +57,11 @@ type Loader struct {
 	// the rest are reported unchecked, once.
 	Ctx context.Context
 	// CUE, when set, evaluates the .cue files (see isolate.go).
-	CUE     CUEEvaluator
+	CUE CUEEvaluator
 	// Progress, when set, is told after each file how many of the files
 	// found are done (validate shows it on a terminal).
 	Progress func(done, total int)
-	emitted []byte // see EmittedJSON
+	emitted  []byte // see EmittedJSON
 }
 
 // New compiles the embedded schemas.
