@@ -335,7 +335,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 	}
 	e.coupled(p, obs, policies)
-	e.releases(p, st, focus)
+	e.releases(p, st, focus, intents)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 )
@@ -27,10 +28,19 @@ import (
 // releases adds to p a release of every field whose applied value was set
 // only by specs no longer in force. With a focus (watch reconciling some
 // keys), it runs only when a focused spec is gone.
-func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string) {
+//
+// A field a live spec acts on in this plan (a spec renamed, or another
+// taking over) is not released: the live spec's next apply takes it over
+// in the state (Applied.By), and the user's value recorded at adoption
+// stays.
+func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents []intent.Intent) {
 	live := map[string]bool{}
 	for _, d := range e.Specs {
 		live[d.Head().ID()] = true
+	}
+	wanted := map[addrs.Attr]bool{}
+	for _, it := range intents {
+		wanted[it.Attr] = true
 	}
 	if focus != nil && !slices.ContainsFunc(focus, func(id string) bool { return !live[id] }) {
 		return
@@ -63,6 +73,9 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string) {
 			path, err := addrs.ParsePath(k)
 			if err != nil {
 				// The apply of another change on the object reports it.
+				continue
+			}
+			if wanted[addrs.Attr{Object: o, Path: path}] {
 				continue
 			}
 			orphans = append(orphans, orphan{addrs.Attr{Object: o, Path: path}, en})

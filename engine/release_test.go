@@ -2,11 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -129,4 +131,40 @@ func TestAmbiguousQueryIsAnErrorAtItsField(t *testing.T) {
 		}
 	}
 	t.Fatalf("want an error at spec.signals.rps (line 9):\n%s", text(pl))
+}
+
+// TestRenamedSpecTakesOver: a spec renamed (or replaced by another on the
+// same field) is not a deletion of the field: nothing is released, the
+// user's value recorded at adoption stays, and an edit in the same go is
+// planned as a change, not held.
+func TestRenamedSpecTakesOver(t *testing.T) {
+	e, p := world(t, plainWL, toyDoc("8"))
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	replicas := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "plain"}, Path: addrs.MustPath("spec.replicas")}
+	if res := e.Apply(ctx, now, e.Plan(ctx, now, st, nil), st); len(res) != 1 || res[0].Err != "" {
+		t.Fatalf("apply: %+v", res)
+	}
+	for _, to := range []string{"8", "9"} {
+		renamed := e.Specs[0].(*toy)
+		cp := *renamed
+		cp.Metadata.Name = "floor-" + to
+		fmt.Sscan(to, &cp.Spec.Replicas)
+		e.Specs = []spec.Document{&cp}
+		pl := e.Plan(ctx, now.Add(time.Minute), st, nil)
+		for _, c := range append(pl.Changes, pl.Held...) {
+			if c.Release {
+				t.Fatalf("rename to %s released the field:\n%s", to, text(pl))
+			}
+		}
+		if to == "9" {
+			if c := find(pl.Changes, "spec.replicas"); c == nil || c.To != "9" {
+				t.Fatalf("the renamed, edited spec's change must go through:\n%s", text(pl))
+			}
+		}
+		if en, _ := st.Lookup(replicas); en == nil || en.User == nil || *en.User != values.CountOf(1) {
+			t.Fatalf("the user's value must stay 1: %+v", en)
+		}
+	}
 }
