@@ -26,7 +26,12 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/schema"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
+
+// MaxFiles bounds the spec files one directory walk reads (ten times the
+// 10,000-document goal).
+const MaxFiles = 100_000
 
 // MaxFileSize bounds a spec file; larger files are refused unread.
 const MaxFileSize = 10 << 20
@@ -447,9 +452,17 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 	if !fi.IsDir() {
 		return []string{root}, false, nil
 	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, true, Diagnostics{{Pos: spec.Pos{File: root}, Message: "cannot resolve: " + unwrapPathError(err)}}
+	}
 	seen := map[string]string{}
+	tooMany := false
 	var visit func(dir string)
 	visit = func(dir string) {
+		if tooMany {
+			return
+		}
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot resolve: " + unwrapPathError(err)})
@@ -477,6 +490,15 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 					}
 					continue
 				}
+				// A link is followed only within the spec directory: specs
+				// arrive in pull requests, and a link to /etc or / must
+				// not make setpoint read (and quote) what is there.
+				if target, err := filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
+					if IsSpecFile(name) || st.IsDir() {
+						diags = append(diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "symlink leads outside the spec directory; not followed"})
+					}
+					continue
+				}
 				typ = st.Mode().Type()
 			}
 			switch {
@@ -486,6 +508,11 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 				}
 				visit(p)
 			case typ.IsRegular() && IsSpecFile(name):
+				if len(files) >= MaxFiles {
+					tooMany = true
+					diags = append(diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d spec files; the rest are not read", MaxFiles), Expected: "a spec directory of at most load.MaxFiles files"})
+					return
+				}
 				files = append(files, p)
 			}
 		}

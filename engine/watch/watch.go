@@ -32,6 +32,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 // Set is the specs in force: the last good documents of every file.
@@ -793,11 +794,16 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 	if _, err := os.Stat(root); err != nil {
 		return nil, nil, err
 	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, nil, err
+	}
 	seen := map[string]bool{}
 	var visit func(dir string)
 	visit = func(dir string) {
 		real, err := filepath.EvalSymlinks(dir)
-		if err != nil || seen[real] {
+		// As the loader's walk: nothing outside the spec directory.
+		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(files) >= load.MaxFiles {
 			return
 		}
 		seen[real] = true
@@ -817,6 +823,9 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 				if err != nil {
 					continue
 				}
+				if target, err := filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
+					continue
+				}
 				typ = st.Mode().Type()
 			}
 			switch {
@@ -825,6 +834,9 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 					visit(p)
 				}
 			case typ.IsRegular() && load.IsSpecFile(e.Name()):
+				if len(files) >= load.MaxFiles {
+					continue
+				}
 				files = append(files, p)
 			}
 		}
