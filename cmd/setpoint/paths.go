@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -98,28 +99,57 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 			out.trace = check(fmt.Sprintf("spec.providers.%d.config.trace", i), "trace", cfg.Trace)
 		case "kubernetes":
 			var kc spec.KubernetesConfig
-			if json.Unmarshal(p.Config, &kc) == nil && kc.Kubeconfig != "" {
-				// Credentials are the operator's, never the pull request's.
-				diags = append(diags, load.Diagnostic{Pos: env.Src.PosOf(fmt.Sprintf("spec.providers.%d.config.kubeconfig", i)),
-					Path: fmt.Sprintf("spec.providers.%d.config.kubeconfig", i), Message: "a kubeconfig path cannot come from a spec",
-					Expected: "the --kubeconfig flag or $KUBECONFIG of the setpoint process"})
+			if json.Unmarshal(p.Config, &kc) != nil {
+				continue
+			}
+			// Credentials, and which of them is used, are the operator's,
+			// never the pull request's.
+			for _, c := range []struct {
+				field, what, expected string
+				set                   bool
+			}{
+				{"kubeconfig", "a kubeconfig path", "the --kubeconfig flag or $KUBECONFIG of the setpoint process", kc.Kubeconfig != ""},
+				{"context", "a kubeconfig context", "the --context flag or the kubeconfig's current context", kc.Context != ""},
+			} {
+				if c.set {
+					f := fmt.Sprintf("spec.providers.%d.config.%s", i, c.field)
+					diags = append(diags, load.Diagnostic{Pos: env.Src.PosOf(f), Path: f, Message: c.what + " cannot come from a spec", Expected: c.expected})
+				}
 			}
 		}
 	}
 
+	// A pull request can add files anywhere in its repository, not only
+	// in the spec directory: plugins are refused from the whole work tree.
+	untrusted := repoRoot(root.Dir)
 	for _, p := range env.Spec.PluginPath {
 		res, err := confine.Resolve(base, p)
 		if err != nil {
 			// A plugin directory that cannot be resolved holds no plugin.
 			continue
 		}
-		if confine.Within(root.Dir, res) && !t.specPlugins {
+		if confine.Within(untrusted, res) && !t.specPlugins {
 			out.refused = append(out.refused, res)
 			continue
 		}
 		out.plugins = append(out.plugins, res)
 	}
 	return out, diags
+}
+
+// repoRoot is the top of the git work tree holding dir (a directory with
+// a .git entry), or dir itself outside one.
+func repoRoot(dir string) string {
+	for d := dir; ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return dir
+		}
+		d = up
+	}
 }
 
 // specRoot is the spec directory a document was loaded under: the first

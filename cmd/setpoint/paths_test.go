@@ -62,9 +62,39 @@ func TestSpecPathsStayInTheDirectory(t *testing.T) {
 // TestKubeconfigNotFromSpecs: credentials come from the operator, never
 // from a file a pull request can change.
 func TestKubeconfigNotFromSpecs(t *testing.T) {
-	dir := copySpecs(t, [3]string{"setpoint.yaml", "  pluginPath: [", "    - name: kubernetes\n      config: {kubeconfig: /root/.kube/config}\n  pluginPath: ["})
+	dir := copySpecs(t, [3]string{"setpoint.yaml", "  pluginPath: [", "    - name: kubernetes\n      config: {kubeconfig: /root/.kube/config, context: prod}\n  pluginPath: ["})
 	out, err := exec.Command(binary, "plan", dir).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "spec.providers.1.config.kubeconfig: a kubeconfig path cannot come from a spec (expected the --kubeconfig flag or $KUBECONFIG") {
+	if err == nil || !strings.Contains(string(out), "spec.providers.1.config.kubeconfig: a kubeconfig path cannot come from a spec (expected the --kubeconfig flag or $KUBECONFIG") ||
+		!strings.Contains(string(out), "spec.providers.1.config.context: a kubeconfig context cannot come from a spec") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestPluginsNotFromTheRepository: a pull request can add a binary
+// anywhere in its repository, so pluginPath entries inside the git work
+// tree holding the specs (not only the spec directory) are not searched.
+func TestPluginsNotFromTheRepository(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	specs := filepath.Join(repo, "deploy", "specs")
+	if err := os.MkdirAll(specs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(repo, "PWNED")
+	if err := os.WriteFile(filepath.Join(repo, "setpoint-provider-evil"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: prod}\nspec:\n  providers: [{name: evil}]\n  pluginPath: [../..]\n"
+	if err := os.WriteFile(filepath.Join(specs, "env.yaml"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "plan", specs).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not searched") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a binary from the repository ran")
 	}
 }

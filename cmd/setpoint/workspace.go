@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -154,7 +155,11 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	}
 	paths, bad := resolveEnvPaths(root, w.env, trust)
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("%s", bad[0].Error())
+		msgs := make([]string, len(bad))
+		for i, d := range bad {
+			msgs[i] = d.Error()
+		}
+		return nil, errors.New(strings.Join(msgs, "\n"))
 	}
 	for _, p := range paths.refused {
 		slog.Warn("pluginPath entry inside the spec directory is not searched (a pull request could place a binary there); pass --allow-spec-plugins to trust it", "entry", p)
