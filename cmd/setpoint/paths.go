@@ -11,6 +11,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -87,6 +88,18 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 		statePath = ".setpoint/state.json"
 	}
 	out.state = check("spec.state.path", "state.path", statePath)
+	if out.state != "" {
+		// What is kept beside the state file is judged as the file is: a
+		// link planted there must not send a write (the lock is truncated,
+		// shards are created) outside the directory.
+		dir := filepath.Dir(out.state)
+		for _, derived := range []string{out.state + state.ShardDirSuffix, out.state + ".lock", filepath.Join(dir, "sim-state.json"), filepath.Join(dir, "sim-state.json.lock")} {
+			if check("spec.state.path", "state.path's "+filepath.Base(derived), derived) == "" {
+				out.state = ""
+				break
+			}
+		}
+	}
 
 	for i, p := range env.Spec.Providers {
 		switch p.Name {

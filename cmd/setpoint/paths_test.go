@@ -98,3 +98,31 @@ func TestPluginsNotFromTheRepository(t *testing.T) {
 		t.Fatal("a binary from the repository ran")
 	}
 }
+
+// TestStateFilesBesideTheStatePathAreChecked: a link planted beside the
+// state file (the lock, the shard directory, the sim state) cannot send a
+// write outside the spec directory.
+func TestStateFilesBesideTheStatePathAreChecked(t *testing.T) {
+	for _, name := range []string{"state.json.lock", "state.json.d", "sim-state.json", "sim-state.json.lock"} {
+		t.Run(name, func(t *testing.T) {
+			dir := copySpecs(t)
+			victim := filepath.Join(t.TempDir(), "victim")
+			if err := os.WriteFile(victim, []byte("keep me"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(dir, ".setpoint"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(victim, filepath.Join(dir, ".setpoint", name)); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(binary, "apply", "--auto-approve", dir).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "state.path's "+name+" ") || !strings.Contains(string(out), "outside the spec directory") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "keep me" {
+				t.Fatalf("the file outside was written: %q", b)
+			}
+		})
+	}
+}

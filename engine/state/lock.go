@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -54,7 +55,9 @@ func (b *fileBackend) Lock(ctx context.Context, who string, wait bool) (func() e
 	if err := os.MkdirAll(filepath.Dir(b.lock), 0o755); err != nil {
 		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
-	f, err := os.OpenFile(b.lock, os.O_RDWR|os.O_CREATE, 0o644)
+	// Not through a symlink: the lock file is truncated and rewritten, and a
+	// link planted in the state directory must not aim that at a file.
+	f, err := os.OpenFile(b.lock, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the state lock: %w", err)
 	}
@@ -118,7 +121,13 @@ func flock(f *os.File, how int) error {
 // readHolder reads the lock file; nil when it says nothing readable (the
 // holder may be between taking the lock and writing its name).
 func readHolder(path string) *Holder {
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	// A holder is one short line; a file of another size is not one.
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return nil
 	}

@@ -47,6 +47,15 @@ func Resolve(base, p string) (string, error) {
 		}
 		real, err := filepath.EvalSymlinks(prefix)
 		if err == nil {
+			// The first part that does not resolve must not exist at all:
+			// a dangling link there would make a later create (O_CREAT)
+			// write wherever it points.
+			if i < len(parts) {
+				next := strings.Join(parts[:i+1], string(filepath.Separator))
+				if _, err := os.Lstat(next); err == nil {
+					return "", fmt.Errorf("%s is a symlink to nothing (or cannot be followed)", next)
+				}
+			}
 			return filepath.Clean(filepath.Join(append([]string{real}, parts[i:]...)...)), nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, os.ErrNotExist) {

@@ -30,6 +30,8 @@ func TestInside(t *testing.T) {
 	must(os.Symlink(filepath.Join(root, "sub"), filepath.Join(root, "in")))          // a link that stays in
 	must(os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "x.csv"))) // a file link out
 	must(os.Symlink("loop", filepath.Join(root, "loop")))
+	must(os.Symlink("/nonexistent/x", filepath.Join(root, ".setpoint", "dangling.json")))
+	must(os.Symlink("/nonexistent-dir", filepath.Join(root, "danglingdir")))
 
 	r, err := NewRoot(root)
 	if err != nil {
@@ -57,6 +59,8 @@ func TestInside(t *testing.T) {
 		{root, "../specs2/x", "", true, false}, // a sibling sharing the prefix
 		{root, "nothere/../../outside/y", "", true, false},
 		{root, "loop/x", "", false, true},
+		{root, ".setpoint/dangling.json", "", false, true},
+		{root, "danglingdir/x", "", false, true},
 		{root, "", "", false, true},
 		{root, "a\x00b", "", false, true},
 	} {
