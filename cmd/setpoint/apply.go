@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -54,7 +55,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 						return err
 					}
 				}
-				results = w.eng.Apply(cmd.Context(), now, p, st)
+				results = w.eng.Apply(context.WithoutCancel(cmd.Context()), now, p, st)
 				return nil
 			})
 			if err != nil {
@@ -68,6 +69,10 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
 	return cmd
 }
+
+// Apply runs on a context an interrupt does not cancel: a provider may
+// finish a change the client gave up on, and the state must then say so;
+// each provider call has its own timeout.
 
 // confirm asks on a terminal; without one it refuses rather than guess.
 func confirm(cmd *cobra.Command) error {
@@ -101,7 +106,7 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), now)); len(moved) > 0 {
 			return fmt.Errorf("the saved plan %s is stale: %d observed attributes moved since it was made:\n  %s\nrun setpoint plan again", path, len(moved), strings.Join(moved, "\n  "))
 		}
-		results = w.eng.Apply(cmd.Context(), now, p, st)
+		results = w.eng.Apply(context.WithoutCancel(cmd.Context()), now, p, st)
 		return nil
 	})
 	if err != nil {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/state"
 )
 
 // TestDeletedSpecReleasesItsFields: after an apply, deleting a spec
@@ -59,5 +63,39 @@ func TestDeletedSpecReleasesItsFields(t *testing.T) {
 	}
 	if out := run("plan", "--confirm-release", dir); !strings.Contains(out, "to release") {
 		t.Fatalf("confirmed, it goes through:\n%s", out)
+	}
+}
+
+// TestInterruptAfterApplyStillRecords: an interrupt arriving once changes
+// were applied does not drop their record (the world and the state agree).
+func TestInterruptAfterApplyStillRecords(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	ws, err := openWorkspace(dir, simOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	applied := 0
+	err = ws.withState(ctx, "test", 0, func(st *state.State) error {
+		p := ws.eng.Plan(ctx, ws.now, st, nil)
+		for _, r := range ws.eng.Apply(context.WithoutCancel(ctx), ws.now, p, st) {
+			if r.Err == "" {
+				applied++
+			}
+		}
+		cancel() // the interrupt, after the provider applied
+		return nil
+	})
+	if err != nil || applied == 0 {
+		t.Fatalf("%v, %d applied", err, applied)
+	}
+	st, err := ws.state.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hpa := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}, Path: addrs.MustPath("spec.minReplicas")}
+	if en, ok := st.Lookup(hpa); !ok || en.Applied == nil {
+		t.Fatalf("the applied change was not recorded: %+v", en)
 	}
 }

@@ -292,6 +292,8 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 	if err := f(st); err != nil {
 		return err
 	}
-	_, err = w.state.Save(ctx, st)
+	// An interrupt must not drop the record of what was applied: once f
+	// ran, the save goes through (a provider call has its own timeout).
+	_, err = w.state.Save(context.WithoutCancel(ctx), st)
 	return err
 }
