@@ -121,3 +121,17 @@ func TestQuantityLimits(t *testing.T) {
 		t.Errorf("0.0005 rounds to 1m: %v, %v", c, err)
 	}
 }
+
+func TestTickBounds(t *testing.T) {
+	for _, c := range []struct {
+		tick time.Duration
+		bad  bool
+	}{{time.Nanosecond, true}, {999 * time.Millisecond, true}, {time.Second, false}, {24 * time.Hour, false}, {25 * time.Hour, true}} {
+		e := &Environment{}
+		e.Spec.Tick = Duration(c.tick)
+		errs := e.Check()
+		if got := len(errs) > 0 && errs[0].Path == "spec.tick"; got != c.bad {
+			t.Errorf("tick %s: %v", c.tick, errs)
+		}
+	}
+}

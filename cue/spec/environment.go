@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 func init() {
@@ -149,8 +150,19 @@ type SimContainer struct {
 // Check: every sim container's request ≤ limit, no two sim workloads with
 // one namespace and name (the sim world and its metrics know a workload by
 // those), and the shares written add up to at most the whole trace.
+// MinTick and MaxTick bound an Environment's tick.
+const (
+	MinTick = time.Second
+	MaxTick = 24 * time.Hour
+)
+
 func (e *Environment) Check() []FieldError {
 	var errs []FieldError
+	// The tick paces every spec's reconcile (and the sim's steps): a tick
+	// of a nanosecond would spin a core and make sim run for ever.
+	if t := e.Spec.Tick.D(); t < MinTick || t > MaxTick {
+		errs = append(errs, FieldError{Path: "spec.tick", Message: fmt.Sprintf("tick %s is out of range", t), Expected: fmt.Sprintf("between %s and %s", MinTick, MaxTick)})
+	}
 	for i, p := range e.Spec.Providers {
 		if p.Name != "sim" {
 			continue
