@@ -776,6 +776,19 @@ func TestSocketDirectories(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(d, ".owner"), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		old := time.Now().Add(-time.Hour)
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A run that made its directory a moment ago and has not locked it
+	// yet: left alone.
+	young := filepath.Join(base, "setpoint-providers-young")
+	if err := os.MkdirAll(young, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(young, ".owner"), nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	// A live run: its lock is held (by an open file of this process, as
 	// another process would hold it).
@@ -794,13 +807,10 @@ func TestSocketDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := runs()
-	if slices.Contains(got, dead) || !slices.Contains(got, live) || len(got) != 2 {
-		t.Fatalf("after starting: %v (want the live run's directory and a new one)", got)
+	if slices.Contains(got, dead) || !slices.Contains(got, live) || !slices.Contains(got, young) || len(got) != 3 {
+		t.Fatalf("after starting: %v (want the live run's directory, the young one and a new one)", got)
 	}
-	own := got[0]
-	if own == live {
-		own = got[1]
-	}
+	own := slices.DeleteFunc(slices.Clone(got), func(d string) bool { return d == live || d == young })[0]
 	if socks, _ := filepath.Glob(filepath.Join(own, "plugin*")); len(socks) == 0 {
 		t.Errorf("no provider socket under %s", own)
 	}
@@ -808,7 +818,7 @@ func TestSocketDirectories(t *testing.T) {
 		t.Errorf("sockets outside the run directory: %v", stray)
 	}
 	m.Close()
-	if got := runs(); len(got) != 1 || got[0] != live {
-		t.Fatalf("after Close: %v (want only the live run's)", got)
+	if got := runs(); len(got) != 2 || !slices.Contains(got, live) || !slices.Contains(got, young) {
+		t.Fatalf("after Close: %v (want only the live and the young run's)", got)
 	}
 }

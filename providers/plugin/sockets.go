@@ -25,8 +25,8 @@ const runDirPrefix = "setpoint-providers-"
 // kernel drops the lock when the owner dies, however it dies.
 const ownerFile = ".owner"
 
-// unlockedGrace protects a run directory created but not yet locked: one
-// without an owner file is removed only once this old.
+// unlockedGrace protects a run directory created but not yet locked: no
+// run directory younger than this is removed.
 const unlockedGrace = time.Minute
 
 // runDir returns the manager's run directory, creating and locking it on
@@ -86,27 +86,32 @@ func sweepRunDirs(base string, now time.Time) int {
 		if err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Getuid()) {
 			continue
 		}
-		if !ownerGone(dir, fi, now) {
-			continue
-		}
-		if os.RemoveAll(dir) == nil {
+		if removeIfDead(dir, fi, now) {
 			n++
 		}
 	}
 	return n
 }
 
-// ownerGone reports whether nobody holds the run directory's lock.
-func ownerGone(dir string, fi os.FileInfo, now time.Time) bool {
+// removeIfDead removes a run directory whose owner is gone. A new run
+// makes its directory and then locks it, so a directory younger than
+// unlockedGrace is left alone whether locked or not: taking its lock may
+// only mean its owner has not yet. The lock taken is held while the
+// directory is removed.
+func removeIfDead(dir string, fi os.FileInfo, now time.Time) bool {
+	if now.Sub(fi.ModTime()) <= unlockedGrace {
+		return false
+	}
 	f, err := os.OpenFile(filepath.Join(dir, ownerFile), os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return now.Sub(fi.ModTime()) > unlockedGrace
+		return os.RemoveAll(dir) == nil
 	}
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	// Taking the lock proves the owner is dead; it is released with f, and
-	// the directory is removed under it.
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false // alive
+	}
+	return os.RemoveAll(dir) == nil
 }
