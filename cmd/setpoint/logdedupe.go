@@ -59,7 +59,7 @@ func (d *dedupe) Handle(ctx context.Context, r slog.Record) error {
 	d.mu.Unlock()
 	if repeated > 0 {
 		rr := slog.NewRecord(r.Time, level, "the line before repeated", 0)
-		rr.AddAttrs(slog.String("msg", msg), slog.Int("times", repeated))
+		rr.AddAttrs(slog.String("line", msg), slog.Int("times", repeated))
 		if err := d.next.Handle(ctx, rr); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func TestDedupeCollapsesRepeats(t *testing.T) {
 	log.Info("applied", "to", "4") // other attrs: not a repeat
 	got := out.String()
 	want := `level=ERROR msg=plan error="provider sim is down; it restarts at 12:00:01.000"
-level=ERROR msg="the line before repeated" msg=plan times=4
+level=ERROR msg="the line before repeated" line=plan times=4
 level=INFO msg=applied to=3
 level=INFO msg=applied to=4
 `

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -297,7 +298,7 @@ func (b *fileBackend) readShard(dirfd int, name string, buf []byte, keys map[str
 		}
 	}
 	path := filepath.Join(b.dir, name)
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, MaxShard)
 	if err != nil {
 		return loaded{err: &ShardError{File: path, Err: err}}
 	}
@@ -660,4 +661,26 @@ func shardBytes(o addrs.Object, sum [sha256.Size]byte, attrs []byte) []byte {
 	out = append(out, `","attrs":`...)
 	out = append(out, attrs...)
 	return append(out, "}\n"...)
+}
+
+// readBounded reads a regular file of at most max bytes, not through a
+// link: a shard is small, and one that is not is refused unread.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("%w: not a regular file of at most %d bytes", ErrCorrupt, max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(data)) > max {
+		err = fmt.Errorf("%w: grew past %d bytes while being read", ErrCorrupt, max)
+	}
+	return data, err
 }

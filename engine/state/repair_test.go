@@ -75,11 +75,39 @@ func TestRepair(t *testing.T) {
 		t.Fatalf("after moving one aside: %v", got.Objects())
 	}
 	for _, bad := range []string{"../state.json.lock", "..", ".x.json", "x.txt"} {
-		if _, err := b.Quarantine(ctx, bad, time.Now()); err == nil || !strings.Contains(err.Error(), "not a state shard") && !errors.Is(err, os.ErrNotExist) {
+		if _, err := b.Quarantine(ctx, bad, time.Now()); err == nil || !strings.Contains(err.Error(), "not a state shard") {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if _, err := os.Stat(b.lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// A name that climbs out: only its base name inside the state
+	// directory is looked at, and the file outside is untouched.
+	victim := filepath.Join(filepath.Dir(b.dir), "victim.json")
+	if err := os.WriteFile(victim, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := b.Quarantine(ctx, "../victim.json", time.Now()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("quarantine of ../victim.json: %v", err)
+	}
+	if err := b.Reseal(ctx, "../victim.json"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("reseal of ../victim.json: %v", err)
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "{not json" {
+		t.Fatalf("the file outside was touched: %q %v", data, err)
+	}
+}
+
+// TestOversizedShardIsRefusedUnread: a shard bigger than MaxShard (here a
+// sparse file) is an unreadable shard, not a read of all of it.
+func TestOversizedShardIsRefusedUnread(t *testing.T) {
+	b := newBackend(t)
+	s := New()
+	s.Entry(at(checkout, "spec.replicas")).User = ptr(values.CountOf(3))
+	save(t, b, s)
+	if err := os.Truncate(filepath.Join(b.dir, shardName(checkout)), 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Load(context.Background())
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not a regular file of at most") {
+		t.Fatalf("want the oversized shard refused: %v", err)
 	}
 }

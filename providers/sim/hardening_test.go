@@ -560,3 +560,18 @@ func TestSimStateFollowsTheFile(t *testing.T) {
 		t.Fatalf("repaired: %v %v", v, d)
 	}
 }
+
+// TestOversizedSimStateIsRefusedUnread: a sim state file over
+// MaxStateFile (a sparse file here) is an error, not a read of all of it.
+func TestOversizedSimStateIsRefusedUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sim-state.json")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChanges(path); err == nil || !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("want the oversized file refused: %v", err)
+	}
+}

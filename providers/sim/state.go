@@ -90,9 +90,15 @@ func readStateBytes(path string) ([]byte, fileSeen, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fileSeen{}, fmt.Errorf("sim state %s is not a regular file (%s)", path, fileKind(fi.Mode()))
 	}
-	b, err := io.ReadAll(f)
+	if fi.Size() > MaxStateFile {
+		return nil, fileSeen{}, fmt.Errorf("sim state %s is %d bytes, more than the %d it may be; delete it and the world starts again from its config", path, fi.Size(), MaxStateFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
 	if err != nil {
 		return nil, fileSeen{}, fmt.Errorf("reading sim state %s: %w", path, err)
+	}
+	if len(b) > MaxStateFile {
+		return nil, fileSeen{}, fmt.Errorf("sim state %s grew past %d bytes while being read", path, MaxStateFile)
 	}
 	seen := stampOf(fi)
 	seen.checked, seen.sum = now, sha256.Sum256(b)
@@ -290,3 +296,8 @@ func (m *muted) AppendCached(l labels.Labels, cache *any, t int64, v float64) er
 	}
 	return m.sink.AppendCached(l, cache, t, v)
 }
+
+// MaxStateFile bounds the sim state file read back: some 300,000 applied
+// changes, far more than a sim run makes, and every one is replayed when
+// the world is rebuilt.
+const MaxStateFile = 64 << 20
