@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -87,14 +86,8 @@ var maxChangeAt = int(DefaultMaxTraceDuration / time.Second)
 
 // LoadChanges reads the sim state file; a missing file is an empty world.
 func LoadChanges(path string) ([]Change, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading sim state: %w", err)
-	}
-	return parseChanges(path, b)
+	changes, _, err := readState(path)
+	return changes, err
 }
 
 // parseChanges reads the content of the sim state file at path (named in
