@@ -29,6 +29,11 @@ const watchdogPeriod = 50 * time.Millisecond
 // lines. It is what `setpoint internal eval-cue` runs; any error is the
 // parent's to report (it has gone, or the protocol broke).
 func Serve(in io.Reader, out io.Writer) error {
+	// The parent enforces the time bound and kills this process on its way
+	// out (Pdeathsig); Pdeathsig fires when the parent's thread that
+	// started it ends, which a Go runtime may do early, so this process
+	// also ends once it is re-parented.
+	go exitWithParent(os.Getppid())
 	// Compiling the schemas takes a while: do it while the parent puts this
 	// process in its cgroup, before the request arrives.
 	l, err := load.New()
@@ -106,6 +111,17 @@ func watchdog(limit int64) {
 		if used > limit {
 			fmt.Fprintf(os.Stderr, "setpoint: CUE evaluation uses %d MiB, over its bound of %d MiB\n", used>>20, limit>>20)
 			os.Exit(ExitMemory)
+		}
+	}
+}
+
+// exitWithParent ends the process when its parent is no longer parent.
+func exitWithParent(parent int) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		if os.Getppid() != parent {
+			os.Exit(1)
 		}
 	}
 }

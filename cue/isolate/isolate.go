@@ -249,7 +249,15 @@ func (e *Evaluator) run(ctx, tctx context.Context, opts load.Options, files []st
 		// The child died already; its exit status says why.
 		e.log().Debug("writing the request to the CUE child", "err", err)
 	}
-	o, garbled := e.read(stdout, files, out, paths, cmd.Process.Pid)
+	// What the child sends is kept here, in the parent: it is bounded by
+	// the same figure as the child's memory, or a small file expanding to
+	// huge documents would take the parent's memory instead.
+	capped := &capReader{r: stdout, left: e.memory()}
+	o, garbled := e.read(capped, files, out, paths, cmd.Process.Pid)
+	if capped.over {
+		garbled = ""
+		_ = cmd.Process.Kill()
+	}
 	if garbled != "" {
 		// The child is alive and talking nonsense: stop it.
 		_ = cmd.Process.Kill()
@@ -263,6 +271,8 @@ func (e *Evaluator) run(ctx, tctx context.Context, opts load.Options, files []st
 		return outcome{finished: o.finished}
 	}
 	switch {
+	case capped.over:
+		o.breach = overMemory
 	case ctx.Err() != nil:
 		o.breach = interrupted
 	case tctx.Err() != nil:
@@ -362,4 +372,27 @@ func (b *headBuffer) Write(p []byte) (int, error) {
 		b.Buffer.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// capReader reads at most left bytes, then fails: the child's output is
+// bounded as its memory is.
+type capReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+var errOutputCap = errors.New("the CUE child's output passed its bound")
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		c.over = true
+		return 0, errOutputCap
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }

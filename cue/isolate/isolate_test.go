@@ -374,3 +374,30 @@ func BenchmarkCgroup(b *testing.B) {
 		}
 	}
 }
+
+// TestOutputBound: what the child sends back is bounded like its memory,
+// so a small file that expands to a huge document costs the parent no more
+// than the bound.
+func TestOutputBound(t *testing.T) {
+	// A string doubled 17 times: 2 MiB from a file of a few hundred bytes.
+	var b strings.Builder
+	b.WriteString("apiVersion: \"setpoint.dev/v1alpha1\"\nkind: \"Environment\"\nmetadata: name: \"big\"\nlet a0 = \"abcdefghabcdefgh\"\n")
+	for i := 1; i <= 17; i++ {
+		fmt.Fprintf(&b, "let a%d = a%d + a%d\n", i, i-1, i-1)
+	}
+	b.WriteString("spec: providers: [{name: \"x\", config: {s: a17}}]\n")
+	big := b.String()
+	dir := writeFiles(t, map[string]string{"a.cue": fmt.Sprintf(valid, "a"), "b-big.cue": big})
+	files := []string{filepath.Join(dir, "a.cue"), filepath.Join(dir, "b-big.cue")}
+	e := evaluator()
+	e.Memory = 1 << 20 // 1 MiB: the 2 MiB document passes it
+	e.noCgroup, e.noWatchdog = true, true
+	got := e.EvalCUE(context.Background(), load.Options{MaxFileSize: load.MaxFileSize}, files)
+	if r := got[files[0]]; len(r.Diags) != 0 || len(r.Documents) != 1 {
+		t.Errorf("a.cue: %v", r.Diags)
+	}
+	want := load.Diagnostics{{Pos: spec.Pos{File: files[1], Line: 1, Col: 1}, Message: memoryMessage("1 MiB")}}
+	if r := got[files[1]]; !reflect.DeepEqual(r.Diags, want) || len(r.Documents) != 0 {
+		t.Errorf("big: got %v, want %v", r.Diags, want)
+	}
+}
