@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 )
 
 func TestDedupeCollapsesRepeats(t *testing.T) {
@@ -42,5 +45,27 @@ func TestCompletionUnknownShellFails(t *testing.T) {
 	}
 	if out, _, code := runCLI(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestLogHoldsSaysEachHoldOnce: a hold is said when it starts and when it
+// changes kind, not at every plan, and is forgotten once its object is
+// planned without it.
+func TestLogHoldsSaysEachHoldOnce(t *testing.T) {
+	var out bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
+	defer slog.SetDefault(prev)
+	a := addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "x"}
+	held := func(kind plan.HoldKind) *plan.Plan {
+		return &plan.Plan{Observed: map[string]string{a.String(): "exists=true"}, Held: []plan.Change{{Address: a, Attribute: addrs.MustPath("spec.replicas"), Held: &plan.Hold{Kind: kind}}}}
+	}
+	free := &plan.Plan{Observed: map[string]string{a.String(): "exists=true"}}
+	holds := map[string]string{}
+	for _, p := range []*plan.Plan{held(plan.HoldStability), held(plan.HoldStability), held(plan.HoldCooldown), free, held(plan.HoldCooldown)} {
+		logHolds(p, holds, "tick")
+	}
+	if n := strings.Count(out.String(), "msg=held"); n != 3 {
+		t.Fatalf("want 3 hold lines (stability, cooldown, cooldown again after it ended), got %d:\n%s", n, out.String())
 	}
 }

@@ -242,9 +242,12 @@ func logHolds(p *plan.Plan, holds map[string]string, reason string) {
 		holds[k] = c.Held.Kind.String()
 		slog.Info("held", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "hold", c.Held.String())
 	}
-	for _, c := range p.Changes {
-		k := c.Address.String() + " " + c.Attribute.String()
-		if _, was := holds[k]; was && !now[k] {
+	// A hold on an object this plan looked at that is no longer held has
+	// ended (applied, or no longer wanted): forget it, so a new hold of the
+	// same kind is said again and the map does not grow.
+	for k := range holds {
+		obj, _, _ := strings.Cut(k, " ")
+		if _, looked := p.Observed[obj]; looked && !now[k] {
 			delete(holds, k)
 		}
 	}
