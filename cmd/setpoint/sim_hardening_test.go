@@ -77,7 +77,7 @@ func TestSimTraceBounds(t *testing.T) {
 	for _, c := range []struct {
 		trace, want string
 	}{
-		{century, "a trace may span at most 366 days"},
+		{century, "a trace may span at most 31 days"},
 		{"/dev/zero", "/dev/zero is not a regular file"},
 	} {
 		_, errOut, code := runCLI(t, "sim", "--quiet", "--trace", c.trace, "specs")
@@ -85,7 +85,7 @@ func TestSimTraceBounds(t *testing.T) {
 	}
 	for _, cmd := range [][]string{{"plan", specs}, {"query", "--dir", specs, "up"}} {
 		_, errOut, code := runCLI(t, cmd...)
-		oneLineError(t, cmd[0], code, errOut, "a trace may span at most 366 days")
+		oneLineError(t, cmd[0], code, errOut, "a trace may span at most 31 days")
 	}
 }
 

@@ -65,7 +65,7 @@ func TestTraceBounds(t *testing.T) {
 	}{
 		// 100 years as one rate a second would be 25 GB.
 		"arrivals a century apart": {strings.NewReader("TIMESTAMP\n1923-11-16 18:15:46\n2023-11-16 18:15:46\n"), TraceOptions{},
-			"line 3: arrival 876600h0m0s after the first: a trace may span at most 366 days"},
+			"line 3: arrival 876600h0m0s after the first: a trace may span at most 31 days"},
 		"arrivals past a set bound": {strings.NewReader("TIMESTAMP\n2023-11-16 18:00:00\n2023-11-16 18:01:01\n"), TraceOptions{MaxDuration: time.Minute},
 			"line 3: arrival 1m1s after the first: a trace may span at most 1m0s"},
 		"a rate trace past a set bound": {strings.NewReader("rate\n1\n2\n3\n"), TraceOptions{MaxDuration: 2 * time.Second},

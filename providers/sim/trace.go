@@ -62,8 +62,9 @@ type TraceOptions struct {
 
 // Bounds of a trace, and of the rate scale (the schema's).
 const (
-	// DefaultMaxTraceDuration is a leap year of rates: 253 MB of float64.
-	DefaultMaxTraceDuration = 366 * 24 * time.Hour
+	// DefaultMaxTraceDuration is a month of rates: 21 MB of float64 (each
+	// process holding the trace keeps one copy).
+	DefaultMaxTraceDuration = 31 * 24 * time.Hour
 	// DefaultMaxTraceRows is five times the rows of the largest public
 	// serverless arrival traces we know of (a week of Azure's LLM trace).
 	DefaultMaxTraceRows = 50_000_000
