@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,18 +73,26 @@ func TestCheckFiles(t *testing.T) {
 	if err := os.Symlink("gone.csv", filepath.Join(dir, "dangling.csv")); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	env := func(trace string) *Environment {
 		cfg, _ := json.Marshal(map[string]any{"trace": trace})
 		return &Environment{Spec: EnvironmentSpec{Providers: []Provider{{Name: "kubernetes"}, {Name: "sim", Config: cfg}}}}
 	}
 	for trace, want := range map[string]string{
-		"t.csv":                        "",
-		"link.csv":                     "",
-		filepath.Join(dir, "t.csv"):    "",
-		"nope.csv":                     "trace nope.csv does not exist (looked for " + filepath.Join(dir, "nope.csv") + ")",
-		"dangling.csv":                 "trace dangling.csv does not exist (looked for " + filepath.Join(dir, "dangling.csv") + ")",
-		".":                            "trace . is a directory, not a file",
-		"/dev/null":                    "trace /dev/null is not a regular file",
+		"t.csv":                     "",
+		"link.csv":                  "",
+		filepath.Join(dir, "t.csv"): "",
+		"nope.csv":                  "trace nope.csv does not exist (looked for " + filepath.Join(dir, "nope.csv") + ")",
+		"dangling.csv":              "trace dangling.csv does not exist (looked for " + filepath.Join(dir, "dangling.csv") + ")",
+		".":                         "trace . is a directory, not a file",
+		"fifo":                      "trace fifo is not a regular file",
+		// Outside the directory nothing is looked at: whether a file
+		// exists there is not for a pull request's CI log to tell.
+		"/dev/null":                    "",
+		"/nonexistent/secret":          "",
+		"../../../nonexistent.csv":     "",
 		"t.csv/x":                      "trace t.csv/x cannot be read: not a directory",
 		filepath.Join(dir, "nope.csv"): "trace " + filepath.Join(dir, "nope.csv") + " does not exist (looked for " + filepath.Join(dir, "nope.csv") + ")",
 	} {

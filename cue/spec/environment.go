@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 func init() {
@@ -236,10 +238,19 @@ func (e *Environment) CheckFiles(baseDir string) []FieldError {
 // checkRegularFile says what is wrong with the file at path (resolved
 // against baseDir when relative), or "" when it is a regular file.
 // Symlinks are followed, as opening the file would.
+//
+// A path that resolves outside baseDir is not looked at: whether a file
+// exists there is itself something a pull request must not learn from a
+// CI log; the spec directory check (cmd's resolveEnvPaths) judges it.
 func checkRegularFile(path, baseDir string) string {
 	full := path
 	if !filepath.IsAbs(full) {
 		full = filepath.Join(baseDir, full)
+	}
+	if res, err := confine.Resolve(baseDir, path); err == nil {
+		if root, err := confine.Resolve(".", baseDir); err != nil || !confine.Within(root, res) {
+			return ""
+		}
 	}
 	fi, err := os.Stat(full)
 	switch {
