@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -53,8 +52,8 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 	var orphans []orphan
 	for _, o := range st.Objects() {
 		so, _ := st.Object(o)
-		for _, k := range slices.Sorted(maps.Keys(so.Attrs)) {
-			en := so.Attrs[k]
+		// In any order: the plan sorts its changes and holds.
+		for k, en := range so.Attrs {
 			if en == nil || en.Applied == nil || len(en.Applied.By) == 0 {
 				continue
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -74,14 +73,13 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 // finish a change the client gave up on, and the state must then say so;
 // each provider call has its own timeout.
 
-// confirm asks on a terminal; without one it refuses rather than guess.
+// confirm asks before applying; without a terminal it refuses rather
+// than guess.
 func confirm(cmd *cobra.Command) error {
 	if !term.IsTerminal(int(os.Stdin.Fd())) {
 		return fmt.Errorf("not applying: no terminal to confirm on; review the plan and run again with --auto-approve, or save it with plan --out and apply the file")
 	}
-	fmt.Fprint(cmd.OutOrStdout(), "\nApply these changes? Only 'yes' will be accepted: ")
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	if strings.TrimSpace(line) != "yes" {
+	if err := confirmWith(cmd, "\nApply these changes?"); err != nil {
 		return fmt.Errorf("apply cancelled")
 	}
 	return nil

@@ -92,8 +92,7 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 		// What is kept beside the state file is judged as the file is: a
 		// link planted there must not send a write (the lock is truncated,
 		// shards are created) outside the directory.
-		dir := filepath.Dir(out.state)
-		for _, derived := range []string{out.state + state.ShardDirSuffix, out.state + ".lock", filepath.Join(dir, "sim-state.json"), filepath.Join(dir, "sim-state.json.lock")} {
+		for _, derived := range append(state.FilesBeside(out.state), sim.FilesBeside(out.state)...) {
 			if check("spec.state.path", "state.path's "+filepath.Base(derived), derived) == "" {
 				out.state = ""
 				break

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -72,9 +71,7 @@ rather than go on with a new, empty world.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(sum)
+				return jsonOut(cmd.OutOrStdout()).Encode(sum)
 			}
 			sum.print(cmd.OutOrStdout())
 			if len(w.diags) > 0 {

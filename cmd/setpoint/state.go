@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 )
@@ -125,7 +126,7 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 					fmt.Fprintf(w, "    %s: %s\n", a.Path, strings.Join(parts, "; "))
 				}
 			}
-			fmt.Fprintf(w, "%s in %s\n", plural(len(out), "object"), b)
+			fmt.Fprintf(w, "%s in %s\n", load.CountNoun(len(out), "object"), b)
 			return nil
 		},
 	}
@@ -147,12 +148,12 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 				for _, s := range le.Shards {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", s.File, s.Err)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "%s cannot be read; %s read\n", plural(len(le.Shards), "shard"), plural(len(st.Objects()), "object"))
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s cannot be read; %s read\n", load.CountNoun(len(le.Shards), "shard"), load.CountNoun(len(st.Objects()), "object"))
 				return errSilent
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s read, every checksum matches (%s)\n", plural(len(st.Objects()), "object"), b)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s read, every checksum matches (%s)\n", load.CountNoun(len(st.Objects()), "object"), b)
 			return nil
 		},
 	}
@@ -232,12 +233,4 @@ func confirmWith(cmd *cobra.Command, question string) error {
 		return fmt.Errorf("cancelled")
 	}
 	return nil
-}
-
-// plural says "1 object", "2 objects".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

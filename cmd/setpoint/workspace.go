@@ -207,7 +207,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 				return nil, err
 			}
 			if !o.fresh {
-				cfg.StatePath = filepath.Join(filepath.Dir(w.statePath), "sim-state.json")
+				cfg.StatePath = sim.StateFileBeside(w.statePath)
 			}
 			if w.trace, err = sim.TraceOf(simCfg, base); err != nil {
 				return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.providers"), err)

@@ -342,14 +342,14 @@ func (r *Result) Summary() string {
 		if len(r.Documents) == 1 {
 			verb = "is"
 		}
-		return fmt.Sprintf("%s in %s %s valid", countNoun(len(r.Documents), "document"), countNoun(r.Files, "file"), verb)
+		return fmt.Sprintf("%s in %s %s valid", CountNoun(len(r.Documents), "document"), CountNoun(r.Files, "file"), verb)
 	}
-	return fmt.Sprintf("%s; %s in %s", countNoun(len(r.Diags), "error"), countNoun(len(r.Documents), "valid document"), countNoun(r.Files, "file"))
+	return fmt.Sprintf("%s; %s in %s", CountNoun(len(r.Diags), "error"), CountNoun(len(r.Documents), "valid document"), CountNoun(r.Files, "file"))
 }
 
-// countNoun says "1 error", "2 errors", "0 errors"; noun is singular and
+// CountNoun says "1 error", "2 errors", "0 errors"; noun is singular and
 // takes an "s".
-func countNoun(n int, noun string) string {
+func CountNoun(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

@@ -54,40 +54,10 @@ func (l *Loader) positions(n ast.Node) []spec.FieldPos {
 		}
 		out = append(out, spec.FieldPos{Path: path, Line: int32(p.Line() + l.lineBase), Col: int32(p.Column())})
 	}
-	var walkExpr func(prefix string, e ast.Node)
-	walkFields := func(prefix string, decls []ast.Decl) {
-		for _, d := range decls {
-			f, ok := d.(*ast.Field)
-			if !ok {
-				continue
-			}
-			name, _, err := ast.LabelName(f.Label)
-			if err != nil {
-				continue
-			}
-			p := name
-			if prefix != "" {
-				p = prefix + "." + name
-			}
-			add(p, f.Label.Pos())
-			walkExpr(p, f.Value)
-		}
-	}
-	walkExpr = func(prefix string, e ast.Node) {
-		switch x := e.(type) {
-		case *ast.File:
-			walkFields(prefix, x.Decls)
-		case *ast.StructLit:
-			walkFields(prefix, x.Elts)
-		case *ast.ListLit:
-			for i, el := range x.Elts {
-				p := prefix + "." + strconv.Itoa(i)
-				add(p, el.Pos())
-				walkExpr(p, el)
-			}
-		}
-	}
-	walkExpr("", n)
+	eachValue(n, func(path string, at token.Pos, _ ast.Node) bool {
+		add(path, at)
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return slices.Clip(out)
 }
@@ -136,8 +106,55 @@ func plainNumbers(n ast.Node) {
 // or a list). It is taken before unmask cuts fields out of the syntax.
 func userValues(doc ast.Node) map[string]string {
 	out := map[string]string{}
+	record := func(path string, n ast.Node) {
+		switch x := n.(type) {
+		case *ast.StructLit:
+			out[path] = "{"
+		case *ast.ListLit:
+			out[path] = "["
+		case *ast.BasicLit:
+			out[path] = x.Value
+		case *ast.UnaryExpr:
+			if lit, ok := x.X.(*ast.BasicLit); ok {
+				out[path] = x.Op.String() + lit.Value
+			}
+		case *ast.Ident:
+			out[path] = x.Name
+		}
+	}
+	record("", doc)
+	eachValue(doc, func(path string, _ token.Pos, v ast.Node) bool {
+		if _, dup := out[path]; dup {
+			return false // a key given twice: the first value is the one shown
+		}
+		record(path, v)
+		return true
+	})
+	return out
+}
+
+// eachValue calls visit for every field and list element of a document's
+// syntax, in order, with its dotted path (list elements numbered from 0, as
+// in CUE's error paths), where it is named (a field's label, an element
+// itself) and its value; visit returns false to skip what is below it.
+func eachValue(n ast.Node, visit func(path string, at token.Pos, v ast.Node) bool) {
 	var walk func(prefix string, n ast.Node)
-	fields := func(prefix string, decls []ast.Decl) {
+	walk = func(prefix string, n ast.Node) {
+		var decls []ast.Decl
+		switch x := n.(type) {
+		case *ast.File:
+			decls = x.Decls
+		case *ast.StructLit:
+			decls = x.Elts
+		case *ast.ListLit:
+			for i, el := range x.Elts {
+				p := prefix + "." + strconv.Itoa(i)
+				if visit(p, el.Pos(), el) {
+					walk(p, el)
+				}
+			}
+			return
+		}
 		for _, d := range decls {
 			f, ok := d.(*ast.Field)
 			if !ok {
@@ -151,35 +168,12 @@ func userValues(doc ast.Node) map[string]string {
 			if prefix != "" {
 				p = prefix + "." + name
 			}
-			if _, dup := out[p]; !dup {
+			if visit(p, f.Label.Pos(), f.Value) {
 				walk(p, f.Value)
 			}
 		}
 	}
-	walk = func(prefix string, n ast.Node) {
-		switch x := n.(type) {
-		case *ast.File:
-			fields(prefix, x.Decls)
-		case *ast.StructLit:
-			out[prefix] = "{"
-			fields(prefix, x.Elts)
-		case *ast.ListLit:
-			out[prefix] = "["
-			for i, el := range x.Elts {
-				walk(prefix+"."+strconv.Itoa(i), el)
-			}
-		case *ast.BasicLit:
-			out[prefix] = x.Value
-		case *ast.UnaryExpr:
-			if lit, ok := x.X.(*ast.BasicLit); ok {
-				out[prefix] = x.Op.String() + lit.Value
-			}
-		case *ast.Ident:
-			out[prefix] = x.Name
-		}
-	}
-	walk("", doc)
-	return out
+	walk("", n)
 }
 
 // isUsers reports whether a value printed by CUE is the one the user wrote.

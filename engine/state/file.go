@@ -77,7 +77,13 @@ func NewFile(path string) Backend {
 	if err != nil {
 		id = filepath.Clean(dir)
 	}
-	return &fileBackend{path: path, dir: dir, lock: path + ".lock", id: "file:" + id}
+	return &fileBackend{path: path, dir: dir, lock: FilesBeside(path)[1], id: "file:" + id}
+}
+
+// FilesBeside lists what the file backend keeps for the state file at
+// path: its shard directory and its lock file (path itself holds nothing).
+func FilesBeside(path string) []string {
+	return []string{path + ShardDirSuffix, path + ".lock"}
 }
 
 func (b *fileBackend) String() string { return b.dir }

@@ -36,7 +36,20 @@ func StatePath(env *spec.Environment) string {
 	if !filepath.IsAbs(state) {
 		state = filepath.Join(base, state)
 	}
-	return filepath.Join(filepath.Dir(state), "sim-state.json")
+	return StateFileBeside(state)
+}
+
+// StateFileBeside is the sim state file kept beside the engine's state
+// file at statePath.
+func StateFileBeside(statePath string) string {
+	return filepath.Join(filepath.Dir(statePath), "sim-state.json")
+}
+
+// FilesBeside lists every file the sim world keeps beside the engine's
+// state file at statePath: its state and that state's lock.
+func FilesBeside(statePath string) []string {
+	f := StateFileBeside(statePath)
+	return []string{f, lockPath(f)}
 }
 
 // Open builds the Environment's sim world with the changes applied so far

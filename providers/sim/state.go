@@ -183,7 +183,7 @@ var onLockWait func()
 // replaced by a rename while it is held. The kernel releases it when the
 // process dies. It waits as long as ctx allows.
 func lockState(ctx context.Context, path string) (unlock func(), err error) {
-	name := path + ".lock"
+	name := lockPath(path)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("taking the sim state lock: %w", err)
 	}
@@ -301,3 +301,6 @@ func (m *muted) AppendCached(l labels.Labels, cache *any, t int64, v float64) er
 // changes, far more than a sim run makes, and every one is replayed when
 // the world is rebuilt.
 const MaxStateFile = 64 << 20
+
+// lockPath is the sidecar file a sim state file is locked through.
+func lockPath(statePath string) string { return statePath + ".lock" }
