@@ -36,6 +36,21 @@ func Resolve(base, p string) (string, error) {
 		// kernel follows link first and then goes up from its target.
 		p = abs + string(filepath.Separator) + p
 	}
+	// Another process may create the missing part while this one looks
+	// (a concurrent run's lock file): such a path is resolved again.
+	for range 3 {
+		res, again, err := resolveOnce(p)
+		if !again {
+			return res, err
+		}
+	}
+	return "", fmt.Errorf("resolving %s: it kept changing while being resolved", p)
+}
+
+// resolveOnce resolves an absolute path; again says the path changed
+// under it (a part that did not resolve exists now and is no dangling
+// link), so it should be resolved again.
+func resolveOnce(p string) (res string, again bool, err error) {
 	// The longest prefix that exists is resolved by the kernel's rules
 	// (EvalSymlinks applies ".." after following a link); what is left
 	// does not exist, so it holds no symlink.
@@ -52,19 +67,22 @@ func Resolve(base, p string) (string, error) {
 			// write wherever it points.
 			if i < len(parts) {
 				next := strings.Join(parts[:i+1], string(filepath.Separator))
-				if _, err := os.Lstat(next); err == nil {
-					return "", fmt.Errorf("%s is a symlink to nothing (or cannot be followed)", next)
+				if fi, err := os.Lstat(next); err == nil {
+					if _, err := filepath.EvalSymlinks(next); err != nil && fi.Mode()&os.ModeSymlink != 0 {
+						return "", false, fmt.Errorf("%s is a symlink to nothing (or cannot be followed)", next)
+					}
+					return "", true, nil // created meanwhile
 				}
 			}
-			return filepath.Clean(filepath.Join(append([]string{real}, parts[i:]...)...)), nil
+			return filepath.Clean(filepath.Join(append([]string{real}, parts[i:]...)...)), false, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, os.ErrNotExist) {
 			// A loop, or a component that is a file: report it, as the
 			// kernel would refuse it too.
-			return "", fmt.Errorf("resolving %s: %w", p, unwrap(err))
+			return "", false, fmt.Errorf("resolving %s: %w", p, unwrap(err))
 		}
 	}
-	return filepath.Clean(p), nil
+	return filepath.Clean(p), false, nil
 }
 
 // Within reports whether path (resolved) is root or below it. root must be
