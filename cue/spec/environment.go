@@ -74,8 +74,38 @@ type SimConfig struct {
 	Speed     float64       `json:"speed"`
 	Start     Duration      `json:"start"`
 	Window    *TraceWindow  `json:"window,omitempty"`
-	Seed      int64         `json:"seed"`
-	Workloads []SimWorkload `json:"workloads"`
+	// Scaling is how rateScale scales the trace: superpose (default) or
+	// clone; ServiceTimes how each request's service time is drawn:
+	// tokens or exponential ("": tokens when the trace has them).
+	Scaling      string        `json:"scaling,omitempty"`
+	ServiceTimes string        `json:"serviceTimes,omitempty"`
+	Seed         int64         `json:"seed"`
+	Workloads    []SimWorkload `json:"workloads"`
+}
+
+// TraceFor is the trace a workload replays and its transformations: the
+// workload's own fields where it gives them, the config's otherwise.
+func (c SimConfig) TraceFor(w SimWorkload) SimConfig {
+	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Seed: c.Seed}
+	if w.Trace != "" {
+		t.Trace = w.Trace
+	}
+	if w.RateScale != nil {
+		t.RateScale = *w.RateScale
+	}
+	if w.Thin != nil {
+		t.Thin = *w.Thin
+	}
+	if w.Window != nil {
+		t.Window = w.Window
+	}
+	if w.Scaling != "" {
+		t.Scaling = w.Scaling
+	}
+	if w.ServiceTimes != "" {
+		t.ServiceTimes = w.ServiceTimes
+	}
+	return t
 }
 
 // TraceWindow cuts the trace to [From, Until) from its start.
@@ -101,6 +131,16 @@ type SimWorkload struct {
 	Containers    []SimContainer    `json:"containers"`
 	Managers      map[string]string `json:"managers,omitempty"`
 	Annotations   map[string]string `json:"annotations,omitempty"`
+	// The workload's own trace and transformations; absent: the config's.
+	Trace        string       `json:"trace,omitempty"`
+	RateScale    *float64     `json:"rateScale,omitempty"`
+	Thin         *float64     `json:"thin,omitempty"`
+	Window       *TraceWindow `json:"window,omitempty"`
+	Scaling      string       `json:"scaling,omitempty"`
+	ServiceTimes string       `json:"serviceTimes,omitempty"`
+	// Targets are latency targets the world reports on and puts in its
+	// histogram's buckets; setpoint adds each NFR's p99 target.
+	Targets []Duration `json:"targets,omitempty"`
 
 	// shareGiven records whether the spec gave Share (see UnmarshalJSON).
 	shareGiven bool

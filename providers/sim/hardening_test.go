@@ -131,7 +131,13 @@ func TestPodsPerWorkloadAreBounded(t *testing.T) {
 		}
 		return w
 	}
-	w := flood(constTrace(4e6, 120), kn)
+	// The world simulates each request, so a flood is bounded too: at most
+	// MaxArrivalsPerSecond.
+	if _, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{kn}}, constTrace(MaxArrivalsPerSecond+1, 10), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "at most 100000 a second per workload") {
+		t.Errorf("a trace beyond the per-second bound: %v", err)
+	}
+	w := flood(constTrace(0.9*MaxArrivalsPerSecond, 120), kn)
 	peak := 0
 	for s := 1; s <= 120; s++ {
 		w.AdvanceTo(simStart.Add(time.Duration(s) * time.Second))
@@ -146,8 +152,8 @@ func TestPodsPerWorkloadAreBounded(t *testing.T) {
 
 	d := deployment("api", 1)
 	d.HPA = &spec.SimHPA{Min: 1, Max: 1 << 40, TargetRPS: 1}
-	w = flood(constTrace(1e6, 600), d)
-	w.AdvanceTo(simStart.Add(600 * time.Second))
+	w = flood(constTrace(3e4, 240), d)
+	w.AdvanceTo(simStart.Add(240 * time.Second))
 	if n := len(w.wls[0].pods); n > MaxPodsPerWorkload || n < MaxPodsPerWorkload/2 {
 		t.Errorf("an HPA with maxReplicas 2^40 under a flood: %d pods", n)
 	}

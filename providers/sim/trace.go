@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -17,14 +16,66 @@ import (
 	"unicode/utf8"
 )
 
-// Trace is a request rate per second of virtual time, from Start.
+// Trace is a request trace on virtual time, from Start: the arrivals of
+// an arrival trace (each with its time and, when the file has token
+// counts, its cost), or the rates of a rate trace. The transformations
+// rateScale and thin are not applied to the arrivals here: the world
+// applies them as it replays (see source), so a scaled trace can be K
+// independent copies rather than K clones.
 type Trace struct {
 	Start time.Time
-	// Rate[i] is the number of requests arriving in second i (after the
-	// explicit transformations: rateScale, thin, window).
+	// Rate[i] is the expected number of requests arriving in second i
+	// after the explicit transformations (rateScale, thin, window): the
+	// rows of a rate trace, or the arrivals counted in that second, times
+	// thin × rateScale.
 	Rate []float64
-	// Arrivals counts the rows read (before thinning), for attribution.
+	// Arrivals counts the rows read, for attribution.
 	Arrivals int
+
+	// Arrival traces only (first is nil for a rate trace): first[s] is the
+	// index of second s's first arrival (len(Rate)+1 entries), offset[i]
+	// how far into its second arrival i came, and tokens[i] its cost proxy
+	// (ContextTokens + GeneratedTokens; nil when the file has neither).
+	first  []int32
+	offset []float32
+	tokens []float32
+	// meanTokens is the mean of tokens over the whole file, so a window
+	// keeps the cost scale of the trace it cuts.
+	meanTokens float64
+	// row0 is the row (from 0) of the first arrival kept by the window:
+	// per-arrival draws are keyed by row, so a window replays the same
+	// draws for the arrivals it keeps.
+	row0 int
+	// thin and scale are the options the rates were multiplied by.
+	thin, scale float64
+}
+
+// HasTokens reports whether the trace gives each arrival a cost.
+func (t *Trace) HasTokens() bool { return t.tokens != nil }
+
+// Peak is the largest count of arrivals (or rate) in one second, before
+// rateScale and thin.
+func (t *Trace) Peak() float64 {
+	var m float64
+	if t.first != nil {
+		for s := 0; s+1 < len(t.first); s++ {
+			m = max(m, float64(t.first[s+1]-t.first[s]))
+		}
+		return m
+	}
+	for _, r := range t.Rate {
+		m = max(m, r)
+	}
+	return m / t.factor()
+}
+
+// factor is what the trace's rates were multiplied by (thin × rateScale).
+func (t *Trace) factor() float64 {
+	f := t.thin * t.scale
+	if f == 0 {
+		return 1
+	}
+	return f
 }
 
 // Duration is the trace's length.
@@ -65,9 +116,11 @@ const (
 	// DefaultMaxTraceDuration is a month of rates: 21 MB of float64 (each
 	// process holding the trace keeps one copy).
 	DefaultMaxTraceDuration = 31 * 24 * time.Hour
-	// DefaultMaxTraceRows is five times the rows of the largest public
+	// DefaultMaxTraceRows is twice the rows of the largest public
 	// serverless arrival traces we know of (a week of Azure's LLM trace).
-	DefaultMaxTraceRows = 50_000_000
+	// Each arrival kept costs 8 bytes (its offset and its cost): 160 MB at
+	// the bound.
+	DefaultMaxTraceRows = 20_000_000
 	// DefaultMaxTraceLine is far more than a timestamp and a few columns.
 	DefaultMaxTraceLine = 64 << 10
 	// MaxRateScale is the schema's upper bound on rateScale.
@@ -165,8 +218,7 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 		}
 		return -1
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x5e7901))
-	t := &Trace{}
+	t := &Trace{thin: o.Thin, scale: o.RateScale}
 	rows := 0
 	row := func(line int) error {
 		if rows++; rows > o.MaxRows {
@@ -196,7 +248,7 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 				}
 			}
 			t.Arrivals++
-			t.Rate = append(t.Rate, v*o.Thin)
+			t.Rate = append(t.Rate, v)
 			return nil
 		})
 		if err != nil {
@@ -208,6 +260,23 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 			return nil, fmt.Errorf("header: want a TIMESTAMP column of arrivals or a rate column, got %d columns", len(head))
 		}
 		var first time.Time
+		var last time.Duration
+		ctxCol, genCol := col("contexttokens"), col("generatedtokens")
+		withTokens := ctxCol >= 0 || genCol >= 0
+		var sumTokens float64
+		tokenAt := func(line int, rec []string, c int) (float64, error) {
+			if c < 0 {
+				return 0, nil
+			}
+			if c >= len(rec) {
+				return 0, fmt.Errorf("line %d: only %d columns", line, len(rec))
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(rec[c]), 64)
+			if err != nil || !(v >= 0) || v > 1e12 {
+				return 0, fmt.Errorf("line %d: token count %s is not a number in [0, 1e12]", line, quote(rec[c]))
+			}
+			return v, nil
+		}
 		err := eachRecord(cr, tc, func(line int, rec []string) error {
 			if err := row(line); err != nil {
 				return err
@@ -220,7 +289,7 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 				first = ts.Truncate(time.Second)
 				t.Start = first
 			}
-			if ts.Before(first) {
+			if ts.Before(first) || len(t.offset) > 0 && ts.Sub(first) < last {
 				return fmt.Errorf("line %d: arrivals must be in time order", line)
 			}
 			// Checked before the rates grow to it: the bound is what keeps a
@@ -229,21 +298,43 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 			if since >= time.Duration(maxSec)*time.Second {
 				return fmt.Errorf("line %d: arrival %s after the first: a trace may span at most %s (TraceOptions.MaxDuration)", line, since, span(o.MaxDuration))
 			}
-			t.Arrivals++
-			// Thinning draws for every arrival, kept or not, so the same seed
-			// keeps the same arrivals whatever the window.
-			if o.Thin < 1 && rng.Float64() >= o.Thin {
-				return nil
+			last = since
+			if withTokens {
+				c, err := tokenAt(line, rec, ctxCol)
+				if err != nil {
+					return err
+				}
+				g, err := tokenAt(line, rec, genCol)
+				if err != nil {
+					return err
+				}
+				t.tokens = append(t.tokens, float32(c+g))
+				sumTokens += c + g
 			}
+			t.Arrivals++
 			i := int(since / time.Second)
 			if i >= len(t.Rate) {
 				t.Rate = slices.Grow(t.Rate, i+1-len(t.Rate))[:i+1]
 			}
 			t.Rate[i]++
+			t.offset = append(t.offset, float32((since % time.Second).Seconds()))
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		if withTokens {
+			t.meanTokens = sumTokens / float64(len(t.tokens))
+			if !(t.meanTokens > 0) {
+				// No arrival has a cost: they cannot be scaled to a mean.
+				t.tokens = nil
+			}
+		}
+		if len(t.Rate) > 0 {
+			t.first = make([]int32, len(t.Rate)+1)
+			for s, n := range t.Rate {
+				t.first[s+1] = t.first[s] + int32(n)
+			}
 		}
 	}
 	if len(t.Rate) == 0 {
@@ -255,11 +346,11 @@ func readTrace(r io.Reader, o TraceOptions) (*Trace, error) {
 		t.Start = time.Unix(0, 0).UTC()
 	}
 	for i := range t.Rate {
-		t.Rate[i] *= o.RateScale
+		t.Rate[i] *= o.RateScale * o.Thin
 		if math.IsInf(t.Rate[i], 0) {
 			// Arrivals are counted one by one, so only a scale can make
 			// them infinite; say where.
-			return nil, fmt.Errorf("second %d: %v arrivals × rateScale %v is not finite", i, t.Rate[i]/o.RateScale, o.RateScale)
+			return nil, fmt.Errorf("second %d: %v arrivals × rateScale %v is not finite", i, t.Rate[i]/(o.RateScale*o.Thin), o.RateScale)
 		}
 	}
 	return window(t, o)
@@ -370,6 +461,19 @@ func window(t *Trace, o TraceOptions) (*Trace, error) {
 	}
 	t.Rate = t.Rate[from:until]
 	t.Start = t.Start.Add(time.Duration(from) * time.Second)
+	if t.first != nil {
+		lo, hi := t.first[from], t.first[until]
+		t.row0 = int(lo)
+		t.offset = t.offset[lo:hi]
+		if t.tokens != nil {
+			t.tokens = t.tokens[lo:hi]
+		}
+		first := make([]int32, until-from+1)
+		for i := range first {
+			first[i] = t.first[from+i] - lo
+		}
+		t.first = first
+	}
 	return t, nil
 }
 

@@ -44,41 +44,6 @@ func TestArrivalTrace(t *testing.T) {
 	}
 }
 
-func TestThinningIsSeededAndExplicit(t *testing.T) {
-	var rows strings.Builder
-	rows.WriteString("TIMESTAMP\n")
-	base := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := 0; i < 10000; i++ {
-		rows.WriteString(base.Add(time.Duration(i) * 10 * time.Millisecond).Format("2006-01-02 15:04:05.0000000"))
-		rows.WriteString("\n")
-	}
-	count := func(o TraceOptions) float64 {
-		tr, err := readTrace(strings.NewReader(rows.String()), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n float64
-		for _, r := range tr.Rate {
-			n += r
-		}
-		return n
-	}
-	a, b, c := count(TraceOptions{Thin: 0.3, Seed: 7}), count(TraceOptions{Thin: 0.3, Seed: 7}), count(TraceOptions{Thin: 0.3, Seed: 8})
-	if a != b {
-		t.Errorf("same seed, different arrivals: %v vs %v", a, b)
-	}
-	if a == c {
-		t.Errorf("different seeds gave the same thinning")
-	}
-	// Binomial(10000, 0.3): mean 3000, sd 46; 5 sd either way.
-	if a < 2770 || a > 3230 {
-		t.Errorf("kept %v of 10000 at p=0.3", a)
-	}
-	if n := count(TraceOptions{}); n != 10000 {
-		t.Errorf("no option must keep every arrival: %v", n)
-	}
-}
-
 func TestRateTrace(t *testing.T) {
 	tr, err := readTrace(strings.NewReader("second,rate\n0,5\n1,7.5\n2,0\n"), TraceOptions{RateScale: 2, Thin: 0.5})
 	if err != nil {

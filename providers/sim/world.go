@@ -69,7 +69,8 @@ func pods(f float64, fallback int) int {
 	return int(f)
 }
 
-// Buckets of http_request_duration_seconds, as client libraries default.
+// Buckets of http_request_duration_seconds, as client libraries default;
+// a workload's histogram adds its latency targets to them.
 var Buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // Options configure a world beyond the Environment's sim config.
@@ -112,7 +113,8 @@ func New(cfg spec.SimConfig, o Options) (*World, error) {
 	return NewWithTrace(cfg, tr, o)
 }
 
-// TraceOf loads the trace a sim config names, with its transformations.
+// TraceOf loads the trace a sim config names, with its transformations:
+// the world's timeline (a workload's own trace is loaded by the world).
 func TraceOf(cfg spec.SimConfig, baseDir string) (*Trace, error) {
 	path := cfg.Trace
 	if !filepath.IsAbs(path) {
@@ -144,8 +146,31 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
 		byKey: map[string]*object{},
 	}
+	traces := map[string]*Trace{traceKey(cfg): tr}
 	for i := range cfg.Workloads {
-		wl, err := newWorkload(w, &cfg.Workloads[i])
+		c := &cfg.Workloads[i]
+		own := cfg.TraceFor(*c)
+		wtr, ok := traces[traceKey(own)]
+		if !ok {
+			var err error
+			if wtr, err = TraceOf(own, o.BaseDir); err != nil {
+				return nil, fmt.Errorf("sim workload %s/%s: %w", c.Namespace, c.Name, err)
+			}
+			traces[traceKey(own)] = wtr
+		}
+		k := own.RateScale
+		if k == 0 {
+			k = 1
+		}
+		thin := own.Thin
+		if thin == 0 {
+			thin = 1
+		}
+		src, err := newSource(wtr, own.Scaling, own.ServiceTimes, k, thin, c.Share, uint64(cfg.Seed)^uint64(i+1)*0x9e3779b97f4a7c15)
+		if err != nil {
+			return nil, fmt.Errorf("sim workload %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		wl, err := newWorkload(w, c, src)
 		if err != nil {
 			return nil, err
 		}
@@ -157,6 +182,19 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// traceKey identifies a loaded trace: the file and the window (rateScale
+// and thin are applied as it replays).
+func traceKey(c spec.SimConfig) string {
+	k := c.Trace
+	if c.Window != nil {
+		k += "\x00" + c.Window.From.D().String()
+		if c.Window.Until != nil {
+			k += "\x00" + c.Window.Until.D().String()
+		}
+	}
+	return k
 }
 
 // checkEnd refuses changes after the trace's end. The world takes none
@@ -199,21 +237,40 @@ func (w *World) AdvanceTo(t time.Time) {
 
 // Totals returns a workload's request accounting.
 func (w *World) Totals(namespace, name string) (Totals, bool) {
-	for _, wl := range w.wls {
-		if wl.cfg.Namespace == namespace && wl.cfg.Name == name {
-			return Totals{Arrived: wl.arrived, Served: wl.served, Dropped: wl.dropped, Backlog: wl.backlog}, true
-		}
+	if wl := w.workload(namespace, name); wl != nil {
+		r := wl.tracker.r
+		return Totals{Arrived: float64(r.Arrived), Served: float64(r.Served), Dropped: float64(r.Dropped), Backlog: float64(len(wl.pending))}, true
 	}
 	return Totals{}, false
+}
+
+// Report returns what the world measured for a workload so far.
+func (w *World) Report(namespace, name string) (Report, bool) {
+	wl := w.workload(namespace, name)
+	if wl == nil {
+		return Report{}, false
+	}
+	r := wl.tracker.r
+	r.Targets = slices.Clone(r.Targets)
+	r.Points = Points{Ready: slices.Clone(r.Points.Ready), RPS: slices.Clone(r.Points.RPS), P99: slices.Clone(r.Points.P99), P99Exact: slices.Clone(r.Points.P99Exact)}
+	return r, true
+}
+
+func (w *World) workload(namespace, name string) *workload {
+	for _, wl := range w.wls {
+		if wl.cfg.Namespace == namespace && wl.cfg.Name == name {
+			return wl
+		}
+	}
+	return nil
 }
 
 // step simulates second w.sec and moves to the next.
 func (w *World) step() {
 	s := w.sec
 	w.applyDue(s)
-	rate := w.trace.At(time.Duration(s) * time.Second)
 	for _, wl := range w.wls {
-		wl.step(s, rate*wl.cfg.Share)
+		wl.step(s)
 	}
 	w.sec++
 	if w.sec%ScrapeInterval == 0 && w.sink != nil {
@@ -251,21 +308,28 @@ type workload struct {
 	podSeq   int
 	gen      int64
 
+	src       *source
+	buf       []arrival
+	pending   []arrival // arrived with no pod ready
+	readyPods []*pod    // this second's ready pods
+	rng       *rand.Rand
+	servers   int       // per pod
+	svc       float64   // mean service time, seconds
+	buckets   []float64 // the histogram's bounds
+	tracker   *tracker
+
 	// containers' memory paths, and the container each path belongs to
 	mem         []memPaths
 	containerOf map[addrs.Path]int
 	vals        []float64 // emit's buffer
 
-	backlog                  float64
-	arrived, served, dropped float64
-	syncServed, syncArrived  float64 // since the last autoscaler sync
-	syncSecs                 int     // seconds since the last autoscaler sync
-	hpaRecs                  []rec
-	kpaConc                  []float64 // per-second concurrency, last 60 s
-	lastTraffic              int
-	lastWait, lastMean       time.Duration
-	cpuPerReq, cpuReq        float64 // cores
-	startup                  int     // seconds
+	syncServed, syncArrived float64 // since the last autoscaler sync
+	syncSecs                int     // seconds since the last autoscaler sync
+	hpaRecs                 []rec
+	kpaConc                 []float64 // per-second concurrency, last 60 s
+	lastTraffic             int
+	cpuPerReq, cpuReq       float64 // cores
+	startup                 int     // seconds
 }
 
 type memPaths struct {
@@ -284,9 +348,10 @@ type pod struct {
 	old     bool // replaced by a rollout; removed when a new pod is ready
 
 	ok, failed, sum, count float64
-	buckets                []float64
+	hist                   []float64 // served per bucket, not cumulative (last: +Inf)
 	cpu                    []float64 // per container, CPU-seconds
 	series                 []*ser
+	free                   servers
 }
 
 type ser struct {
@@ -294,7 +359,7 @@ type ser struct {
 	cache any
 }
 
-func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
+func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) {
 	name := c.Namespace + "/" + c.Name
 	if c.Replicas > MaxPodsPerWorkload {
 		return nil, fmt.Errorf("sim workload %s: %w", name, errTooManyPods("replicas", int64(c.Replicas)))
@@ -306,7 +371,16 @@ func newWorkload(w *World, c *spec.SimWorkload) (*workload, error) {
 		return nil, fmt.Errorf("sim workload %s: %w", name, errTooManyPods("knative.minScale", int64(c.Knative.MinScale)))
 	}
 	wl := &workload{w: w, cfg: c, replicas: max(c.Replicas, 0), startup: int(c.Startup.D() / time.Second),
-		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30}
+		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30,
+		src: src, rng: rand.New(rand.NewPCG(src.seed, 0x90d5)), svc: c.ServiceTime.D().Seconds()}
+	wl.servers = concurrency(c.PerPodRPS, wl.svc)
+	targets := make([]time.Duration, len(c.Targets))
+	for i, d := range c.Targets {
+		targets[i] = d.D()
+	}
+	ts := seconds(targets)
+	wl.buckets = bucketsWith(ts)
+	wl.tracker = newTracker(c.Namespace, c.Name, ts, wl.buckets, len(w.trace.Rate))
 	configured := make(map[addrs.Path]string, len(c.Managers))
 	for k, m := range c.Managers {
 		p, err := addrs.ParsePath(k)
@@ -402,66 +476,110 @@ func (wl *workload) ready(s int) int {
 func (wl *workload) addPod(readyFrom int) {
 	wl.podSeq++
 	p := &pod{name: fmt.Sprintf("%s-%x-%d", wl.cfg.Name, wl.gen, wl.podSeq), readyAt: readyFrom + wl.startup, gen: wl.gen,
-		buckets: make([]float64, len(Buckets)), cpu: make([]float64, len(wl.cfg.Containers))}
+		hist: make([]float64, len(wl.buckets)+1), cpu: make([]float64, len(wl.cfg.Containers)), free: newServers(wl.servers)}
 	wl.pods = append(wl.pods, p)
 }
 
-// step runs second s of this workload with the given arrival rate.
-func (wl *workload) step(s int, arrivals float64) {
-	wl.autoscale(s, arrivals)
+// step runs second s of this workload: its autoscaler, its pods, then
+// every request arriving in it, in time order, after those still waiting
+// for a pod.
+func (wl *workload) step(s int) {
+	wl.buf = wl.src.second(s, wl.buf[:0])
+	wl.autoscale(s, len(wl.buf)+len(wl.pending))
 	wl.reconcilePods(s)
-
-	ready := wl.ready(s)
-	out := Step(SecondIn{Arrivals: arrivals, Backlog: wl.backlog, Ready: ready, PerPodRPS: wl.cfg.PerPodRPS, ServiceTime: wl.cfg.ServiceTime.D()})
-	wl.arrived += arrivals
-	wl.served += out.Served
-	wl.dropped += out.Dropped
-	wl.backlog = out.Backlog
-	wl.syncServed += out.Served
-	wl.syncArrived += arrivals
+	wl.readyPods = wl.readyPods[:0]
+	for _, p := range wl.pods {
+		if p.readyAt <= s {
+			wl.readyPods = append(wl.readyPods, p)
+		}
+	}
+	t := wl.tracker
+	t.begin(s)
+	var conc float64
+	// Those waiting for a pod go first, from the second a pod is ready;
+	// past MaxWait they are refused.
+	if len(wl.pending) > 0 {
+		kept := wl.pending[:0]
+		for _, a := range wl.pending {
+			switch {
+			case float64(s)-a.at > MaxWait:
+				wl.drop()
+			case len(wl.readyPods) > 0:
+				conc += wl.serve(a, float64(s))
+			default:
+				kept = append(kept, a)
+			}
+		}
+		wl.pending = kept
+	}
+	for _, a := range wl.buf {
+		t.arrive(len(wl.readyPods) == 0)
+		if len(wl.readyPods) == 0 {
+			wl.pending = append(wl.pending, a)
+			continue
+		}
+		conc += wl.serve(a, a.at)
+	}
+	wl.syncArrived += float64(len(wl.buf))
 	wl.syncSecs++
-	wl.lastWait, wl.lastMean = out.Wait, out.Mean
-	if arrivals > 0 {
+	if len(wl.buf) > 0 {
 		wl.lastTraffic = s
 	}
-	// Knative's concurrency: requests in flight, by Little's law.
-	conc := out.Served*(out.Wait+out.Mean).Seconds() + out.Backlog
-	wl.kpaConc = append(wl.kpaConc, conc)
+	// Knative's concurrency: requests in flight, by Little's law (the
+	// request-seconds of latency begun this second), and those waiting.
+	wl.kpaConc = append(wl.kpaConc, conc+float64(len(wl.pending)))
 	if len(wl.kpaConc) > 60 {
 		wl.kpaConc = wl.kpaConc[1:]
 	}
-
-	var perPod, failPerPod float64
-	if ready > 0 {
-		perPod = out.Served / float64(ready)
-	}
-	if len(wl.pods) > 0 {
-		failPerPod = out.Dropped / float64(len(wl.pods))
-	}
 	for _, p := range wl.pods {
-		p.failed += failPerPod
-		if p.readyAt > s {
-			continue
-		}
-		p.ok += perPod
-		p.count += perPod
-		p.sum += perPod * (out.Wait + out.Mean).Seconds()
-		for i, le := range Buckets {
-			p.buckets[i] += perPod * FractionWithin(le, out.Wait, out.Mean)
-		}
 		for i := range p.cpu {
-			idle := 0.002
-			if i == 0 {
-				p.cpu[i] += perPod*wl.cpuPerReq + idle
-			} else {
-				p.cpu[i] += idle
-			}
+			p.cpu[i] += idleCPU
 		}
 	}
+	t.end(s, len(wl.pods), len(wl.readyPods))
+}
+
+// idleCPU is what each container burns a second with no request (cores).
+const idleCPU = 0.002
+
+// serve sends a request to a ready pod chosen at random, arriving there at
+// `at` (later than a.at when it waited for a pod), and returns its latency
+// (0 when refused).
+func (wl *workload) serve(a arrival, at float64) float64 {
+	p := wl.readyPods[wl.rng.IntN(len(wl.readyPods))]
+	service := a.cost * wl.svc
+	finish, ok := p.free.take(at, service, a.at+MaxWait)
+	if !ok {
+		p.failed++
+		wl.tracker.dropped()
+		return 0
+	}
+	lat := finish - a.at
+	p.ok++
+	p.count++
+	p.sum += lat
+	b, _ := slices.BinarySearch(wl.buckets, lat)
+	p.hist[b]++
+	if len(p.cpu) > 0 {
+		p.cpu[0] += wl.cpuPerReq * a.cost
+	}
+	wl.syncServed++
+	wl.tracker.served(lat)
+	return lat
+}
+
+// drop refuses a request that waited too long for a pod: a 503 from a pod
+// if there is one (as the activator or a load balancer in front of them
+// answers), counted by the world in any case.
+func (wl *workload) drop() {
+	if len(wl.pods) > 0 {
+		wl.pods[wl.rng.IntN(len(wl.pods))].failed++
+	}
+	wl.tracker.dropped()
 }
 
 // autoscale runs the workload's autoscaler on its own period.
-func (wl *workload) autoscale(s int, arrivals float64) {
+func (wl *workload) autoscale(s int, arrivals int) {
 	switch {
 	case wl.hpa != nil:
 		if s%15 == 0 {
@@ -630,8 +748,10 @@ func (wl *workload) emit(t int64) {
 			p.series = wl.podSeries(p)
 		}
 		vals := append(wl.vals[:0], p.ok, p.failed)
-		for i := range Buckets {
-			vals = append(vals, p.buckets[i])
+		var cum float64
+		for i := range wl.buckets {
+			cum += p.hist[i]
+			vals = append(vals, cum)
 		}
 		vals = append(vals, p.count, p.sum, p.count, 1)
 		for i, ct := range wl.cfg.Containers {
@@ -660,7 +780,7 @@ func (wl *workload) podSeries(p *pod) []*ser {
 		mk("__name__", "http_requests_total", "namespace", ns, "app", app, "pod", p.name, "code", "200"),
 		mk("__name__", "http_requests_total", "namespace", ns, "app", app, "pod", p.name, "code", "503"),
 	}
-	for _, le := range Buckets {
+	for _, le := range wl.buckets {
 		out = append(out, mk("__name__", "http_request_duration_seconds_bucket", "namespace", ns, "app", app, "pod", p.name, "le", strconv.FormatFloat(le, 'f', -1, 64)))
 	}
 	out = append(out,
