@@ -272,10 +272,6 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 				entry.User = &v // adoption: the value the workload had
 			}
 		}
-		if has && cur == d.Value {
-			entry.Policy = nil
-			continue
-		}
 		specs := d.Specs()
 		rules := make([]gate.Rules, 0, len(specs))
 		primary := 0
@@ -293,6 +289,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		ch := gate.Change{Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attr.Path]}
 		dec := gate.Evaluate(now, gitops, rules, primary, ch, entry)
+		if has && cur == d.Value {
+			// Nothing to change: the policies saw it (a stability window
+			// is not restarted by a recommendation equal to the current
+			// value within its tolerance).
+			continue
+		}
 		if has && cur == dec.Value && o.Exists && dec.Hold == nil && d.Conflict == "" {
 			// Capped or bounded to where it already is: nothing to do.
 			continue

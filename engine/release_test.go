@@ -126,11 +126,11 @@ func TestAmbiguousQueryIsAnErrorAtItsField(t *testing.T) {
 	e, p := world(t, plainWL+checkout(""), nfr("plain", "  signals: {rps: 'sum by (app) (rate(http_requests_total[1m]))'}\n"))
 	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
 	for _, n := range pl.Errors {
-		if strings.Contains(n.Message, "spec.signals.rps: the query answers 2 series where one is expected") && n.Pos.Line == 9 {
+		if strings.Contains(n.Message, "spec.signals.rps: the query answers 2 series where one is expected") && n.Pos.Line == 10 {
 			return
 		}
 	}
-	t.Fatalf("want an error at spec.signals.rps (line 9):\n%s", text(pl))
+	t.Fatalf("want an error at spec.signals.rps (line 10):\n%s", text(pl))
 }
 
 // TestRenamedSpecTakesOver: a spec renamed (or replaced by another on the

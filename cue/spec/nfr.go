@@ -45,6 +45,7 @@ const (
 type NFRSpec struct {
 	Target       Target         `json:"target"`
 	Autoscaler   *Autoscaler    `json:"autoscaler,omitempty"`
+	Policy       string         `json:"policy"`
 	Throughput   *Throughput    `json:"throughput,omitempty"`
 	CPUPerPod    MilliCPU       `json:"cpuPerPod"`
 	Latency      *Latency       `json:"latency,omitempty"`
@@ -69,14 +70,29 @@ type Autoscaler struct {
 	MaxReplicas int  `json:"maxReplicas,omitempty"`
 }
 
+// Replicas policies of an NFR.
+const (
+	// PolicySLO sizes replicas for the p99 target from a queueing model
+	// (engine/decide/nfr's SLORecommendation).
+	PolicySLO = "slo"
+	// PolicyReference is the reference's formula, kept exact.
+	PolicyReference = "reference"
+)
+
 // Throughput is the throughput target.
 type Throughput struct {
 	MinRPS float64 `json:"minRPS"`
+	// Floor is the share of MinRPS the slo policy never sizes below,
+	// whatever traffic it measures.
+	Floor Percent `json:"floor"`
 }
 
 // Latency is the latency target.
 type Latency struct {
 	P99 Duration `json:"p99"`
+	// ServiceTime is a request's mean service time at no load; absent,
+	// the slo policy estimates it from the lowest mean latency measured.
+	ServiceTime *Duration `json:"serviceTime,omitempty"`
 }
 
 // MemorySpec mirrors #MemorySpec.
@@ -114,6 +130,11 @@ type Safety struct {
 	Tolerance      Percent  `json:"tolerance"`
 	Cooldown       Duration `json:"cooldown"`
 	MaxReplicaStep Percent  `json:"maxReplicaStep"`
+	// MaxReplicaStepUp bounds an increase instead of MaxReplicaStep.
+	MaxReplicaStepUp *Percent `json:"maxReplicaStepUp,omitempty"`
+	// ScaleUp is immediate (an increase of replicas skips stability and
+	// cooldown) or stable (it waits as a decrease does).
+	ScaleUp string `json:"scaleUp"`
 	MaxMemoryStep  Percent  `json:"maxMemoryStep"`
 	MaxReplicas    int      `json:"maxReplicas,omitempty"`
 	MaxMemory      *Bytes   `json:"maxMemory,omitempty"`

@@ -237,7 +237,8 @@ func TestGateProperties(t *testing.T) {
 			}
 			before := window(t, e, "nfr")
 			d := Evaluate(now, gitops, []Rules{rules}, 0, Change{Current: values.CountOf(cur), HasCurrent: true, Desired: values.CountOf(want), Manager: manager}, e)
-			if !d.Apply {
+			if !d.Apply || d.Value.Int() == cur {
+				// Held, or nothing to change (the engine writes nothing).
 				continue
 			}
 			w := window(t, e, "nfr")
@@ -305,4 +306,76 @@ func bounds(bs []plan.Bound) string {
 		out = append(out, b.String())
 	}
 	return strings.Join(out, "; ")
+}
+
+// TestAsymmetricGate: with ImmediateUp an increase passes at once, inside
+// a cooldown and with no window, bounded by MaxStepUp; a decrease still
+// waits out the cooldown and a whole window, and then goes only as far as
+// the highest recommendation the window saw.
+func TestAsymmetricGate(t *testing.T) {
+	r := enforce()
+	pol := nfrPolicy()
+	pol.ImmediateUp, pol.MaxStepUp = true, 1.0
+	r.Policy = pol
+	e := &state.Entry{Applied: &state.Applied{Value: values.CountOf(4), At: t0}}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	// 10 s after an apply, 4 → 9: up at once, bounded to +100% of 4 = 8.
+	d := Evaluate(at(10), gitops, []Rules{r}, 0, replicaChange(4, 9), e)
+	if !d.Apply || d.Value != values.CountOf(8) || !strings.Contains(bounds(d.Bounds), "+100% of 4") {
+		t.Fatalf("increase: %+v", d)
+	}
+	e.Applied = &state.Applied{Value: values.CountOf(8), At: at(10)}
+	// A decrease: held by the cooldown, then by a fresh window.
+	if d := Evaluate(at(60), gitops, []Rules{r}, 0, replicaChange(8, 5), e); d.Apply || d.Hold.Kind != plan.HoldCooldown {
+		t.Fatalf("decrease in cooldown: %+v", d)
+	}
+	if d := Evaluate(at(130), gitops, []Rules{r}, 0, replicaChange(8, 5), e); d.Apply || d.Hold.Kind != plan.HoldStability {
+		t.Fatalf("decrease, window just open: %+v", d)
+	}
+	// The recommendation flips to the current value's neighbour and back:
+	// 6 is within ±1 of the anchor 5, so the window goes on, and it is
+	// the window's highest.
+	if d := Evaluate(at(200), gitops, []Rules{r}, 0, replicaChange(8, 6), e); d.Apply || held(d) != "stable 70 s of 180 s" {
+		t.Fatalf("flip: %+v", d)
+	}
+	// After the window: down to its highest, 6 (not the latest, 5).
+	d = Evaluate(at(310), gitops, []Rules{r}, 0, replicaChange(8, 5), e)
+	if !d.Apply || d.Value != values.CountOf(6) {
+		t.Fatalf("decrease after the window: %+v", d)
+	}
+	// The same decrease without ImmediateUp's counterpart is unchanged,
+	// and an increase without ImmediateUp waits like a decrease.
+	r.Policy = nfrPolicy()
+	e = &state.Entry{}
+	if d := Evaluate(at(0), gitops, []Rules{r}, 0, replicaChange(4, 9), e); d.Apply || d.Hold.Kind != plan.HoldStability {
+		t.Fatalf("stable increase: %+v", d)
+	}
+}
+
+// TestWindowSurvivesCurrentValue: a recommendation equal to the current
+// value (no change wanted) keeps the window it is within tolerance of; a
+// window whose highest is the current value starts over when it ends, so
+// an old high does not hold a decrease back for ever.
+func TestWindowSurvivesCurrentValue(t *testing.T) {
+	r := enforce()
+	e := &state.Entry{}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	Evaluate(at(0), gitops, []Rules{r}, 0, replicaChange(5, 4), e)
+	Evaluate(at(60), gitops, []Rules{r}, 0, replicaChange(5, 5), e) // no change wanted
+	if w := window(t, e, "nfr"); w == nil || !w.OpenedAt.Equal(t0) || w.High != values.CountOf(5) {
+		t.Fatalf("window after a recommendation of the current value: %+v", w)
+	}
+	// At 180 s the window ends with its highest 5 = current: nothing to
+	// do, and a new window opens at the latest (4).
+	d := Evaluate(at(180), gitops, []Rules{r}, 0, replicaChange(5, 4), e)
+	if d.Value != values.CountOf(5) {
+		t.Fatalf("the window's high should hold the value: %+v", d)
+	}
+	if w := window(t, e, "nfr"); w == nil || !w.OpenedAt.Equal(at(180)) || w.High != values.CountOf(4) {
+		t.Fatalf("the window should start over: %+v", w)
+	}
+	// Stable at 4 for a whole window: down to 4.
+	if d := Evaluate(at(360), gitops, []Rules{r}, 0, replicaChange(5, 4), e); !d.Apply || d.Value != values.CountOf(4) {
+		t.Fatalf("decrease after a clean window: %+v", d)
+	}
 }

@@ -80,6 +80,15 @@ type Signals struct {
 	P99        *float64 // seconds
 	WorkingSet map[string]float64
 	Missing    map[string]string
+
+	// For the slo policy: the peak short-window arrival rate over a
+	// recent window (requests/s, refused ones included: they are demand
+	// too), the lowest mean latency over a longer one (seconds: the
+	// service-time estimate), and the fit of CPU on RPS over it.
+	Peak        *float64
+	ServiceTime *float64
+	Fit         *Fit
+	FitOK       bool // Fit has a usable slope (FitMoments)
 }
 
 // Input is everything one decision needs.
@@ -158,6 +167,83 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 	return rec, why, true
 }
 
+// SLORecommendation sizes replicas for the p99 target (the slo policy):
+// the rate to serve is the largest of the measured rate, its recent peak
+// and the floor share of minRPS; a pod serves cpuPerPod ÷ the marginal CPU
+// per request (idle CPU removed) at 100%; it is run at the highest
+// utilisation whose p99 meets the target in an M/M/c model of the pod (c =
+// the requests it serves at once, from the service time); the count is
+// multiplied by the feedback factor when the measured p99 is over the
+// target. It returns the recommendation and every number it used, or ok
+// false with the reason there is none.
+func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok bool) {
+	if sig.RPS == nil {
+		return 0, "no replicas recommendation: requests per second " + missing(sig, "rps"), false
+	}
+	if sig.CPUMilli == nil {
+		return 0, "no replicas recommendation: CPU usage " + missing(sig, "cpu"), false
+	}
+	rps, cpu := *sig.RPS, *sig.CPUMilli
+	if rps < NoTraffic {
+		return 0, fmt.Sprintf("no replicas recommendation: measured %s req/s is ~0", num(rps)), false
+	}
+	var fit Fit
+	fitOK := false
+	if sig.Fit != nil {
+		fit, fitOK = *sig.Fit, sig.FitOK
+	}
+	cost, ok := MarginalCost(rps, cpu, fit, fitOK)
+	if !ok {
+		return 0, fmt.Sprintf("no replicas recommendation: no CPU cost per request from %s req/s and %.0fm", num(rps), cpu), false
+	}
+	peak := math.NaN()
+	if sig.Peak != nil {
+		peak = *sig.Peak
+	}
+	rate, rateWhy := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
+	var target, p99, svc float64
+	svcWhy := ""
+	if s.Latency != nil {
+		target = s.Latency.P99.D().Seconds()
+		switch {
+		case s.Latency.ServiceTime != nil:
+			svc, svcWhy = s.Latency.ServiceTime.D().Seconds(), "given"
+		case sig.ServiceTime != nil:
+			svc, svcWhy = *sig.ServiceTime, "lowest mean latency over 30m"
+		}
+	}
+	if sig.P99 != nil {
+		p99 = *sig.P99
+	}
+	z := SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+	var b strings.Builder
+	fmt.Fprintf(&b, "ceil(%s ÷ (ρ %.2f × %s req/s a pod)) = %d", rateWhy, z.Rho, num(round1(z.PerPod)), int64(math.Ceil(z.Raw-1e-9)))
+	fmt.Fprintf(&b, "; a pod: %dm ÷ %s", s.CPUPerPod, cost.Why)
+	switch {
+	case target == 0:
+		fmt.Fprintf(&b, "; no latency target: ρ %.2f", z.Rho)
+	case svc == 0:
+		fmt.Fprintf(&b, "; service time %s: ρ %.2f", missing(sig, "serviceTime"), z.Rho)
+	case !z.Feasible:
+		fmt.Fprintf(&b, "; p99 %s cannot be met at any load with service time %s (%s) in M/M/%d: ρ %.2f", dur(target), dur(svc), svcWhy, int(z.Servers), z.Rho)
+	default:
+		fmt.Fprintf(&b, "; ρ: p99 ≤ %s in M/M/%d with service time %s (%s)", dur(target), int(z.Servers), dur(svc), svcWhy)
+	}
+	if target > 0 {
+		switch {
+		case sig.P99 == nil:
+			b.WriteString("; measured p99 " + missing(sig, "p99"))
+		case z.Feedback > 1:
+			fmt.Fprintf(&b, "; p99 %s > %s: ×%.2f = %d", dur(p99), dur(target), z.Feedback, z.Replicas)
+		default:
+			fmt.Fprintf(&b, "; p99 %s ≤ %s", dur(p99), dur(target))
+		}
+	}
+	return z.Replicas, b.String(), true
+}
+
+func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
 func missing(sig Signals, name string) string {
 	if r, ok := sig.Missing[name]; ok {
 		return "missing (" + r + ")"
@@ -175,6 +261,9 @@ func replicas(in Input, out *Output) {
 		latency = s.Latency.P99.D()
 	}
 	rec, why, ok := ReplicasRecommendation(s.Throughput.MinRPS, s.CPUPerPod, latency, in.Signals)
+	if s.Policy != spec.PolicyReference {
+		rec, why, ok = SLORecommendation(s, in.Signals)
+	}
 	if !ok {
 		out.note(Replicas, "%s", why)
 		return

@@ -118,6 +118,9 @@ func nfrSpec(kind string) *spec.NFR {
 	n.Kind, n.Metadata.Name, n.Metadata.Namespace = "NFR", "checkout", "shop"
 	n.Spec.Target = spec.Target{Kind: kind, Name: "checkout"}
 	n.Spec.Throughput = &spec.Throughput{MinRPS: 400}
+	// The targets and paths are what these tests check: the reference
+	// formula's hand-computed 6 (TestSLORecommendation checks slo's).
+	n.Spec.Policy = spec.PolicyReference
 	n.Spec.CPUPerPod = 500
 	n.Spec.Latency = &spec.Latency{P99: spec.Duration(250 * time.Millisecond)}
 	n.Spec.Memory = mem(1.2, 1.5, 64*spec.MiB, 4*spec.GiB)
@@ -243,5 +246,69 @@ func TestDecideHoldsWithoutData(t *testing.T) {
 	out = Decide(Input{Spec: s, Target: object("Deployment", true, podTemplate()), Signals: small})
 	if find(out, ContainerAttr("function", "requests")) != nil || !strings.Contains(out.Notes[0].Text, "within 20%/64Mi") {
 		t.Fatalf("threshold: %+v", out)
+	}
+}
+
+// TestSLORecommendation: hand-computed sizings. The fit says 4m a request
+// and 120m idle (mean 1320m / 300 req/s = 4.4m); a pod serves 500m ÷ 4m =
+// 125 req/s at 100%; with a 40 ms service time it serves c = 5 at once;
+// the highest utilisation of an M/M/5 with S = 40 ms whose p99 is within
+// 250 ms is 0.8097 (slo_test.go); the peak 350 req/s is the largest rate,
+// so 350 / (0.8097 × 125) = 3.458 → 4, and a p99 of 500 ms (twice the
+// target) multiplies by 1 + 0.5 ln 2 = 1.347: 4.657 → 5.
+func TestSLORecommendation(t *testing.T) {
+	st := spec.Duration(40 * time.Millisecond)
+	base := func() spec.NFRSpec {
+		n := nfrSpec("Deployment").Spec
+		n.Policy = spec.PolicySLO
+		n.Throughput.Floor = 0.5
+		n.Latency.ServiceTime = &st
+		return n
+	}
+	fit := &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}
+	sig := func(rps, cpu, peak, p99 float64) Signals {
+		return Signals{RPS: f(rps), CPUMilli: f(cpu), Peak: f(peak), P99: f(p99), Fit: fit, FitOK: true}
+	}
+	cases := []struct {
+		name string
+		spec func() spec.NFRSpec
+		sig  Signals
+		want int64
+		why  []string
+	}{
+		{"peak, within target", base, sig(300, 1320, 350, 0.2), 4,
+			[]string{"ceil(peak 350 req/s ÷ (ρ 0.81 × 125 req/s a pod)) = 4", "500m ÷ marginal 4m/req (fit over 30 points, R² 0.98, idle 120m removed)", "ρ: p99 ≤ 250ms in M/M/5 with service time 40ms (given)", "p99 200ms ≤ 250ms"}},
+		{"feedback", base, sig(300, 1320, 350, 0.5), 5, []string{"p99 500ms > 250ms: ×1.35 = 5"}},
+		// Quiet traffic: the floor, 50% × 400 = 200 req/s: 200/(0.8097 ×
+		// 125) = 1.98 → 2.
+		{"floor", base, sig(100, 520, 120, 0.1), 2, []string{"floor 50% × 400 = 200 req/s", "= 2"}},
+		// No service time given nor measured: utilisation 0.7, 350/(0.7 ×
+		// 125) = 4.
+		{"no service time", func() spec.NFRSpec { n := base(); n.Latency.ServiceTime = nil; return n }, sig(300, 1320, 350, 0.2), 4, []string{"service time missing: ρ 0.70"}},
+		// Measured: 40 ms estimated is the same sizing.
+		{"estimated service time", func() spec.NFRSpec { n := base(); n.Latency.ServiceTime = nil; return n },
+			func() Signals { s := sig(300, 1320, 350, 0.2); s.ServiceTime = f(0.04); return s }(), 4, []string{"service time 40ms (lowest mean latency over 30m)"}},
+		// A 150 ms target is below the service's own p99 (40 ms × ln 100 =
+		// 184 ms): said, and sized at 0.7 (350/87.5 = 4), the measured
+		// 200 ms over it adding 1 + 0.5 ln(4/3) = 1.14: 4.58 → 5.
+		{"infeasible", func() spec.NFRSpec { n := base(); n.Latency.P99 = spec.Duration(150 * time.Millisecond); return n }, sig(300, 1320, 350, 0.2), 5, []string{"cannot be met at any load", "ρ 0.70", "×1.14 = 5"}},
+		// Without a fit, the mean cost 4.4m: a pod 113.6 req/s, 350 /
+		// (0.8097 × 113.6) = 3.8 → 4 — and the reason the fit is not used.
+		{"no fit", base, Signals{RPS: f(300), CPUMilli: f(1320), Peak: f(350), P99: f(0.2)}, 4, []string{"mean cost 4.4m/req"}},
+	}
+	for _, c := range cases {
+		got, why, ok := SLORecommendation(c.spec(), c.sig)
+		if !ok || got != c.want {
+			t.Errorf("%s: %d (%v) %q, want %d", c.name, got, ok, why, c.want)
+			continue
+		}
+		for _, w := range c.why {
+			if !strings.Contains(why, w) {
+				t.Errorf("%s: %q lacks %q", c.name, why, w)
+			}
+		}
+	}
+	if _, why, ok := SLORecommendation(base(), Signals{RPS: f(0), CPUMilli: f(5)}); ok || !strings.Contains(why, "~0") {
+		t.Errorf("no traffic: %v %q", ok, why)
 	}
 }

@@ -40,6 +40,32 @@ const (
 	QueryP99 = `histogram_quantile(0.99, sum by (namespace, app, le) (rate(http_request_duration_seconds_bucket[1m])))`
 )
 
+// Queries of the slo policy, grouped the same way. The peak is the
+// largest 30 s arrival rate (refused requests included: they are demand)
+// over the last 5 minutes; the service time the lowest 1-minute mean
+// latency over 30 minutes (at the quietest minute a request waits least);
+// the fit of CPU on RPS uses their moments over 30 one-minute points,
+// from which engine/decide/nfr solves the least squares.
+const (
+	QueryPeak        = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
+	QueryServiceTime = `min_over_time((sum by (namespace, app) (rate(http_request_duration_seconds_sum[1m])) / sum by (namespace, app) (rate(http_request_duration_seconds_count[1m])))[30m:1m])`
+	// fitX and fitY are RPS served and CPU (millicores), both by
+	// namespace and app.
+	fitX = `sum by (namespace, app) (rate(http_requests_total{code!~"5.."}[1m]))`
+	fitY = `sum by (namespace, app) (label_replace(sum by (namespace, label_app) (rate(container_cpu_usage_seconds_total[1m]) * on(namespace, pod) group_left(label_app) kube_pod_labels), "app", "$1", "label_app", "(.*)")) * 1000`
+)
+
+// fitMoments are the queries of the fit's moments, in FitMoments' order:
+// n, mean x, mean y, mean x², mean xy, mean y².
+var fitMoments = [6]string{
+	`count_over_time((` + fitX + `)[30m:1m])`,
+	`avg_over_time((` + fitX + `)[30m:1m])`,
+	`avg_over_time((` + fitY + `)[30m:1m])`,
+	`avg_over_time(((` + fitX + `) ^ 2)[30m:1m])`,
+	`avg_over_time((` + fitX + ` * ` + fitY + `)[30m:1m])`,
+	`avg_over_time(((` + fitY + `) ^ 2)[30m:1m])`,
+}
+
 // QueryWorkingSet is the mean over pods of each container's working set
 // averaged over window.
 func QueryWorkingSet(window time.Duration) string {
@@ -165,6 +191,27 @@ func signalsFor(t *engine.Tick, n *spec.NFR) (nfr.Signals, []plan.Note) {
 	s.RPS = pick(n.Spec.Signals.RPS, QueryRPS, "rps", "namespace", "app")
 	s.CPUMilli = pick(n.Spec.Signals.CPU, QueryCPU, "cpu", "namespace", "label_app")
 	s.P99 = pick(n.Spec.Signals.P99, QueryP99, "p99", "namespace", "app")
+	if n.Spec.Policy != spec.PolicyReference && n.Spec.Throughput != nil {
+		s.Peak = grouped(QueryPeak, "peak", "namespace", "app")
+		if n.Spec.Latency != nil && n.Spec.Latency.ServiceTime == nil {
+			s.ServiceTime = grouped(QueryServiceTime, "serviceTime", "namespace", "app")
+		}
+		var m [6]float64
+		ok := true
+		for i, q := range fitMoments {
+			v := grouped(q, "fit", "namespace", "app")
+			if v == nil {
+				ok = false
+				break
+			}
+			m[i] = *v
+		}
+		if ok {
+			f, good := nfr.FitMoments(m[0], m[1], m[2], m[3], m[4], m[5])
+			f.N = m[0]
+			s.Fit, s.FitOK = &f, good
+		}
+	}
 	if n.Spec.Enforcement.Memory == spec.ModeOff {
 		return s, errs
 	}
@@ -254,6 +301,11 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 	pol := gate.Stability{Key: "nfr", Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D()}
 	if d == nfr.Replicas {
 		r.Mode, pol.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
+		// An increase of replicas is needed to meet the targets now.
+		pol.ImmediateUp = s.Safety.ScaleUp != "stable"
+		if s.Safety.MaxReplicaStepUp != nil {
+			pol.MaxStepUp = float64(*s.Safety.MaxReplicaStepUp)
+		}
 		if s.Safety.MaxReplicas > 0 {
 			r.Cap, r.CapField = values.CountOf(int64(s.Safety.MaxReplicas)), "safety.maxReplicas"
 		}
