@@ -51,7 +51,7 @@ fmt:
 # applies as they happen and a summary.
 demo: build
 	./$(BIN) validate specs/
-	./$(BIN) sim specs/
+	./$(BIN) sim --baseline specs/
 
 # Tools the tests run for real. Today: the cue CLI at the library's version
 # (for the `cue vet` parity test). Later: kube-apiserver + etcd, prometheus,

@@ -50,7 +50,10 @@ func copySpecs(t testing.TB, edits ...[3]string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range edits {
+	// These tests drive the loop's mechanics (windows, cooldowns,
+	// requeues, saved plans) through checkout's increase: they want it to
+	// wait for its window, as an increase under scaleUp: stable does.
+	for _, e := range append([][3]string{stableUp}, edits...) {
 		p := filepath.Join(dst, e[0])
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -68,6 +71,9 @@ func copySpecs(t testing.TB, edits ...[3]string) string {
 
 // Edits that let one-shot runs apply at once: the sim world is frozen at
 // its start time, so a stability window would never fill.
+// stableUp makes checkout's increases wait like its decreases.
+var stableUp = [3]string{"checkout.nfr.yaml", "safety: {", "safety: {scaleUp: stable, "}
+
 var quick = [][3]string{
 	{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"},
 	{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s}"},
@@ -103,8 +109,10 @@ func golden(t *testing.T, name, got string) {
 func TestPlanGolden(t *testing.T) {
 	dir := copySpecs(t)
 	out, errOut, code := runCLI(t, "plan", "--detailed-exitcode", dir)
-	// Everything is held (default stability, observe mode): exit 0.
-	if code != 0 || errOut != "" {
+	// fib's increase goes through at once (scaleUp: immediate, the
+	// default); everything else is held (checkout's increase waits under
+	// scaleUp: stable, memory by stability or observe mode): exit 2.
+	if code != 2 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	golden(t, "plan.txt", normalize(out, dir))
@@ -287,7 +295,7 @@ func TestSimCommand(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("%d %s", code, errOut)
 	}
-	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "Replica-hours shop/checkout", "p99 over target  NFR/shop/checkout"} {
+	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "shop/checkout (p99 ≤ 250ms)", "  setpoint  "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}

@@ -45,6 +45,9 @@ func addTrustFlags(cmd *cobra.Command) {
 type envPaths struct {
 	state string // the engine's state file
 	trace string // the sim world's trace ("" without a sim provider)
+	// workloadTraces are the sim workloads' own traces, by index (""
+	// for a workload replaying the config's).
+	workloadTraces []string
 	// plugins are the pluginPath entries searched; refused are those left
 	// out because they lie inside the spec directory.
 	plugins, refused []string
@@ -109,6 +112,12 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 				continue
 			}
 			out.trace = check(fmt.Sprintf("spec.providers.%d.config.trace", i), "trace", cfg.Trace)
+			out.workloadTraces = make([]string, len(cfg.Workloads))
+			for j, wl := range cfg.Workloads {
+				if wl.Trace != "" {
+					out.workloadTraces[j] = check(fmt.Sprintf("spec.providers.%d.config.workloads.%d.trace", i, j), "trace", wl.Trace)
+				}
+			}
 		case "kubernetes":
 			var kc spec.KubernetesConfig
 			if json.Unmarshal(p.Config, &kc) != nil {

@@ -14,9 +14,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
-	nfrkind "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/state"
-	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/simreport"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -25,7 +24,8 @@ func newSimCmd() *cobra.Command {
 	var o simOptions
 	var speed float64
 	var until string
-	var asJSON, quiet bool
+	var asJSON, quiet, baseline bool
+	var reportDir string
 	cmd := &cobra.Command{
 		Use:   "sim DIR",
 		Short: "Run the reconcile loop on virtual time against the sim world, to the trace's end",
@@ -70,6 +70,18 @@ rather than go on with a new, empty world.`,
 			if err != nil {
 				return err
 			}
+			if baseline {
+				if err := runBaselines(cmd.Context(), args[0], o, w, end, sum, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
+			}
+			if reportDir != "" {
+				files, err := writeReport(reportDir, w, sum)
+				if err != nil {
+					return fmt.Errorf("--report: %w", err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %d files to %s (index.html)\n", len(files), reportDir)
+			}
 			if asJSON {
 				return jsonOut(cmd.OutOrStdout()).Encode(sum)
 			}
@@ -86,6 +98,8 @@ rather than go on with a new, empty world.`,
 	cmd.Flags().StringVar(&until, "until", "", "stop here, inside the trace: RFC 3339 or an offset from the trace's start")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
+	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, and compare")
+	cmd.Flags().StringVar(&reportDir, "report", "", "write plots (SVG, PNG) of replicas, request rate and p99 against its target per workload, and an index page, into this directory")
 	return cmd
 }
 
@@ -124,19 +138,81 @@ func simEnd(tr *sim.Trace, until string) (time.Time, error) {
 
 // Summary of a sim run.
 type Summary struct {
-	Virtual      string             `json:"virtual"`
-	Wall         string             `json:"wall"`
-	Ticks        int                `json:"ticks"`
-	Applies      int                `json:"applies"`
-	Failed       int                `json:"failed"`
-	Held         map[string]int     `json:"held"`
-	ReplicaHours map[string]float64 `json:"replicaHours"`
-	// OverLatency is, per NFR with a latency target, the time its p99 was
-	// above it, and the time it was measured at all.
-	OverLatency map[string]string `json:"overLatency"`
-	Final       map[string]string `json:"final"`
-	over        map[string]time.Duration
-	measured    map[string]time.Duration
+	Virtual string         `json:"virtual"`
+	Wall    string         `json:"wall"`
+	Ticks   int            `json:"ticks"`
+	Applies int            `json:"applies"`
+	Failed  int            `json:"failed"`
+	Held    map[string]int `json:"held"`
+	// Workloads are what the world measured for each workload an NFR
+	// targets, from every request it simulated.
+	Workloads []WorkloadResult `json:"workloads"`
+	// Baselines are the same world replayed otherwise (--baseline).
+	Baselines []Variant `json:"baselines,omitempty"`
+	// Fixed is, per workload, time over target at each fixed replica
+	// count tried (--baseline).
+	Fixed map[string][]FixedPoint `json:"fixed,omitempty"`
+	Final map[string]string       `json:"final"`
+}
+
+// Variant is one replay of the world.
+type Variant struct {
+	Name      string           `json:"name"`
+	Workloads []WorkloadResult `json:"workloads"`
+}
+
+// WorkloadResult is one workload's figures in one replay.
+type WorkloadResult struct {
+	Workload string `json:"workload"` // namespace/name
+	Target   string `json:"target,omitempty"`
+	// OverExact and OverHist are the shares (%) of seconds whose
+	// trailing-minute p99 was over the target: exactly, from every
+	// request, and as the world's histogram (with a bucket at the target)
+	// says.
+	OverExact    float64 `json:"overExactPct"`
+	OverHist     float64 `json:"overHistogramPct"`
+	Late         float64 `json:"latePct"` // requests over the target, refused ones included
+	Dropped      int64   `json:"dropped"`
+	Cold         int64   `json:"coldStarts"`
+	ReplicaHours float64 `json:"replicaHours"`
+	Applies      int     `json:"applies"`
+	report       sim.Report
+	markers      []simreport.Marker
+}
+
+// FixedPoint is a fixed replica count and how it did.
+type FixedPoint struct {
+	Replicas     int     `json:"replicas"`
+	OverExact    float64 `json:"overExactPct"`
+	ReplicaHours float64 `json:"replicaHours"`
+}
+
+// simWorkload is a workload an NFR targets, with its latency target.
+type simWorkload struct {
+	addr   addrs.Object
+	target time.Duration
+}
+
+// targets lists the workloads the NFRs target, in spec order.
+func (w *workspace) simWorkloads() []simWorkload {
+	var out []simWorkload
+	seen := map[addrs.Object]int{}
+	for _, n := range w.nfrs {
+		a := addrs.Object{Provider: "sim", Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
+		var t time.Duration
+		if n.Spec.Latency != nil {
+			t = n.Spec.Latency.P99.D()
+		}
+		if i, ok := seen[a]; ok {
+			if t > 0 && (out[i].target == 0 || t < out[i].target) {
+				out[i].target = t
+			}
+			continue
+		}
+		seen[a] = len(out)
+		out = append(out, simWorkload{addr: a, target: t})
+	}
+	return out
 }
 
 // runSim runs the loop to end. The world lives only in the sim provider
@@ -149,8 +225,7 @@ type Summary struct {
 // restart backoff; a run that is cheap to repeat is better failed than
 // patched.)
 func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out io.Writer) (*Summary, error) {
-	sum := &Summary{Held: map[string]int{}, ReplicaHours: map[string]float64{}, OverLatency: map[string]string{}, Final: map[string]string{},
-		over: map[string]time.Duration{}, measured: map[string]time.Duration{}}
+	sum := &Summary{Held: map[string]int{}, Final: map[string]string{}}
 	tick := w.env.Spec.Tick.D()
 	if tick <= 0 {
 		tick = 5 * time.Second
@@ -158,15 +233,10 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 	st := state.New()
 	start := w.trace.Start
 	wallStart := time.Now()
-	var workloads []addrs.Object
-	seen := map[addrs.Object]bool{}
-	for _, n := range w.nfrs {
-		a := addrs.Object{Provider: "sim", Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}
-		if !seen[a] {
-			seen[a] = true
-			workloads = append(workloads, a)
-		}
-	}
+	wls := w.simWorkloads()
+	markers := map[string][]simreport.Marker{}
+	applies := map[string]int{}
+	key := func(a addrs.Object) string { return a.Namespace + "/" + a.Name }
 	// 0 when the provider runs in process: nothing can exit on its own.
 	pid := w.mgr.Pid("sim")
 	lost := func(at time.Time) error {
@@ -191,6 +261,10 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		p := w.eng.Plan(ctx, now, st, nil)
 		for _, h := range p.Held {
 			sum.Held[h.Held.Kind.String()]++
+			if h.Dimension == "replicas" {
+				k := key(h.Address)
+				markers[k] = append(markers[k], simreport.Marker{At: now.Sub(start), Text: fmt.Sprintf("held %s %s → %s: %s", shortAttr(h.Attribute), h.From, h.To, h.Held)})
+			}
 		}
 		if !p.Empty() {
 			for _, r := range w.eng.Apply(ctx, now, p, st) {
@@ -202,61 +276,87 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 				}
 				sum.Applies++
 				c := r.Change
+				k := key(c.Address)
+				applies[k]++
+				if c.Dimension == "replicas" {
+					markers[k] = append(markers[k], simreport.Marker{At: now.Sub(start), Applied: true, Text: fmt.Sprintf("%s %s → %s", shortAttr(c.Attribute), c.From, c.To)})
+				}
 				fmt.Fprintf(out, "[%s] %s %s %s: %s → %s (wanted %s: %s)\n", at, c.Action.Symbol(), c.Address, shortAttr(c.Attribute), c.From, c.To, c.Wanted, c.Reason)
 			}
 		}
-		sum.measure(ctx, w, now, tick, workloads)
 		if err := lost(now); err != nil {
 			return nil, err
 		}
 	}
 	sum.Virtual = end.Sub(start).Round(time.Second).String()
 	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
-	for k, d := range sum.over {
-		m := sum.measured[k]
-		pct := 0.0
-		if m > 0 {
-			pct = 100 * float64(d) / float64(m)
-		}
-		sum.OverLatency[k] = fmt.Sprintf("%s of %s (%.1f%%)", d, m, pct)
+	var as []addrs.Object
+	for _, wl := range wls {
+		as = append(as, wl.addr)
 	}
-	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: workloads})
+	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: as})
 	if err := lost(end); err != nil {
 		return nil, err
 	}
 	for _, o := range resp.Objects {
 		sum.Final[o.Address.String()] = "ready " + o.Attributes[sim.AttrReadyReplicas].String()
 	}
+	results, err := readReports(ctx, w, end, wls)
+	if err != nil {
+		return nil, err
+	}
+	for i := range results {
+		results[i].Applies = applies[results[i].Workload]
+		results[i].markers = markers[results[i].Workload]
+	}
+	sum.Workloads = results
 	return sum, nil
 }
 
-// measure accumulates replica-hours and time over each latency target.
-func (s *Summary) measure(ctx context.Context, w *workspace, now time.Time, tick time.Duration, workloads []addrs.Object) {
-	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: now, Addresses: workloads})
-	for _, o := range resp.Objects {
-		if n, ok := o.Attributes[sim.AttrReadyReplicas]; ok && n.Type() == values.Count {
-			s.ReplicaHours[o.Address.Namespace+"/"+o.Address.Name] += float64(n.Int()) * tick.Hours()
+// readReports reads the world's report of each workload at end.
+func readReports(ctx context.Context, w *workspace, end time.Time, wls []simWorkload) ([]WorkloadResult, error) {
+	var as []addrs.Object
+	for _, wl := range wls {
+		a := wl.addr
+		a.Kind = sim.KindReport
+		as = append(as, a)
+	}
+	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: as})
+	if len(resp.Objects) != len(as) {
+		return nil, fmt.Errorf("reading the sim world's reports: %d of %d", len(resp.Objects), len(as))
+	}
+	out := make([]WorkloadResult, len(wls))
+	for i, o := range resp.Objects {
+		r, err := sim.DecodeReport(o)
+		if err != nil {
+			return nil, fmt.Errorf("reading the sim world's report: %w", err)
 		}
+		out[i] = result(r, wls[i].target)
 	}
-	r, err := w.eng.Signals.Query(ctx, nfrkind.QueryP99, now)
-	if err != nil {
-		return
+	return out, nil
+}
+
+// result sums up a report against a latency target (0: none).
+func result(r sim.Report, target time.Duration) WorkloadResult {
+	res := WorkloadResult{Workload: r.Namespace + "/" + r.Name, Dropped: r.Dropped, Cold: r.Cold,
+		ReplicaHours: float64(r.PodSeconds) / 3600, report: r}
+	if target <= 0 {
+		return res
 	}
-	p99 := r.By("namespace", "app")
-	for _, n := range w.nfrs {
-		if n.Spec.Latency == nil {
+	res.Target = target.String()
+	for _, t := range r.Targets {
+		if math.Abs(t.Target-target.Seconds()) > 1e-9 {
 			continue
 		}
-		v, ok := p99[n.Metadata.Namespace+"/"+n.Spec.Target.Name]
-		if !ok {
-			continue
+		if r.Measured > 0 {
+			res.OverExact = 100 * float64(t.OverExact) / float64(r.Measured)
+			res.OverHist = 100 * float64(t.OverHist) / float64(r.Measured)
 		}
-		id := n.ID()
-		s.measured[id] += tick
-		if time.Duration(v*float64(time.Second)) > n.Spec.Latency.P99.D() {
-			s.over[id] += tick
+		if r.Arrived > 0 {
+			res.Late = 100 * float64(t.Late) / float64(r.Arrived)
 		}
 	}
+	return res
 }
 
 func shortAttr(p addrs.Path) string {
@@ -270,12 +370,36 @@ func (s *Summary) print(w io.Writer) {
 	if len(s.Held) > 0 {
 		fmt.Fprintf(w, "Held (change × tick): %s\n", joinCounts(s.Held))
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.ReplicaHours)) {
-		fmt.Fprintf(w, "Replica-hours %-22s %6.2f\n", k, s.ReplicaHours[k])
+	fmt.Fprintln(w)
+	fmt.Fprint(w, s.table())
+}
+
+// table compares the variants per workload. Time over target is the
+// share of seconds whose trailing-minute p99 was over it, exactly and as
+// the histogram says; late is the share of requests over it.
+func (s *Summary) table() string {
+	var b strings.Builder
+	variants := append([]Variant{{Name: "setpoint", Workloads: s.Workloads}}, s.Baselines...)
+	for i, wl := range s.Workloads {
+		head := wl.Workload
+		if wl.Target != "" {
+			head += " (p99 ≤ " + wl.Target + ")"
+		}
+		fmt.Fprintf(&b, "%-34s %22s %7s %8s %6s %9s %7s\n", head, "time over exact / hist", "late", "dropped", "cold", "replica-h", "applies")
+		for _, v := range variants {
+			if i >= len(v.Workloads) {
+				continue
+			}
+			r := v.Workloads[i]
+			over, late := "-", "-"
+			if r.Target != "" {
+				over, late = fmt.Sprintf("%5.1f%% / %5.1f%%", r.OverExact, r.OverHist), fmt.Sprintf("%.2f%%", r.Late)
+			}
+			fmt.Fprintf(&b, "  %-32s %22s %7s %8d %6d %9.2f %7d\n", v.Name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
+		}
+		fmt.Fprintln(&b)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.OverLatency)) {
-		fmt.Fprintf(w, "p99 over target  %-22s %s\n", k, s.OverLatency[k])
-	}
+	return b.String()
 }
 
 func joinCounts(m map[string]int) string {

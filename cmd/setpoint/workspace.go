@@ -21,6 +21,8 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	// The kinds the loop reconciles register their deciders.
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/confine"
@@ -58,7 +60,10 @@ type workspace struct {
 	// config's start on the sim world (a fixed virtual time), the wall
 	// clock otherwise.
 	trace *sim.Trace
-	now   time.Time
+	// simCfg is the sim config as the provider got it (absolute paths,
+	// latency targets added): what sim's baselines rebuild the world from.
+	simCfg spec.SimConfig
+	now    time.Time
 	// mu guards eng.Specs and eng.Env, which watch replaces per reconcile
 	// while event goroutines read them.
 	mu sync.Mutex
@@ -197,9 +202,16 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			// The provider gets absolute paths, checked here: it resolves
 			// nothing against the spec directory itself.
 			simCfg.Trace = paths.trace
+			for j := range simCfg.Workloads {
+				if j < len(paths.workloadTraces) && paths.workloadTraces[j] != "" {
+					simCfg.Workloads[j].Trace = paths.workloadTraces[j]
+				}
+			}
 			if o.trace != "" {
 				simCfg.Trace, _ = filepath.Abs(o.trace)
 			}
+			addTargets(&simCfg, w.nfrs, w.env)
+			w.simCfg = simCfg
 			if o.rateScale > 0 {
 				simCfg.RateScale = o.rateScale
 			}
@@ -296,4 +308,32 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 	// ran, the save goes through (a provider call has its own timeout).
 	_, err = w.state.Save(context.WithoutCancel(ctx), st)
 	return err
+}
+
+// addTargets puts each NFR's p99 target into the sim workload it targets,
+// so the world's histogram has a bucket at the target (a p99 read from
+// buckets around it is a guess) and its report counts the requests over it.
+func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
+	def := ""
+	if len(env.Spec.Providers) > 0 {
+		def = env.Spec.Providers[0].Name
+	}
+	for _, n := range nfrs {
+		if n.Spec.Latency == nil {
+			continue
+		}
+		prov := n.Spec.Target.Provider
+		if prov == "" {
+			prov = def
+		}
+		if prov != "sim" {
+			continue
+		}
+		for i := range cfg.Workloads {
+			wl := &cfg.Workloads[i]
+			if wl.Kind == n.Spec.Target.Kind && wl.Namespace == n.Metadata.Namespace && wl.Name == n.Spec.Target.Name && !slices.Contains(wl.Targets, n.Spec.Latency.P99) {
+				wl.Targets = append(wl.Targets, n.Spec.Latency.P99)
+			}
+		}
+	}
 }

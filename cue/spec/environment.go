@@ -271,6 +271,15 @@ func (e *Environment) CheckFiles(baseDir string) []FieldError {
 			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.providers.%d.config.trace", i),
 				Message: "trace " + msg, Expected: "a trace file, relative to the Environment file's directory"})
 		}
+		for j, wl := range c.Workloads {
+			if wl.Trace == "" {
+				continue
+			}
+			if msg := checkRegularFile(wl.Trace, baseDir); msg != "" {
+				errs = append(errs, FieldError{Path: fmt.Sprintf("spec.providers.%d.config.workloads.%d.trace", i, j),
+					Message: "trace " + msg, Expected: "a trace file, relative to the Environment file's directory"})
+			}
+		}
 	}
 	return errs
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,6 +344,8 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 	for _, a := range req.Addresses {
 		if o := p.World.byKey[a.Key()]; o != nil {
 			resp.Objects = append(resp.Objects, o.toObject(a, p.World.sec))
+		} else if r, ok := p.World.Report(a.Namespace, a.Name); ok && a.Kind == KindReport {
+			resp.Objects = append(resp.Objects, reportObject(a, r))
 		} else {
 			resp.Objects = append(resp.Objects, providers.Object{Address: a})
 		}
@@ -482,4 +485,76 @@ func failAll(cs []providers.ObjectChange, err error) []providers.ObjectResult {
 func (w *World) record(cs []Change) {
 	w.changes = slices.Insert(w.changes, w.applied, cs...)
 	w.applied += len(cs)
+}
+
+// KindReport is the kind of the object through which the world hands out
+// a workload's Report (attribute AttrReport, a structured value): sim
+// reads it at the end of a run, across the process boundary.
+const KindReport = "SimReport"
+
+// AttrReport is the Report of a SimReport object.
+var AttrReport = addrs.MustPath("report")
+
+func reportObject(a providers.Address, r Report) providers.Object {
+	o := providers.Object{Address: a}
+	b, err := json.Marshal(nanToNull(r))
+	if err != nil {
+		return o
+	}
+	v, err := values.StructuredOf(b)
+	if err != nil {
+		return o
+	}
+	o.Exists = true
+	o.Attributes = map[addrs.Path]values.Value{AttrReport: v}
+	return o
+}
+
+// nanToNull makes a report's points JSON: NaN (no requests) and +Inf
+// (everything refused) are not numbers JSON has; they travel as -1 and
+// -2, which no latency or rate can be, and DecodeReport turns back.
+func nanToNull(r Report) Report {
+	fix := func(xs []float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			switch {
+			case math.IsNaN(x):
+				out[i] = -1
+			case math.IsInf(x, 0):
+				out[i] = -2
+			default:
+				out[i] = x
+			}
+		}
+		return out
+	}
+	r.Points = Points{Ready: fix(r.Points.Ready), RPS: fix(r.Points.RPS), P99: fix(r.Points.P99), P99Exact: fix(r.Points.P99Exact)}
+	return r
+}
+
+// DecodeReport reads the Report of a SimReport object.
+func DecodeReport(o providers.Object) (Report, error) {
+	v, ok := o.Attributes[AttrReport]
+	if !o.Exists || !ok {
+		return Report{}, fmt.Errorf("%s: no report", o.Address)
+	}
+	var r Report
+	if err := json.Unmarshal(v.JSON(), &r); err != nil {
+		return Report{}, fmt.Errorf("%s: %w", o.Address, err)
+	}
+	back := func(xs []float64) {
+		for i, x := range xs {
+			switch x {
+			case -1:
+				xs[i] = math.NaN()
+			case -2:
+				xs[i] = math.Inf(1)
+			}
+		}
+	}
+	back(r.Points.Ready)
+	back(r.Points.RPS)
+	back(r.Points.P99)
+	back(r.Points.P99Exact)
+	return r, nil
 }
