@@ -93,7 +93,7 @@ spec:
   policy: reference
   throughput: {minRPS: 400}
   enforcement: {replicas: enforce, memory: observe}
-  safety: {stability: 0s}
+  safety: {stability: 0s, scaleUp: stable}
 ` + extra
 }
 

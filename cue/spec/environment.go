@@ -68,12 +68,12 @@ type State struct {
 
 // SimConfig mirrors #SimConfig: the sim world's trace, options and workloads.
 type SimConfig struct {
-	Trace     string        `json:"trace"`
-	RateScale float64       `json:"rateScale"`
-	Thin      float64       `json:"thin"`
-	Speed     float64       `json:"speed"`
-	Start     Duration      `json:"start"`
-	Window    *TraceWindow  `json:"window,omitempty"`
+	Trace     string       `json:"trace"`
+	RateScale float64      `json:"rateScale"`
+	Thin      float64      `json:"thin"`
+	Speed     float64      `json:"speed"`
+	Start     Duration     `json:"start"`
+	Window    *TraceWindow `json:"window,omitempty"`
 	// Scaling is how rateScale scales the trace: superpose (default) or
 	// clone; ServiceTimes how each request's service time is drawn:
 	// tokens or exponential ("": tokens when the trace has them).

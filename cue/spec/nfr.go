@@ -134,10 +134,10 @@ type Safety struct {
 	MaxReplicaStepUp *Percent `json:"maxReplicaStepUp,omitempty"`
 	// ScaleUp is immediate (an increase of replicas skips stability and
 	// cooldown) or stable (it waits as a decrease does).
-	ScaleUp string `json:"scaleUp"`
-	MaxMemoryStep  Percent  `json:"maxMemoryStep"`
-	MaxReplicas    int      `json:"maxReplicas,omitempty"`
-	MaxMemory      *Bytes   `json:"maxMemory,omitempty"`
+	ScaleUp       string  `json:"scaleUp"`
+	MaxMemoryStep Percent `json:"maxMemoryStep"`
+	MaxReplicas   int     `json:"maxReplicas,omitempty"`
+	MaxMemory     *Bytes  `json:"maxMemory,omitempty"`
 }
 
 // UnmarshalJSON applies DefaultMaxReplicas when the JSON has no cap: the
