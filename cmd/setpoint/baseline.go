@@ -125,6 +125,7 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			res := result(r, wl.target)
 			curve[res.Workload] = append(curve[res.Workload], FixedPoint{Replicas: n[i], OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
 			if done[i] || res.OverExact <= mine[i].OverExact+1e-9 || n[i] >= maxFixed {
+				res.Fixed = n[i]
 				done[i], best[i] = true, res
 				continue
 			}
@@ -135,14 +136,7 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			break
 		}
 	}
-	names := ""
-	for i := range wls {
-		if names != "" {
-			names += ", "
-		}
-		names += fmt.Sprint(n[i])
-	}
-	return Variant{Name: "fixed " + names + " (as good as setpoint)", Workloads: best}, curve, nil
+	return Variant{Name: "fixed", Workloads: best}, curve, nil
 }
 
 // writeReport draws the run and its baselines.

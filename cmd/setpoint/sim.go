@@ -176,8 +176,10 @@ type WorkloadResult struct {
 	Cold         int64   `json:"coldStarts"`
 	ReplicaHours float64 `json:"replicaHours"`
 	Applies      int     `json:"applies"`
-	report       sim.Report
-	markers      []simreport.Marker
+	// Fixed is the replica count of a fixed baseline (0 otherwise).
+	Fixed   int `json:"fixedReplicas,omitempty"`
+	report  sim.Report
+	markers []simreport.Marker
 }
 
 // FixedPoint is a fixed replica count and how it did.
@@ -385,7 +387,7 @@ func (s *Summary) table() string {
 		if wl.Target != "" {
 			head += " (p99 ≤ " + wl.Target + ")"
 		}
-		fmt.Fprintf(&b, "%-34s %22s %7s %8s %6s %9s %7s\n", head, "time over exact / hist", "late", "dropped", "cold", "replica-h", "applies")
+		fmt.Fprintf(&b, "%-38s %22s %7s %8s %6s %9s %7s\n", head, "time over exact / hist", "late", "dropped", "cold", "replica-h", "applies")
 		for _, v := range variants {
 			if i >= len(v.Workloads) {
 				continue
@@ -395,7 +397,11 @@ func (s *Summary) table() string {
 			if r.Target != "" {
 				over, late = fmt.Sprintf("%5.1f%% / %5.1f%%", r.OverExact, r.OverHist), fmt.Sprintf("%.2f%%", r.Late)
 			}
-			fmt.Fprintf(&b, "  %-32s %22s %7s %8d %6d %9.2f %7d\n", v.Name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
+			name := v.Name
+			if r.Fixed > 0 {
+				name = fmt.Sprintf("fixed %d pods (as good as setpoint)", r.Fixed)
+			}
+			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d\n", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
 		}
 		fmt.Fprintln(&b)
 	}

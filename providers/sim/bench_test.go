@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/setpoint-dev/setpoint/cue/load"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func BenchmarkFullTrace100Workloads(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		store := embedded.NewStore(0)
-		w, err := NewWithTrace(spec.SimConfig{Seed: 1, Workloads: wls}, tr, Options{Sink: store})
+		w, err := NewWithTrace(spec.SimConfig{Seed: 1, RateScale: 80, Workloads: wls}, tr, Options{Sink: store})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,4 +50,44 @@ func BenchmarkFullTrace100Workloads(b *testing.B) {
 	virtual := tr.Duration().Seconds() * float64(b.N)
 	b.ReportMetric(virtual/b.Elapsed().Seconds(), "virtual-s/s")
 	b.ReportMetric(float64(series), "live-series")
+}
+
+// BenchmarkShippedWorld runs the demo's world (specs/: three workloads,
+// the shipped trace superposed 80 times, every request simulated) to the
+// trace's end without metrics: the cost of one baseline replay.
+func BenchmarkShippedWorld(b *testing.B) {
+	env := loadEnv(b, "../../specs")
+	cfg, err := Config(env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var requests float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w, err := New(cfg, Options{BaseDir: "../../specs"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.AdvanceTo(w.End())
+		for _, wl := range cfg.Workloads {
+			t, _ := w.Totals(wl.Namespace, wl.Name)
+			requests += t.Arrived
+		}
+	}
+	b.ReportMetric(requests/b.Elapsed().Seconds(), "requests/s")
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/replay")
+}
+
+func loadEnv(tb testing.TB, dir string) *spec.Environment {
+	tb.Helper()
+	l, err := load.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res := l.LoadDir(dir)
+	env := res.Environment()
+	if env == nil || len(res.Diags) > 0 {
+		tb.Fatalf("%s: %v", dir, res.Diags)
+	}
+	return env
 }
