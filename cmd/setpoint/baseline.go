@@ -126,6 +126,9 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			curve[res.Workload] = append(curve[res.Workload], FixedPoint{Replicas: n[i], OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
 			if done[i] || res.OverExact <= mine[i].OverExact+1e-9 || n[i] >= maxFixed {
 				res.Fixed = n[i]
+				if res.OverExact > mine[i].OverExact+1e-9 {
+					res.Fixed = -n[i] // not reached
+				}
 				done[i], best[i] = true, res
 				continue
 			}

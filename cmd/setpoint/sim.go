@@ -176,7 +176,8 @@ type WorkloadResult struct {
 	Cold         int64   `json:"coldStarts"`
 	ReplicaHours float64 `json:"replicaHours"`
 	Applies      int     `json:"applies"`
-	// Fixed is the replica count of a fixed baseline (0 otherwise).
+	// Fixed is the replica count of a fixed baseline (0 otherwise;
+	// negative: the most tried, still worse than setpoint).
 	Fixed   int `json:"fixedReplicas,omitempty"`
 	report  sim.Report
 	markers []simreport.Marker
@@ -398,8 +399,11 @@ func (s *Summary) table() string {
 				over, late = fmt.Sprintf("%5.1f%% / %5.1f%%", r.OverExact, r.OverHist), fmt.Sprintf("%.2f%%", r.Late)
 			}
 			name := v.Name
-			if r.Fixed > 0 {
+			switch {
+			case r.Fixed > 0:
 				name = fmt.Sprintf("fixed %d pods (as good as setpoint)", r.Fixed)
+			case r.Fixed < 0:
+				name = fmt.Sprintf("fixed %d pods (not as good: the most tried)", -r.Fixed)
 			}
 			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d\n", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
 		}

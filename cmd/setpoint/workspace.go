@@ -211,10 +211,10 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 				simCfg.Trace, _ = filepath.Abs(o.trace)
 			}
 			addTargets(&simCfg, w.nfrs, w.env)
-			w.simCfg = simCfg
 			if o.rateScale > 0 {
 				simCfg.RateScale = o.rateScale
 			}
+			w.simCfg = simCfg
 			if cfg.Config, err = json.Marshal(simCfg); err != nil {
 				return nil, err
 			}

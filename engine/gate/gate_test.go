@@ -379,3 +379,17 @@ func TestWindowSurvivesCurrentValue(t *testing.T) {
 		t.Fatalf("decrease after a clean window: %+v", d)
 	}
 }
+
+// TestDecreaseNeverAboveCapOrCurrent: the window's high is kept after the
+// cap, and a decrease never turns into an increase.
+func TestDecreaseNeverAboveCapOrCurrent(t *testing.T) {
+	r := enforce()
+	r.Cap, r.CapField = values.CountOf(100), "safety.maxReplicas"
+	e := &state.Entry{}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	Evaluate(at(0), gitops, []Rules{r}, 0, replicaChange(100, 105), e)
+	d := Evaluate(at(200), gitops, []Rules{r}, 0, replicaChange(100, 97), e)
+	if d.Value.Int() > 100 {
+		t.Fatalf("a decrease went to %s, above the cap and the current 100", d.Value)
+	}
+}

@@ -99,11 +99,13 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		fresh := in.Applied == nil || !old.OpenedAt.Before(in.Applied.At)
 		if ok && fresh && values.Within(old.Anchor, wanted, s.Tolerance) {
 			w = &old
-			if !w.High.IsValid() || w.High.Type() != wanted.Type() || wanted.Compare(w.High) > 0 {
-				w.High = wanted
+			// The high is kept after the cap: a decrease must never land
+			// above it.
+			if !w.High.IsValid() || w.High.Type() != in.Desired.Type() || in.Desired.Compare(w.High) > 0 {
+				w.High = in.Desired
 			}
 		} else {
-			w = &Window{OpenedAt: in.Now, Anchor: wanted, High: wanted}
+			w = &Window{OpenedAt: in.Now, Anchor: wanted, High: in.Desired}
 		}
 	}
 	target := in.Desired
@@ -111,8 +113,9 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		// A decrease goes only as far as the highest recommendation of
 		// the window (never above the cap the desired value carries).
 		target = w.High
-		if in.Desired.Compare(in.Wanted) < 0 && target.Compare(in.Desired) > 0 {
-			target = in.Desired
+		if in.HasCurrent && target.Compare(in.Current) > 0 {
+			// A decrease never turns into an increase.
+			target = in.Current
 		}
 	}
 	v.Value = target
@@ -135,7 +138,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	case in.HasCurrent && v.Value == in.Current && s.Stability > 0:
 		// The window ran its course and its highest is where things are:
 		// start over from now, so the high it saw ages out.
-		w = &Window{OpenedAt: in.Now, Anchor: wanted, High: wanted}
+		w = &Window{OpenedAt: in.Now, Anchor: wanted, High: in.Desired}
 	}
 	if w == nil {
 		return v, nil

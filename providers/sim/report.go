@@ -176,7 +176,9 @@ func (t *tracker) end(s, pods, ready int) {
 			}
 		}
 	}
-	if (s+1)%t.r.Step == 0 {
+	// Past MaxPoints (a world run on past its trace's end) the series
+	// stop: the report stays bounded.
+	if (s+1)%t.r.Step == 0 && len(t.r.Points.Ready) < MaxPoints {
 		p := &t.r.Points
 		p.Ready = append(p.Ready, float64(ready))
 		p.RPS = append(p.RPS, float64(t.arrived)/float64(t.r.Step))
