@@ -98,6 +98,8 @@ type tickResult struct {
 	// nested is r indexed by group labels then one sub-label (one
 	// label set per expression).
 	nested map[string]map[string]float64
+	// series is a matrix r indexed the same way, to each series' points.
+	series map[string]map[string][]signals.Point
 }
 
 // Query evaluates expr at the tick's time, once per tick.
@@ -161,6 +163,33 @@ func (t *Tick) Nested(expr, sub string, labels ...string) (map[string]map[string
 		t.cache[expr] = tr
 	}
 	return tr.nested, r, nil
+}
+
+// Series indexes a grouped matrix result (a subquery) two levels deep,
+// once per tick, as Nested does: by the values of labels, then by the
+// value of sub, to each series' points.
+func (t *Tick) Series(expr, sub string, labels ...string) (map[string]map[string][]signals.Point, signals.Result, error) {
+	r, err := t.Query(expr)
+	if err != nil {
+		return nil, r, err
+	}
+	tr := t.cache[expr]
+	if tr.series == nil {
+		parts := make([]string, len(labels))
+		tr.series = map[string]map[string][]signals.Point{}
+		for _, smp := range r.Samples {
+			for i, l := range labels {
+				parts[i] = smp.Labels[l]
+			}
+			k := strings.Join(parts, "/")
+			if tr.series[k] == nil {
+				tr.series[k] = map[string][]signals.Point{}
+			}
+			tr.series[k][smp.Labels[sub]] = smp.Points
+		}
+		t.cache[expr] = tr
+	}
+	return tr.series, r, nil
 }
 
 type noSource struct{}

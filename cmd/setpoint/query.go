@@ -81,6 +81,13 @@ func printResult(cmd *cobra.Command, res signals.Result) {
 			fmt.Fprintln(out, strconv.FormatFloat(s.Value, 'g', -1, 64))
 			continue
 		}
+		if res.Kind == signals.Matrix {
+			fmt.Fprintf(out, "%s\n", s.Labels)
+			for _, p := range s.Points {
+				fmt.Fprintf(out, "  %s @ %s\n", strconv.FormatFloat(p.V, 'g', -1, 64), p.T.Format(time.RFC3339))
+			}
+			continue
+		}
 		fmt.Fprintf(out, "%s %s\n", s.Labels, strconv.FormatFloat(s.Value, 'g', -1, 64))
 	}
 	if res.Dropped > 0 {

@@ -38,10 +38,17 @@ func (l Labels) String() string {
 	return b.String()
 }
 
-// Sample is one value of a result.
+// Sample is one value of a result, or one series of a matrix (Points).
 type Sample struct {
 	Labels Labels  `json:"labels"`
 	Value  float64 `json:"value"`
+	Points []Point `json:"points,omitempty"`
+}
+
+// Point is one value of a series at a time.
+type Point struct {
+	T time.Time `json:"t"`
+	V float64   `json:"v"`
 }
 
 // Kind says whether a result came from a vector or a scalar expression.
@@ -51,6 +58,9 @@ type Kind string
 const (
 	Vector Kind = "vector"
 	Scalar Kind = "scalar"
+	// Matrix is a range vector (a subquery such as `(expr)[30m:1m]`):
+	// each sample holds its series' points, never NaN or Inf.
+	Matrix Kind = "matrix"
 )
 
 // Result is the outcome of one evaluation. Samples never hold NaN or Inf:
@@ -87,6 +97,9 @@ func (r Result) Value() (float64, error) {
 	}
 	if len(r.Samples) > 1 {
 		return 0, fmt.Errorf("%s: %d samples where one was expected", r.Expr, len(r.Samples))
+	}
+	if r.Kind == Matrix {
+		return 0, fmt.Errorf("%s: a range of values where one was expected", r.Expr)
 	}
 	return r.Samples[0].Value, nil
 }

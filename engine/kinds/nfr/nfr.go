@@ -44,8 +44,9 @@ const (
 // largest 30 s arrival rate (refused requests included: they are demand)
 // over the last 5 minutes; the service time the lowest 1-minute mean
 // latency over 30 minutes (at the quietest minute a request waits least);
-// the fit of CPU on RPS uses their moments over 30 one-minute points,
-// from which engine/decide/nfr solves the least squares.
+// the fit of CPU on RPS pairs the two over 30 one-minute points (one
+// subquery for both: each is evaluated once), and engine/decide/nfr
+// solves the least squares.
 const (
 	QueryPeak        = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
 	QueryServiceTime = `min_over_time((sum by (namespace, app) (rate(http_request_duration_seconds_sum[1m])) / sum by (namespace, app) (rate(http_request_duration_seconds_count[1m])))[30m:1m])`
@@ -55,15 +56,22 @@ const (
 	fitY = `sum by (namespace, app) (label_replace(sum by (namespace, label_app) (rate(container_cpu_usage_seconds_total[1m]) * on(namespace, pod) group_left(label_app) kube_pod_labels), "app", "$1", "label_app", "(.*)")) * 1000`
 )
 
-// fitMoments are the queries of the fit's moments, in FitMoments' order:
-// n, mean x, mean y, mean x², mean xy, mean y².
-var fitMoments = [6]string{
-	`count_over_time((` + fitX + `)[30m:1m])`,
-	`avg_over_time((` + fitX + `)[30m:1m])`,
-	`avg_over_time((` + fitY + `)[30m:1m])`,
-	`avg_over_time(((` + fitX + `) ^ 2)[30m:1m])`,
-	`avg_over_time((` + fitX + ` * ` + fitY + `)[30m:1m])`,
-	`avg_over_time(((` + fitY + `) ^ 2)[30m:1m])`,
+// QueryFit is RPS and CPU of every workload over the last 30 minutes at
+// one-minute steps, told apart by the label "series" (rps, cpu).
+const QueryFit = `(label_replace(` + fitX + `, "series", "rps", "", "") or label_replace(` + fitY + `, "series", "cpu", "", ""))[30m:1m]`
+
+// pair returns the values of x and y at the times both have one.
+func pair(x, y []signals.Point) (xs, ys []float64) {
+	at := make(map[int64]float64, len(y))
+	for _, p := range y {
+		at[p.T.UnixMilli()] = p.V
+	}
+	for _, p := range x {
+		if v, ok := at[p.T.UnixMilli()]; ok {
+			xs, ys = append(xs, p.V), append(ys, v)
+		}
+	}
+	return xs, ys
 }
 
 // QueryWorkingSet is the mean over pods of each container's working set
@@ -196,20 +204,13 @@ func signalsFor(t *engine.Tick, n *spec.NFR) (nfr.Signals, []plan.Note) {
 		if n.Spec.Latency != nil && n.Spec.Latency.ServiceTime == nil {
 			s.ServiceTime = grouped(QueryServiceTime, "serviceTime", "namespace", "app")
 		}
-		var m [6]float64
-		ok := true
-		for i, q := range fitMoments {
-			v := grouped(q, "fit", "namespace", "app")
-			if v == nil {
-				ok = false
-				break
+		if m, _, err := t.Series(QueryFit, "series", "namespace", "app"); err == nil {
+			if sr, ok := m[key]; ok {
+				xs, ys := pair(sr["rps"], sr["cpu"])
+				f, good := nfr.FitLine(xs, ys)
+				f.N = float64(len(xs))
+				s.Fit, s.FitOK = &f, good
 			}
-			m[i] = *v
-		}
-		if ok {
-			f, good := nfr.FitMoments(m[0], m[1], m[2], m[3], m[4], m[5])
-			f.N = m[0]
-			s.Fit, s.FitOK = &f, good
 		}
 	}
 	if n.Spec.Enforcement.Memory == spec.ModeOff {

@@ -103,8 +103,23 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 		} else {
 			res.Dropped = 1
 		}
+	case promql.Matrix:
+		res.Kind = signals.Matrix
+		for _, series := range v {
+			smp := signals.Sample{Labels: toLabels(series.Metric)}
+			for _, p := range series.Floats {
+				if signals.Usable(p.F) {
+					smp.Points = append(smp.Points, signals.Point{T: time.UnixMilli(p.T).UTC(), V: p.F})
+				}
+			}
+			if len(smp.Points) == 0 {
+				res.Dropped++
+				continue
+			}
+			res.Samples = append(res.Samples, smp)
+		}
 	default:
-		return res, fmt.Errorf("%q evaluates to a %s; a vector or scalar is needed", expr, r.Value.Type())
+		return res, fmt.Errorf("%q evaluates to a %s; a vector, scalar or matrix is needed", expr, r.Value.Type())
 	}
 	return res, nil
 }

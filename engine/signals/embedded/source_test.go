@@ -210,3 +210,24 @@ func TestRequestedNamesOnlyForScrapes(t *testing.T) {
 		t.Fatalf("direct append lost: %+v", r)
 	}
 }
+
+// TestSubqueryMatrix: a subquery gives each series' points at its steps,
+// NaN points left out, and a series with none counted as dropped.
+func TestSubqueryMatrix(t *testing.T) {
+	s := NewStore(0)
+	src := NewSource(s)
+	put(t, s, labels.FromStrings("__name__", "g", "app", "a"), map[int]float64{0: 1, 60: 2, 120: 3})
+	put(t, s, labels.FromStrings("__name__", "g", "app", "b"), map[int]float64{0: math.NaN(), 60: math.NaN(), 120: math.NaN()})
+	r := query(t, src, `g[2m:1m]`, 120)
+	if r.Kind != signals.Matrix || len(r.Samples) != 1 || r.Dropped != 1 {
+		t.Fatalf("%+v", r)
+	}
+	got := r.Samples[0]
+	// Steps at 60 s and 120 s (a subquery's range is left-open).
+	if got.Labels["app"] != "a" || len(got.Points) != 2 || got.Points[0].V != 2 || !got.Points[0].T.Equal(at(60)) || got.Points[1].V != 3 {
+		t.Fatalf("points %+v", got)
+	}
+	if _, err := r.Value(); err == nil {
+		t.Error("a matrix gave a single value")
+	}
+}
