@@ -11,7 +11,9 @@ import (
 // TestPair keeps only the times both series have, in x's order.
 func TestPair(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pt := func(min int, v float64) signals.Point { return signals.Point{T: t0.Add(time.Duration(min) * time.Minute), V: v} }
+	pt := func(min int, v float64) signals.Point {
+		return signals.Point{T: t0.Add(time.Duration(min) * time.Minute), V: v}
+	}
 	x := []signals.Point{pt(0, 10), pt(1, 20), pt(2, 30), pt(4, 50)}
 	y := []signals.Point{pt(1, 200), pt(2, 300), pt(3, 400), pt(4, 500)}
 	xs, ys := pair(x, y)
