@@ -70,74 +70,93 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 	return nil
 }
 
-// fixedBaseline runs the world without autoscalers, every workload at a
-// fixed count of pods, from 1 upward, until each workload's time over
-// target is at most setpoint's (or maxFixed). The world alone runs in
-// process: no loop, no provider. A workload without a latency target
-// keeps its count of 1.
+// fixedBaseline finds, for each workload with a latency target, the
+// smallest fixed count of pods (no autoscaler) whose time over target is
+// at most setpoint's: doubling from 1 until one is, then bisecting, up to
+// maxFixed. The world alone runs in process (no loop, no provider), each
+// round with only the workloads still searching, each at its probe: a
+// workload's requests do not depend on the others (sim seeds each by its
+// name). A workload without a target is run once, at 1 pod.
 func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []WorkloadResult) (Variant, map[string][]FixedPoint, error) {
+	type search struct {
+		cfg             int // index in the sim config
+		lo, hi, probe   int // largest count over, smallest within (0: none yet), next
+		best            WorkloadResult
+		done, hasTarget bool
+	}
 	wls := w.simWorkloads()
-	idx := make([]int, len(wls))
+	ss := make([]search, len(wls))
 	for i, wl := range wls {
-		idx[i] = slices.IndexFunc(w.simCfg.Workloads, func(c spec.SimWorkload) bool {
+		ss[i] = search{probe: 1, hasTarget: wl.target > 0}
+		ss[i].cfg = slices.IndexFunc(w.simCfg.Workloads, func(c spec.SimWorkload) bool {
 			return c.Kind == wl.addr.Kind && c.Namespace == wl.addr.Namespace && c.Name == wl.addr.Name
 		})
+		ss[i].done = ss[i].cfg < 0
 	}
-	n := make([]int, len(wls))
-	done := make([]bool, len(wls))
-	best := make([]WorkloadResult, len(wls))
 	curve := map[string][]FixedPoint{}
-	for i, wl := range wls {
-		n[i] = 1
-		if wl.target <= 0 || idx[i] < 0 {
-			done[i] = true
-		}
-	}
-	for round := 0; ; round++ {
+	traces := map[string]*sim.Trace{}
+	for {
 		if ctx.Err() != nil {
 			return Variant{}, nil, ctx.Err()
 		}
 		cfg := w.simCfg
-		cfg.Workloads = slices.Clone(cfg.Workloads)
-		for i := range wls {
-			if idx[i] < 0 {
+		cfg.Workloads = nil
+		for i := range ss {
+			if ss[i].done {
 				continue
 			}
-			c := &cfg.Workloads[idx[i]]
-			c.HPA, c.Replicas = nil, n[i]
+			c := w.simCfg.Workloads[ss[i].cfg]
+			c.HPA, c.Replicas = nil, ss[i].probe
 			if c.Knative != nil {
 				k := *c.Knative
-				k.MinScale, k.MaxScale = n[i], n[i]
+				k.MinScale, k.MaxScale = ss[i].probe, ss[i].probe
 				c.Knative = &k
 			}
+			cfg.Workloads = append(cfg.Workloads, c)
 		}
-		world, err := sim.NewWithTrace(cfg, w.trace, sim.Options{})
+		if len(cfg.Workloads) == 0 {
+			break
+		}
+		world, err := sim.NewWithTrace(cfg, w.trace, sim.Options{Traces: traces})
 		if err != nil {
 			return Variant{}, nil, err
 		}
 		world.AdvanceTo(end)
-		pending := false
 		for i, wl := range wls {
-			if idx[i] < 0 || (done[i] && round > 0 && best[i].Workload != "") {
+			s := &ss[i]
+			if s.done {
 				continue
 			}
 			r, _ := world.Report(wl.addr.Namespace, wl.addr.Name)
 			res := result(r, wl.target)
-			curve[res.Workload] = append(curve[res.Workload], FixedPoint{Replicas: n[i], OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
-			if done[i] || res.OverExact <= mine[i].OverExact+1e-9 || n[i] >= maxFixed {
-				res.Fixed = n[i]
-				if res.OverExact > mine[i].OverExact+1e-9 {
-					res.Fixed = -n[i] // not reached
+			res.Fixed = s.probe
+			curve[res.Workload] = append(curve[res.Workload], FixedPoint{Replicas: s.probe, OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
+			if !s.hasTarget || res.OverExact <= mine[i].OverExact+1e-9 {
+				s.hi, s.best = s.probe, res
+			} else {
+				s.lo = s.probe
+				if s.hi == 0 && s.probe >= maxFixed {
+					res.Fixed = -s.probe // the most tried, still worse
+					s.best, s.done = res, true
+					continue
 				}
-				done[i], best[i] = true, res
-				continue
 			}
-			n[i]++
-			pending = true
+			switch {
+			case s.hi == 0:
+				s.probe = min(2*s.lo, maxFixed)
+			case s.hi-s.lo <= 1:
+				s.done = true
+			default:
+				s.probe = (s.lo + s.hi) / 2
+			}
 		}
-		if !pending {
-			break
-		}
+	}
+	best := make([]WorkloadResult, len(ss))
+	for i := range ss {
+		best[i] = ss[i].best
+	}
+	for k := range curve {
+		slices.SortFunc(curve[k], func(a, b FixedPoint) int { return a.Replicas - b.Replicas })
 	}
 	return Variant{Name: "fixed", Workloads: best}, curve, nil
 }

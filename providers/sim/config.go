@@ -25,6 +25,23 @@ func Config(env *spec.Environment) (spec.SimConfig, error) {
 	return spec.SimConfig{}, fmt.Errorf("%s: the Environment has no sim provider", env.Src.Pos)
 }
 
+// AbsPaths resolves the config's trace paths (its own and each
+// workload's) against baseDir, the Environment file's directory, so a
+// world built from it, or rebuilt, never resolves one against the
+// process's working directory.
+func AbsPaths(cfg *spec.SimConfig, baseDir string) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(baseDir, p)
+	}
+	cfg.Trace = abs(cfg.Trace)
+	for i := range cfg.Workloads {
+		cfg.Workloads[i].Trace = abs(cfg.Workloads[i].Trace)
+	}
+}
+
 // StatePath is where the sim world keeps its applied changes: beside the
 // engine's state file, under the Environment's directory.
 func StatePath(env *spec.Environment) string {
@@ -59,6 +76,7 @@ func Open(env *spec.Environment, sink Sink) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	AbsPaths(&cfg, filepath.Dir(env.Src.Pos.File))
 	tr, err := TraceOf(cfg, filepath.Dir(env.Src.Pos.File))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)

@@ -68,6 +68,7 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err := json.Unmarshal(req.Config, &cfg); err != nil {
 		return []providers.Diagnostic{diag.New("sim config", err.Error())}
 	}
+	AbsPaths(&cfg, req.BaseDir)
 	tr, err := TraceOf(cfg, req.BaseDir)
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}

@@ -3,8 +3,9 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,54 @@ func TestRank(t *testing.T) {
 			t.Errorf("rank(%d) = %d, want %d", n, got, want)
 		}
 	}
-	_ = strings.Contains
+}
+
+// TestWorkloadDrawsAreItsOwn: a workload's requests depend on the seed and
+// its name, not on which other workloads the config lists before it.
+func TestWorkloadDrawsAreItsOwn(t *testing.T) {
+	run := func(wls ...spec.SimWorkload) Report {
+		w, err := NewWithTrace(spec.SimConfig{Seed: 3, Workloads: wls}, constTrace(50, 300), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.AdvanceTo(w.End())
+		r, _ := w.Report("shop", "api")
+		return r
+	}
+	alone, after := run(deployment("api", 1)), run(deployment("other", 1), deployment("api", 1))
+	if alone.Arrived == 0 || alone.Arrived != after.Arrived || alone.Points.P99Exact[10] != after.Points.P99Exact[10] {
+		t.Errorf("api alone %d arrivals, after another workload %d", alone.Arrived, after.Arrived)
+	}
+}
+
+// TestRebuildReplaysTheLoadedTrace: a rebuild (a concurrent run's changes
+// read back) replays the traces the world loaded, not the files as they
+// are now.
+func TestRebuildReplaysTheLoadedTrace(t *testing.T) {
+	dir := t.TempDir()
+	csv, _ := arrivalCSV(120)
+	if err := os.WriteFile(filepath.Join(dir, "own.csv"), []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wl := deployment("api", 1)
+	wl.Trace = "own.csv"
+	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{wl}}
+	AbsPaths(&cfg, dir)
+	w, err := NewWithTrace(cfg, constTrace(1, 120), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.AdvanceTo(w.Start().Add(100 * time.Second))
+	before, _ := w.Report("shop", "api")
+	if err := os.Remove(filepath.Join(dir, "own.csv")); err != nil {
+		t.Fatal(err)
+	}
+	nw, err := w.rebuilt(nil)
+	if err != nil {
+		t.Fatalf("rebuild read the file again: %v", err)
+	}
+	after, _ := nw.Report("shop", "api")
+	if before.Arrived == 0 || after.Arrived != before.Arrived {
+		t.Errorf("arrivals %d before the rebuild, %d after", before.Arrived, after.Arrived)
+	}
 }

@@ -6,6 +6,7 @@ package sim
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -81,6 +82,9 @@ type Options struct {
 	Sink Sink
 	// Changes are applied changes to replay (from the sim state file).
 	Changes []Change
+	// Traces are traces loaded already, by traceKey; the world adds those
+	// it loads, so a caller building several worlds reads each file once.
+	Traces map[string]*Trace
 }
 
 // World is the simulated cluster.
@@ -94,6 +98,9 @@ type World struct {
 	rng     *rand.Rand
 	wls     []*workload
 	byKey   map[string]*object
+	// traces are the workloads' traces, kept for a rebuild: the world
+	// replays what it loaded, not the file as it is now.
+	traces  map[string]*Trace
 	changes []Change
 	applied int
 	sec     int // seconds simulated: the world is at Start + sec
@@ -146,7 +153,12 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
 		byKey: map[string]*object{},
 	}
-	traces := map[string]*Trace{traceKey(cfg): tr}
+	traces := o.Traces
+	if traces == nil {
+		traces = map[string]*Trace{}
+	}
+	traces[traceKey(cfg)] = tr
+	w.traces = traces
 	for i := range cfg.Workloads {
 		c := &cfg.Workloads[i]
 		own := cfg.TraceFor(*c)
@@ -166,7 +178,7 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		if thin == 0 {
 			thin = 1
 		}
-		src, err := newSource(wtr, own.Scaling, own.ServiceTimes, k, thin, c.Share, uint64(cfg.Seed)^uint64(i+1)*0x9e3779b97f4a7c15)
+		src, err := newSource(wtr, own.Scaling, own.ServiceTimes, k, thin, c.Share, workloadSeed(cfg.Seed, c))
 		if err != nil {
 			return nil, fmt.Errorf("sim workload %s/%s: %w", c.Namespace, c.Name, err)
 		}
@@ -182,6 +194,15 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// workloadSeed seeds a workload's draws from the world's seed and the
+// workload's name, so its requests do not change when another workload is
+// added, removed or moved in the config.
+func workloadSeed(seed int64, c *spec.SimWorkload) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(c.Kind + "/" + c.Namespace + "/" + c.Name))
+	return uint64(seed) ^ h.Sum64()
 }
 
 // traceKey identifies a loaded trace: the file and the window (rateScale
