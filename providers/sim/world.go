@@ -92,12 +92,12 @@ type World struct {
 	cfg spec.SimConfig
 	// base is the config as given, before applied changes wrote into the
 	// world's copy (a created HPA): what a rebuild starts from.
-	base    spec.SimConfig
-	trace   *Trace
-	sink    Sink
-	rng     *rand.Rand
-	wls     []*workload
-	byKey   map[string]*object
+	base  spec.SimConfig
+	trace *Trace
+	sink  Sink
+	rng   *rand.Rand
+	wls   []*workload
+	byKey map[string]*object
 	// traces are the workloads' traces, kept for a rebuild: the world
 	// replays what it loaded, not the file as it is now.
 	traces  map[string]*Trace
