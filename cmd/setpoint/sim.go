@@ -196,7 +196,8 @@ type simWorkload struct {
 	target time.Duration
 }
 
-// targets lists the workloads the NFRs target, in spec order.
+// simWorkloads lists the workloads the NFRs target, in spec order, each
+// with the tightest p99 target of the NFRs on it.
 func (w *workspace) simWorkloads() []simWorkload {
 	var out []simWorkload
 	seen := map[addrs.Object]int{}

@@ -65,7 +65,7 @@ type source struct {
 	keepOne float64   // clone: an arrival's keep probability (thin × share)
 	clone   bool
 	exp     bool
-	rate    float64 // rate traces: factor on Rate (share; clone: ÷ K)
+	rate    float64 // rate traces: the Poisson rate is Rate × this
 	seed    uint64
 	rng     *rand.Rand
 }

@@ -16,7 +16,7 @@ var benchUntil time.Duration
 // workloads (a third with HPAs, a third Knative) into the embedded store.
 // The goal: ≥ 600 virtual seconds per wall second.
 func BenchmarkFullTrace100Workloads(b *testing.B) {
-	tr, err := LoadTrace("../../specs/traces/azure-llm-conv-2023.csv", TraceOptions{RateScale: 80, Seed: 1, Until: benchUntil})
+	tr, err := LoadTrace("../../specs/traces/azure-llm-conv-2023.csv", TraceOptions{RateScale: 80, Until: benchUntil})
 	if err != nil {
 		b.Fatal(err)
 	}

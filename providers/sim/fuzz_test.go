@@ -32,7 +32,7 @@ func FuzzReadTrace(f *testing.F) {
 	f.Add([]byte("\ufeffTimestamp,x\n2023-11-16T18:00:00.5Z,\"a\nb\"\n"), 1.0, 1.0, uint16(0), uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, scale, thin float64, from, until uint16) {
 		o := TraceOptions{RateScale: scale, Thin: thin, From: time.Duration(from) * time.Second, Until: time.Duration(until) * time.Second,
-			Seed: 7, MaxDuration: fuzzMaxDuration, MaxRows: fuzzMaxRows, MaxLineBytes: fuzzMaxLine}
+			MaxDuration: fuzzMaxDuration, MaxRows: fuzzMaxRows, MaxLineBytes: fuzzMaxLine}
 		tr, err := readTrace(bytes.NewReader(data), o)
 		if err != nil {
 			if msg := err.Error(); len(msg) > 400 || strings.Contains(msg, "\n") || !utf8.ValidString(msg) {

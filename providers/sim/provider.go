@@ -497,7 +497,7 @@ var AttrReport = addrs.MustPath("report")
 
 func reportObject(a providers.Address, r Report) providers.Object {
 	o := providers.Object{Address: a}
-	b, err := json.Marshal(nanToNull(r))
+	b, err := json.Marshal(encodePoints(r))
 	if err != nil {
 		return o
 	}
@@ -510,10 +510,10 @@ func reportObject(a providers.Address, r Report) providers.Object {
 	return o
 }
 
-// nanToNull makes a report's points JSON: NaN (no requests) and +Inf
+// encodePoints makes a report's points JSON: NaN (no requests) and +Inf
 // (everything refused) are not numbers JSON has; they travel as -1 and
-// -2, which no latency or rate can be, and DecodeReport turns back.
-func nanToNull(r Report) Report {
+// -2, which no latency or rate can be, and DecodeReport turns them back.
+func encodePoints(r Report) Report {
 	fix := func(xs []float64) []float64 {
 		out := make([]float64, len(xs))
 		for i, x := range xs {

@@ -266,7 +266,7 @@ func nth(a []float32, k int) float32 {
 	return a[k]
 }
 
-// buckets is the histogram's bounds for a workload: the client libraries'
+// bucketsWith is the histogram's bounds for a workload: the client libraries'
 // defaults and every latency target, sorted, without duplicates.
 func bucketsWith(targets []float64) []float64 {
 	b := append(slices.Clone(Buckets), targets...)
@@ -274,7 +274,8 @@ func bucketsWith(targets []float64) []float64 {
 	return slices.Compact(b)
 }
 
-// durations converts a config's targets to seconds.
+// seconds converts latency targets to seconds, positive ones only,
+// sorted and without duplicates.
 func seconds(ds []time.Duration) []float64 {
 	out := make([]float64, 0, len(ds))
 	for _, d := range ds {

@@ -81,15 +81,6 @@ func (t *Trace) factor() float64 {
 // Duration is the trace's length.
 func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Rate)) * time.Second }
 
-// At returns the rate in the second containing offset d (0 outside).
-func (t *Trace) At(d time.Duration) float64 {
-	i := int(d / time.Second)
-	if i < 0 || i >= len(t.Rate) {
-		return 0
-	}
-	return t.Rate[i]
-}
-
 // TraceOptions are the explicit transformations of a trace; none is applied
 // unless asked for. The Max fields bound what reading a trace may cost, so
 // a small file cannot make a large world; zero means the default.
@@ -98,7 +89,6 @@ type TraceOptions struct {
 	Thin      float64 // keep each arrival with this probability (0 means 1)
 	From      time.Duration
 	Until     time.Duration // 0: to the end
-	Seed      uint64
 
 	// MaxDuration bounds the time from a trace's first row to its last
 	// (DefaultMaxTraceDuration): the trace becomes one rate a second, so

@@ -127,7 +127,7 @@ func TraceOf(cfg spec.SimConfig, baseDir string) (*Trace, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(baseDir, path)
 	}
-	to := TraceOptions{RateScale: cfg.RateScale, Thin: cfg.Thin, Seed: uint64(cfg.Seed)}
+	to := TraceOptions{RateScale: cfg.RateScale, Thin: cfg.Thin}
 	if cfg.Window != nil {
 		to.From = cfg.Window.From.D()
 		if cfg.Window.Until != nil {

@@ -135,15 +135,9 @@ func (o *Output) note(d intent.Dimension, format string, args ...any) {
 // least 1, +1 when p99 is above its target. It returns the recommendation
 // and the arithmetic, or ok false with the reason there is none.
 func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency time.Duration, sig Signals) (rec int64, why string, ok bool) {
-	if sig.RPS == nil {
-		return 0, "no replicas recommendation: requests per second " + missing(sig, "rps"), false
-	}
-	if sig.CPUMilli == nil {
-		return 0, "no replicas recommendation: CPU usage " + missing(sig, "cpu"), false
-	}
-	rps, cpu := *sig.RPS, *sig.CPUMilli
-	if rps < NoTraffic {
-		return 0, fmt.Sprintf("no replicas recommendation: measured %s req/s is ~0", num(rps)), false
+	rps, cpu, why, ok := traffic(sig)
+	if !ok {
+		return 0, why, false
 	}
 	raw := (targetRPS / rps) * (cpu / float64(cpuPerPod))
 	base := int64(math.Ceil(raw - 1e-9))
@@ -177,15 +171,9 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 // target. It returns the recommendation and every number it used, or ok
 // false with the reason there is none.
 func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok bool) {
-	if sig.RPS == nil {
-		return 0, "no replicas recommendation: requests per second " + missing(sig, "rps"), false
-	}
-	if sig.CPUMilli == nil {
-		return 0, "no replicas recommendation: CPU usage " + missing(sig, "cpu"), false
-	}
-	rps, cpu := *sig.RPS, *sig.CPUMilli
-	if rps < NoTraffic {
-		return 0, fmt.Sprintf("no replicas recommendation: measured %s req/s is ~0", num(rps)), false
+	rps, cpu, why, ok := traffic(sig)
+	if !ok {
+		return 0, why, false
 	}
 	var fit Fit
 	fitOK := false
@@ -243,6 +231,20 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+// traffic returns the measured rate and CPU both policies size from, or
+// the reason there is nothing to size from.
+func traffic(sig Signals) (rps, cpu float64, why string, ok bool) {
+	switch {
+	case sig.RPS == nil:
+		return 0, 0, "no replicas recommendation: requests per second " + missing(sig, "rps"), false
+	case sig.CPUMilli == nil:
+		return 0, 0, "no replicas recommendation: CPU usage " + missing(sig, "cpu"), false
+	case *sig.RPS < NoTraffic:
+		return 0, 0, fmt.Sprintf("no replicas recommendation: measured %s req/s is ~0", num(*sig.RPS)), false
+	}
+	return *sig.RPS, *sig.CPUMilli, "", true
+}
 
 func missing(sig Signals, name string) string {
 	if r, ok := sig.Missing[name]; ok {
