@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -402,9 +403,9 @@ func (s *Summary) table() string {
 			name := v.Name
 			switch {
 			case r.Fixed > 0:
-				name = fmt.Sprintf("fixed %d pods (as good as setpoint)", r.Fixed)
+				name = "fixed " + load.CountNoun(r.Fixed, "pod") + " (as good as setpoint)"
 			case r.Fixed < 0:
-				name = fmt.Sprintf("fixed %d pods (not as good: the most tried)", -r.Fixed)
+				name = "fixed " + load.CountNoun(-r.Fixed, "pod") + " (not as good: the most tried)"
 			}
 			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d\n", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
 		}
