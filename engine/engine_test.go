@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,7 +122,15 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 		t.Fatalf("want a minReplicas change:\n%s", text(pl))
 	}
 	// 300 req/s at 5m CPU each: 1.5 cores + idle; 400/300 × ~1504m/500m.
-	if c.From != "2" || c.To != "3" || !strings.Contains(c.Reason, "ceil((400/29") || len(c.Bounds) != 2 || c.Bounds[0].Kind != plan.BoundStep || c.Bounds[0].Of != values.CountOf(2) || c.Bounds[0].String() != "bounded to +30% of 2, at least 1" {
+	// The world's arrivals are Poisson: the measured rate is 300 ± 11 (5
+	// sd of a minute), and the reason's arithmetic must hold for it.
+	var rps, cpu float64
+	var n int
+	if _, err := fmt.Sscanf(c.Reason, "ceil((400/%g) × (%gm/500m)) = %d", &rps, &cpu, &n); err != nil || math.Abs(rps-300) > 11 ||
+		float64(n) != math.Ceil(400/rps*cpu/500-1e-9) {
+		t.Fatalf("reason %q: rps %v cpu %v = %d (%v)", c.Reason, rps, cpu, n, err)
+	}
+	if c.From != "2" || c.To != "3" || len(c.Bounds) != 2 || c.Bounds[0].Kind != plan.BoundStep || c.Bounds[0].Of != values.CountOf(2) || c.Bounds[0].String() != "bounded to +30% of 2, at least 1" {
 		t.Fatalf("change: %+v", c)
 	}
 	if c.Bounds[1].Kind != plan.BoundTakeover || c.Bounds[1].Manager != "kubectl-client-side-apply" || !c.Force {
