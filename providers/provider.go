@@ -31,6 +31,10 @@ type Object struct {
 	Labels      map[string]string
 	Annotations map[string]string
 	Generation  int64
+	// ObservedGeneration is the generation the object's controller has
+	// acted on; behind Generation mid-rollout, when changes to it are
+	// held. 0 when the provider does not report it.
+	ObservedGeneration int64
 }
 
 // Diagnostic is a provider's report on a request, as Terraform's are: the
@@ -91,7 +95,20 @@ type ObjectChange struct {
 	// them is gone. Their values stay as they are; they are not in
 	// Attributes, and no other field changes because of them.
 	Released []addrs.Path
+	// Reason is why, with the plan's numbers, for the provider's own
+	// record of the change (a Kubernetes Event).
+	Reason string
+	// InPlace, when set, says the change's container memory also goes to
+	// running pods without a restart (Kubernetes' pods/resize), and what a
+	// refused resize does: InPlaceFallbackHold or InPlaceFallbackRollout.
+	InPlace string
 }
+
+// What a refused in-place resize does.
+const (
+	InPlaceFallbackHold    = "hold"    // nothing else changes
+	InPlaceFallbackRollout = "rollout" // the template changes and pods roll
+)
 
 // Conflict is a field another manager owns, which a change without Force
 // may not take.

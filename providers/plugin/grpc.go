@@ -141,7 +141,7 @@ func toManagers(m map[addrs.Path]string) map[string]string {
 
 func toObject(o providers.Object) *pb.Object {
 	return &pb.Object{Address: toAddr(o.Address), Exists: o.Exists, Attributes: toValues(o.Attributes),
-		Managers: toManagers(o.Managers), Labels: o.Labels, Annotations: o.Annotations, Generation: o.Generation}
+		Managers: toManagers(o.Managers), Labels: o.Labels, Annotations: o.Annotations, Generation: o.Generation, ObservedGeneration: o.ObservedGeneration}
 }
 
 var toAction = map[action.Action]pb.ObjectChange_Action{
@@ -157,7 +157,7 @@ func toChange(c providers.ObjectChange) *pb.ObjectChange {
 		act = pb.ObjectChange_Action(c.Action) // unknown: refused by the other side
 	}
 	x := &pb.ObjectChange{Address: toAddr(c.Address), Action: act, Attributes: toValues(c.Attributes),
-		Manager: c.Manager, Force: c.Force}
+		Manager: c.Manager, Force: c.Force, Reason: c.Reason, InPlace: c.InPlace}
 	if len(c.Changed) > 0 {
 		x.Changed = make([]string, len(c.Changed))
 		for i, p := range c.Changed {
@@ -332,7 +332,7 @@ func fromObjectBody(a providers.Address, o *pb.Object) (providers.Object, []erro
 	attrs, errs := fromValues(o.Attributes)
 	mgrs, errs2 := fromManagers(o.Managers)
 	return providers.Object{Address: a, Exists: o.Exists, Attributes: attrs, Managers: mgrs,
-		Labels: nonNil(o.Labels), Annotations: nonNil(o.Annotations), Generation: o.Generation}, append(errs, errs2...)
+		Labels: nonNil(o.Labels), Annotations: nonNil(o.Annotations), Generation: o.Generation, ObservedGeneration: o.ObservedGeneration}, append(errs, errs2...)
 }
 
 var fromAction = map[pb.ObjectChange_Action]action.Action{}
@@ -361,7 +361,12 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 	if len(errs) > 0 {
 		return providers.ObjectChange{Address: a}, joinErrs(errs)
 	}
-	out := providers.ObjectChange{Address: a, Action: act, Attributes: attrs, Manager: c.Manager, Force: c.Force}
+	switch c.InPlace {
+	case "", providers.InPlaceFallbackHold, providers.InPlaceFallbackRollout:
+	default:
+		return providers.ObjectChange{Address: a}, fmt.Errorf("unknown in-place fallback %q", c.InPlace)
+	}
+	out := providers.ObjectChange{Address: a, Action: act, Attributes: attrs, Manager: c.Manager, Force: c.Force, Reason: c.Reason, InPlace: c.InPlace}
 	for _, s := range c.Changed {
 		p, err := fromPath(s)
 		if err != nil {

@@ -532,12 +532,15 @@ type Object struct {
 	Exists     bool                   `protobuf:"varint,2,opt,name=exists,proto3" json:"exists,omitempty"`
 	Attributes map[string]*Value      `protobuf:"bytes,3,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The field manager of each attribute path.
-	Managers      map[string]string `protobuf:"bytes,4,rep,name=managers,proto3" json:"managers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Annotations   map[string]string `protobuf:"bytes,6,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Generation    int64             `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Managers    map[string]string `protobuf:"bytes,4,rep,name=managers,proto3" json:"managers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels      map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]string `protobuf:"bytes,6,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Generation  int64             `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The generation the object's controller has acted on (status);
+	// behind generation while a rollout is in progress. 0: not reported.
+	ObservedGeneration int64 `protobuf:"varint,8,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
@@ -615,6 +618,13 @@ func (x *Object) GetAnnotations() map[string]string {
 func (x *Object) GetGeneration() int64 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *Object) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
 	}
 	return 0
 }
@@ -706,7 +716,13 @@ type ObjectChange struct {
 	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
 	// Fields setpoint stops managing (every spec that set them is gone):
 	// their values stay; the manager gives them up. Not in attributes.
-	Released      []string `protobuf:"bytes,7,rep,name=released,proto3" json:"released,omitempty"`
+	Released []string `protobuf:"bytes,7,rep,name=released,proto3" json:"released,omitempty"`
+	// Why: the plan's reasons with their numbers (for the provider's own
+	// record of the change, e.g. a Kubernetes Event).
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Container memory in this change also goes to running pods in place;
+	// the value says what a refused resize does: "hold" or "rollout".
+	InPlace       string `protobuf:"bytes,9,opt,name=in_place,json=inPlace,proto3" json:"in_place,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -788,6 +804,20 @@ func (x *ObjectChange) GetReleased() []string {
 		return x.Released
 	}
 	return nil
+}
+
+func (x *ObjectChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ObjectChange) GetInPlace() string {
+	if x != nil {
+		return x.InPlace
+	}
+	return ""
 }
 
 // Conflict is a field another manager owns.
@@ -2301,7 +2331,7 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\n" +
 	"state_path\x18\x04 \x01(\tR\tstatePath\x1aN\n" +
 	"\bResponse\x12B\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xb6\x05\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xe7\x05\n" +
 	"\x06Object\x127\n" +
 	"\aaddress\x18\x01 \x01(\v2\x1d.setpoint.provider.v2.AddressR\aaddress\x12\x16\n" +
 	"\x06exists\x18\x02 \x01(\bR\x06exists\x12L\n" +
@@ -2313,7 +2343,8 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\vannotations\x18\x06 \x03(\v2-.setpoint.provider.v2.Object.AnnotationsEntryR\vannotations\x12\x1e\n" +
 	"\n" +
 	"generation\x18\a \x01(\x03R\n" +
-	"generation\x1aZ\n" +
+	"generation\x12/\n" +
+	"\x13observed_generation\x18\b \x01(\x03R\x12observedGeneration\x1aZ\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\x1a;\n" +
@@ -2345,7 +2376,7 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a\x86\x01\n" +
 	"\bResponse\x126\n" +
 	"\aobjects\x18\x01 \x03(\v2\x1c.setpoint.provider.v2.ObjectR\aobjects\x12B\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xd9\x03\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\x8c\x04\n" +
 	"\fObjectChange\x127\n" +
 	"\aaddress\x18\x01 \x01(\v2\x1d.setpoint.provider.v2.AddressR\aaddress\x12A\n" +
 	"\x06action\x18\x02 \x01(\x0e2).setpoint.provider.v2.ObjectChange.ActionR\x06action\x12R\n" +
@@ -2355,7 +2386,9 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\achanged\x18\x04 \x03(\tR\achanged\x12\x18\n" +
 	"\amanager\x18\x05 \x01(\tR\amanager\x12\x14\n" +
 	"\x05force\x18\x06 \x01(\bR\x05force\x12\x1a\n" +
-	"\breleased\x18\a \x03(\tR\breleased\x1aZ\n" +
+	"\breleased\x18\a \x03(\tR\breleased\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\x19\n" +
+	"\bin_place\x18\t \x01(\tR\ainPlace\x1aZ\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\"7\n" +

@@ -1,0 +1,365 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// PlanChange sends each change as a server-side apply with dryRun=All:
+// admission, validation and ownership conflicts show in the plan, nothing
+// is stored.
+func (p *Provider) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	return providers.PlanChangeResponse{Results: p.changes(ctx, req.Now, req.Changes, true)}
+}
+
+// Apply applies each change as one server-side apply of every field
+// setpoint owns on the object; each succeeds or fails whole.
+func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	return providers.ApplyResponse{Results: p.changes(ctx, req.Now, req.Changes, false)}
+}
+
+func (p *Provider) changes(ctx context.Context, now time.Time, cs []providers.ObjectChange, dryRun bool) []providers.ObjectResult {
+	out := make([]providers.ObjectResult, len(cs))
+	dyn, core, err := p.clients()
+	for i, c := range cs {
+		if err != nil {
+			out[i] = providers.ObjectResult{Address: c.Address, Err: err.Error()}
+			continue
+		}
+		out[i] = p.change(ctx, dyn, core, now, c, dryRun)
+	}
+	return out
+}
+
+// validate checks a change against the kind's attributes before anything
+// is sent.
+func validate(k *kind, c providers.ObjectChange) error {
+	if err := checkAction(c); err != nil {
+		return err
+	}
+	for path, v := range c.Attributes {
+		at, ok := k.attrOf(path)
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
+		case at.readOnly && k.name == KindKnative && !path.HasPrefix(addrs.MustPath("status")):
+			return fmt.Errorf("%s: not written on a KnativeService: its CRD makes the container list atomic, so an apply would own (and could drop) every container", path)
+		case at.readOnly:
+			return fmt.Errorf("%s: read only", path)
+		case v.Type() != at.typ:
+			return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
+		case v.Int() < 0:
+			return fmt.Errorf("%s: %s is negative", path, v)
+		}
+	}
+	for _, path := range c.Released {
+		if _, ok := k.attrOf(path); !ok {
+			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
+		}
+		if _, set := c.Attributes[path]; set {
+			return fmt.Errorf("%s is both set and released", path)
+		}
+	}
+	return nil
+}
+
+func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.Interface, now time.Time, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
+	res := providers.ObjectResult{Address: c.Address}
+	fail := func(err error) providers.ObjectResult {
+		res.Err = err.Error()
+		return res
+	}
+	k, err := kindOf(c.Address.Kind)
+	if err != nil {
+		return fail(err)
+	}
+	if err := validate(k, c); err != nil {
+		return fail(err)
+	}
+	rc := dyn.Resource(k.gvr).Namespace(c.Address.Namespace)
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	live, err := rc.Get(cctx, c.Address.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+		if c.Action != action.Create {
+			return fail(fmt.Errorf("%s does not exist: setpoint creates only what a spec asks for", c.Address))
+		}
+		if k.name != KindHPA {
+			return fail(fmt.Errorf("%s: the kubernetes provider creates only HorizontalPodAutoscalers", c.Address))
+		}
+	case err != nil:
+		return fail(explain(err, "get", k, c.Address.Namespace))
+	}
+
+	obj, err := applyConfig(k, c, live)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", c.Address, err))
+	}
+	if c.InPlace != "" && live != nil && !dryRun {
+		if err := p.resizePods(cctx, core, c, live); err != nil {
+			if c.InPlace != providers.InPlaceFallbackRollout {
+				return fail(fmt.Errorf("%s: in-place resize refused, template left as it is (memory.inPlaceFallback: hold): %w", c.Address, err))
+			}
+			logger.Warn("in-place resize refused; rolling out the template instead (memory.inPlaceFallback: rollout)", "object", c.Address.String(), "err", err)
+		}
+	}
+	if len(c.Released) > 0 && live != nil {
+		if err := handBack(cctx, rc, k, c, live, dryRun); err != nil {
+			return fail(fmt.Errorf("handing back %s: %w", c.Address, err))
+		}
+	}
+	opts := metav1.ApplyOptions{FieldManager: c.Manager, Force: c.Force}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	after, err := rc.Apply(cctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
+	if err != nil {
+		if conflicts := conflictsOf(err, k, c); len(conflicts) > 0 {
+			res.Conflicts = conflicts
+			res.Err = conflictText(conflicts)
+			if !dryRun {
+				p.event(ctx, core, now, k, c.Address, live, corev1.EventTypeWarning, "SetpointConflict",
+					res.Err+"; not applied: the spec does not allow taking the field (takeOverFrom)"+reasonSuffix(c))
+			}
+			return res
+		}
+		return fail(explain(err, verbOf(c, dryRun), k, c.Address.Namespace))
+	}
+	res.After = map[addrs.Path]values.Value{}
+	for path := range c.Attributes {
+		at, _ := k.attrOf(path)
+		if v, ok, _ := at.decode(after.Object); ok {
+			res.After[path] = v
+		}
+	}
+	if !dryRun {
+		p.event(ctx, core, now, k, c.Address, after, corev1.EventTypeNormal, "SetpointApplied", summary(c, live, k)+reasonSuffix(c))
+	}
+	return res
+}
+
+func verbOf(c providers.ObjectChange, dryRun bool) string {
+	if dryRun {
+		return "dry-run apply (patch)"
+	}
+	return "apply (patch)"
+}
+
+// applyConfig builds the one applied configuration of the change: every
+// field the manager applied before (read back from managedFields, so
+// nothing it owned is dropped even if the engine's state lost it), the
+// change's attributes over them, less the released fields.
+func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructured) (map[string]any, error) {
+	obj := map[string]any{}
+	if live != nil {
+		if err := extract(obj, live.Object, ownedBy(managedSets(live.GetManagedFields()), c.Manager)); err != nil {
+			return nil, err
+		}
+	}
+	obj["apiVersion"] = k.apiVersion
+	obj["kind"] = k.apiKind
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["name"] = c.Address.Name
+	meta["namespace"] = c.Address.Namespace
+	if live != nil {
+		// A precondition: if the object was deleted (and maybe made again)
+		// since it was read, the apply fails instead of creating a
+		// skeleton of it.
+		meta["uid"] = string(live.GetUID())
+	}
+	obj["metadata"] = meta
+	if live == nil && k.name == KindHPA {
+		// An HPA setpoint creates scales the Deployment of its name.
+		if err := set(obj, addrs.MustPath("spec.scaleTargetRef"), map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment", "name": c.Address.Name}); err != nil {
+			return nil, err
+		}
+	}
+	paths := make([]addrs.Path, 0, len(c.Attributes))
+	for path := range c.Attributes {
+		paths = append(paths, path)
+	}
+	sort.Slice(paths, func(i, j int) bool { return paths[i].String() < paths[j].String() })
+	for _, path := range paths {
+		at, _ := k.attrOf(path)
+		if err := at.encode(obj, c.Attributes[path]); err != nil {
+			return nil, err
+		}
+	}
+	for _, path := range c.Released {
+		at, _ := k.attrOf(path)
+		remove(obj, at.place())
+	}
+	return obj, nil
+}
+
+// handBack gives the released fields, with the values they have, to
+// HandbackManager: the following apply no longer names them, and since
+// setpoint then owns none of them the API server keeps their values.
+func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c providers.ObjectChange, live *unstructured.Unstructured, dryRun bool) error {
+	obj := map[string]any{"apiVersion": k.apiVersion, "kind": k.apiKind,
+		"metadata": map[string]any{"name": c.Address.Name, "namespace": c.Address.Namespace, "uid": string(live.GetUID())}}
+	n := 0
+	for _, path := range c.Released {
+		at, _ := k.attrOf(path)
+		place := at.place()
+		if v, ok := get(live.Object, place); ok {
+			if err := set(obj, place, v); err != nil {
+				return err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	force := true
+	opts := metav1.ApplyOptions{FieldManager: HandbackManager, Force: force}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	_, err := rc.Apply(ctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
+	return err
+}
+
+// conflictsOf reads a server-side apply conflict: one cause per field,
+// naming the manager that holds it.
+func conflictsOf(err error, k *kind, c providers.ObjectChange) []providers.Conflict {
+	var st apierrors.APIStatus
+	if !apierrors.IsConflict(err) || !errors.As(err, &st) || st.Status().Details == nil {
+		return nil
+	}
+	byField := map[string]addrs.Path{}
+	for path := range c.Attributes {
+		at, _ := k.attrOf(path)
+		if fp, err := fieldPath(at.place()); err == nil {
+			byField[fp.String()] = path
+		}
+	}
+	var out []providers.Conflict
+	for _, cause := range st.Status().Details.Causes {
+		if cause.Type != metav1.CauseTypeFieldManagerConflict {
+			continue
+		}
+		path, ok := byField[cause.Field]
+		if !ok {
+			// A field setpoint owned before and re-sends: name it as the
+			// server does.
+			path, _ = addrs.ParsePath(strings.TrimPrefix(cause.Field, "."))
+		}
+		out = append(out, providers.Conflict{Path: path, Manager: quoted(cause.Message)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path.String() < out[j].Path.String() })
+	return out
+}
+
+// quoted is the first double-quoted word of s: the manager in `conflict
+// with "kubectl-client-side-apply" using apps/v1`.
+func quoted(s string) string {
+	i := strings.IndexByte(s, '"')
+	if i < 0 {
+		return s
+	}
+	j := strings.IndexByte(s[i+1:], '"')
+	if j < 0 {
+		return s[i+1:]
+	}
+	return s[i+1 : i+1+j]
+}
+
+func conflictText(cs []providers.Conflict) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s is managed by %s", c.Path, c.Manager)
+	}
+	return "conflict: " + strings.Join(parts, "; ")
+}
+
+// summary says what an apply moved, with the numbers: "spec.replicas 3 → 5".
+func summary(c providers.ObjectChange, live *unstructured.Unstructured, k *kind) string {
+	var parts []string
+	for _, path := range c.Changed {
+		from := "unset"
+		if live != nil {
+			at, _ := k.attrOf(path)
+			if v, ok, _ := at.decode(live.Object); ok {
+				from = v.String()
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s → %s", path, from, c.Attributes[path]))
+	}
+	for _, path := range c.Released {
+		parts = append(parts, fmt.Sprintf("%s released (value kept)", path))
+	}
+	sort.Strings(parts)
+	verb := "applied"
+	if live == nil {
+		verb = "created"
+	}
+	return "setpoint " + verb + ": " + strings.Join(parts, ", ")
+}
+
+func reasonSuffix(c providers.ObjectChange) string {
+	if c.Reason == "" {
+		return ""
+	}
+	return " (" + c.Reason + ")"
+}
+
+// maxEventMessage is what the API server accepts in an Event's message.
+const maxEventMessage = 1024
+
+// event records what setpoint did to an object as a Kubernetes Event, as
+// controllers do; a failure to record is logged, never fails the apply.
+func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time, k *kind, a providers.Address, obj *unstructured.Unstructured, typ, reason, msg string) {
+	if !p.events {
+		return
+	}
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	ref := corev1.ObjectReference{Kind: k.apiKind, APIVersion: k.apiVersion, Namespace: a.Namespace, Name: a.Name}
+	if obj != nil {
+		ref.UID, ref.ResourceVersion = obj.GetUID(), obj.GetResourceVersion()
+	}
+	t := metav1.NewTime(now)
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", a.Name, now.UnixNano()), Namespace: a.Namespace},
+		InvolvedObject: ref, Reason: reason, Message: msg, Type: typ,
+		Source:         corev1.EventSource{Component: EventComponent},
+		FirstTimestamp: t, LastTimestamp: t, Count: 1,
+		ReportingController: "setpoint.dev/setpoint", ReportingInstance: EventComponent,
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if _, err := core.CoreV1().Events(a.Namespace).Create(cctx, ev, metav1.CreateOptions{}); err != nil {
+		logger.Warn("recording an event", "object", a.String(), "reason", reason, "err", err)
+	}
+}
+
+var _ = types.ApplyPatchType

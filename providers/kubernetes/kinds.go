@@ -1,0 +1,313 @@
+package kubernetes
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// Kinds this provider serves: the sim world's names, so one spec plans
+// the same against both.
+const (
+	KindDeployment = "Deployment"
+	KindHPA        = "HorizontalPodAutoscaler"
+	KindKnative    = "KnativeService"
+	KindPod        = "Pod"
+)
+
+// Attribute paths, the same as the sim world's.
+var (
+	AttrReplicas        = addrs.MustPath("spec.replicas")
+	AttrReadyReplicas   = addrs.MustPath("status.readyReplicas")
+	AttrMinReplicas     = addrs.MustPath("spec.minReplicas")
+	AttrMaxReplicas     = addrs.MustPath("spec.maxReplicas")
+	AttrCurrentReplicas = addrs.MustPath("status.currentReplicas")
+	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
+	// AttrTargetCPU is an HPA's CPU utilisation target, named as
+	// autoscaling/v1 names it; in autoscaling/v2 it is the one Resource
+	// metric of the HPA's metrics list (an atomic list: whoever sets it
+	// owns every metric).
+	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
+	AttrMinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	AttrMaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+
+	pathTemplateContainers = addrs.MustPath("spec.template.spec.containers")
+	pathPodContainers      = addrs.MustPath("spec.containers")
+	pathMetrics            = addrs.MustPath("spec.metrics")
+)
+
+// ContainerAttr is the path of a pod template container's memory request
+// or limit (which: "requests" or "limits").
+func ContainerAttr(container, which string) addrs.Path {
+	return containerAttr(pathTemplateContainers, container, which)
+}
+
+func containerAttr(base addrs.Path, container, which string) addrs.Path {
+	return base.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
+}
+
+// encoding is how a typed value is written in the object.
+type encoding int
+
+const (
+	encInt       encoding = iota // a JSON integer
+	encQuantity                  // a resource quantity string ("512Mi")
+	encIntString                 // an integer in a string (an annotation)
+	encCPUTarget                 // an HPA's metrics list with one CPU utilisation target
+)
+
+// attr is one attribute a kind serves.
+type attr struct {
+	path     addrs.Path
+	typ      values.Type
+	enc      encoding
+	readOnly bool
+	desc     string
+}
+
+// kind is one kind this provider serves: where it lives in the API.
+type kind struct {
+	name       string
+	gvr        schema.GroupVersionResource
+	apiVersion string
+	apiKind    string
+	attrs      []attr
+	// containers is where its pod spec's containers are (memory attributes
+	// are served per container); zero when it has none.
+	containers addrs.Path
+	// memoryWritable is false where a server-side apply would own the
+	// whole container list (a custom resource without list-map markers,
+	// as Knative's CRD is).
+	memoryWritable bool
+}
+
+var kinds = map[string]*kind{
+	KindDeployment: {
+		name: KindDeployment, gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+		apiVersion: "apps/v1", apiKind: "Deployment",
+		attrs: []attr{
+			{path: AttrReplicas, typ: values.Count, enc: encInt, desc: "replicas (written by the HPA when there is one)"},
+			{path: AttrReadyReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "pods serving"},
+		},
+		containers: pathTemplateContainers, memoryWritable: true,
+	},
+	KindHPA: {
+		name: KindHPA, gvr: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"},
+		apiVersion: "autoscaling/v2", apiKind: "HorizontalPodAutoscaler",
+		attrs: []attr{
+			{path: AttrMinReplicas, typ: values.Count, enc: encInt, desc: "at least 1"},
+			{path: AttrMaxReplicas, typ: values.Count, enc: encInt, desc: "at least minReplicas"},
+			{path: AttrTargetCPU, typ: values.Count, enc: encCPUTarget, desc: "CPU utilisation target in percent of requests (set only when setpoint creates the HPA)"},
+			{path: AttrCurrentReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas at the last sync"},
+			{path: AttrDesiredReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas the last sync asked for"},
+		},
+	},
+	KindKnative: {
+		name: KindKnative, gvr: schema.GroupVersionResource{Group: "serving.knative.dev", Version: "v1", Resource: "services"},
+		apiVersion: "serving.knative.dev/v1", apiKind: "Service",
+		attrs: []attr{
+			{path: AttrMinScale, typ: values.Count, enc: encIntString, desc: "pods kept however idle"},
+			{path: AttrMaxScale, typ: values.Count, enc: encIntString, desc: "at most this many pods (0: no bound)"},
+			{path: AttrReadyReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "ready pods of the service"},
+		},
+		containers: pathTemplateContainers,
+	},
+	KindPod: {
+		name: KindPod, gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"},
+		apiVersion: "v1", apiKind: "Pod",
+		containers: pathPodContainers,
+	},
+}
+
+func kindOf(name string) (*kind, error) {
+	k, ok := kinds[name]
+	if !ok {
+		return nil, fmt.Errorf("the kubernetes provider has no kind %s (it serves Deployment, HorizontalPodAutoscaler, KnativeService, Pod)", name)
+	}
+	return k, nil
+}
+
+// attrOf finds the attribute at p of kind k (a container path matches the
+// per-container attributes).
+func (k *kind) attrOf(p addrs.Path) (attr, bool) {
+	for _, a := range k.attrs {
+		if a.path == p {
+			return a, true
+		}
+	}
+	if !k.containers.IsZero() && p.HasPrefix(k.containers) {
+		if c, ok := p.Selected("name"); ok {
+			for _, which := range []string{"requests", "limits"} {
+				if containerAttr(k.containers, c, which) == p {
+					return attr{path: p, typ: values.Bytes, enc: encQuantity, readOnly: !k.memoryWritable}, true
+				}
+			}
+		}
+	}
+	return attr{}, false
+}
+
+// decode reads the value of a at its place in obj.
+func (a attr) decode(obj map[string]any) (values.Value, bool, error) {
+	if a.enc == encCPUTarget {
+		return cpuTarget(obj)
+	}
+	raw, ok := get(obj, a.path)
+	if !ok || raw == nil {
+		return values.Value{}, false, nil
+	}
+	switch a.enc {
+	case encInt:
+		n, ok := asInt(raw)
+		if !ok {
+			return values.Value{}, false, fmt.Errorf("%s: %v is not an integer", a.path, raw)
+		}
+		return values.Numeric(a.typ, n), true, nil
+	case encIntString:
+		s, _ := raw.(string)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return values.Value{}, false, fmt.Errorf("%s: %q is not an integer", a.path, s)
+		}
+		return values.Numeric(a.typ, n), true, nil
+	case encQuantity:
+		var q resource.Quantity
+		switch v := raw.(type) {
+		case string:
+			var err error
+			if q, err = resource.ParseQuantity(v); err != nil {
+				return values.Value{}, false, fmt.Errorf("%s: %q is not a quantity", a.path, v)
+			}
+		default:
+			n, ok := asInt(raw)
+			if !ok {
+				return values.Value{}, false, fmt.Errorf("%s: %v is not a quantity", a.path, raw)
+			}
+			q = *resource.NewQuantity(n, resource.BinarySI)
+		}
+		return values.Numeric(a.typ, q.Value()), true, nil
+	}
+	return values.Value{}, false, nil
+}
+
+// encode writes v at a's place in obj.
+func (a attr) encode(obj map[string]any, v values.Value) error {
+	if v.Type() != a.typ {
+		return fmt.Errorf("%s: want a %s, got the %s %s", a.path, a.typ, v.Type(), v)
+	}
+	switch a.enc {
+	case encInt:
+		return set(obj, a.path, v.Int())
+	case encIntString:
+		return set(obj, a.path, strconv.FormatInt(v.Int(), 10))
+	case encQuantity:
+		return set(obj, a.path, resource.NewQuantity(v.Int(), resource.BinarySI).String())
+	case encCPUTarget:
+		if v.Int() < 1 || v.Int() > math.MaxInt32 {
+			return fmt.Errorf("%s: %d is not a utilisation percentage", a.path, v.Int())
+		}
+		return set(obj, pathMetrics, []any{map[string]any{
+			"type": "Resource",
+			"resource": map[string]any{"name": "cpu",
+				"target": map[string]any{"type": "Utilization", "averageUtilization": v.Int()}},
+		}})
+	}
+	return nil
+}
+
+// place is where a's value lives in the object (what a manager owns).
+func (a attr) place() addrs.Path {
+	if a.enc == encCPUTarget {
+		return pathMetrics
+	}
+	return a.path
+}
+
+// cpuTarget reads an HPA's CPU utilisation target: present only when its
+// metrics are exactly one CPU utilisation target.
+func cpuTarget(obj map[string]any) (values.Value, bool, error) {
+	raw, ok := get(obj, pathMetrics)
+	l, _ := raw.([]any)
+	if !ok || len(l) != 1 {
+		return values.Value{}, false, nil
+	}
+	m, _ := l[0].(map[string]any)
+	if m["type"] != "Resource" {
+		return values.Value{}, false, nil
+	}
+	r, _ := m["resource"].(map[string]any)
+	t, _ := r["target"].(map[string]any)
+	if r["name"] != "cpu" || t["type"] != "Utilization" {
+		return values.Value{}, false, nil
+	}
+	n, ok := asInt(t["averageUtilization"])
+	if !ok {
+		return values.Value{}, false, nil
+	}
+	return values.CountOf(n), true, nil
+}
+
+func asInt(raw any) (int64, bool) {
+	switch v := raw.(type) {
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case float64:
+		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return 0, false
+		}
+		return int64(v), true
+	}
+	return 0, false
+}
+
+// containerNames lists the named containers of obj's pod spec at base.
+func containerNames(obj map[string]any, base addrs.Path) []string {
+	raw, _ := get(obj, base)
+	l, _ := raw.([]any)
+	var out []string
+	for _, e := range l {
+		m, _ := e.(map[string]any)
+		if n, ok := m["name"].(string); ok && n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// schemaOf is the provider's schema: kinds and attributes with types. NAME
+// in a container path stands for any container's name.
+func schemaOf(version string) providers.Schema {
+	s := providers.Schema{Name: "kubernetes", Version: version, Events: true}
+	for _, name := range []string{KindDeployment, KindHPA, KindKnative, KindPod} {
+		k := kinds[name]
+		ks := providers.KindSchema{Kind: name}
+		for _, a := range k.attrs {
+			ks.Attributes = append(ks.Attributes, providers.AttributeSchema{Path: a.path, Type: a.typ, ReadOnly: a.readOnly, Description: a.desc})
+		}
+		if !k.containers.IsZero() {
+			note := "a container's memory request (at most its limit)"
+			if !k.memoryWritable {
+				note = "read only: the CRD makes the container list atomic, so an apply would own every container"
+			}
+			if name == KindPod {
+				note = "a running pod's memory, changed only through the resize subresource"
+			}
+			ks.Attributes = append(ks.Attributes,
+				providers.AttributeSchema{Path: containerAttr(k.containers, "NAME", "requests"), Type: values.Bytes, ReadOnly: !k.memoryWritable, Description: note},
+				providers.AttributeSchema{Path: containerAttr(k.containers, "NAME", "limits"), Type: values.Bytes, ReadOnly: !k.memoryWritable, Description: "a container's memory limit"})
+		}
+		s.Kinds = append(s.Kinds, ks)
+	}
+	return s
+}

@@ -1,0 +1,166 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// memoryOf is what a change asks of each container's memory: request and
+// limit in bytes (0 where the change does not say).
+func memoryOf(c providers.ObjectChange) map[string][2]int64 {
+	out := map[string][2]int64{}
+	for i, which := range []string{"requests", "limits"} {
+		for path, v := range c.Attributes {
+			name, ok := path.Selected("name")
+			if !ok || path != ContainerAttr(name, which) {
+				continue
+			}
+			m := out[name]
+			m[i] = v.Int()
+			out[name] = m
+		}
+	}
+	return out
+}
+
+// resizePods applies a change's container memory to the running pods of a
+// Deployment through the pods/resize subresource, request and limit
+// together. A pod whose QoS class the new values would change is refused,
+// as the API server would refuse it; a Guaranteed pod keeps request =
+// limit (at the request, which is above the working set by the headroom).
+func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c providers.ObjectChange, live *unstructured.Unstructured) error {
+	want := memoryOf(c)
+	if len(want) == 0 {
+		return nil
+	}
+	if c.Address.Kind != KindDeployment {
+		return fmt.Errorf("in-place resize is done for Deployments' pods, not a %s's", c.Address.Kind)
+	}
+	sel, ok, _ := unstructured.NestedStringMap(live.Object, "spec", "selector", "matchLabels")
+	if !ok || len(sel) == 0 {
+		return errors.New("the Deployment has no matchLabels selector to find its pods by")
+	}
+	pods, err := core.CoreV1().Pods(c.Address.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	if err != nil {
+		return explain(err, "list", kinds[KindPod], c.Address.Namespace)
+	}
+	var errs []error
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		next, changed, err := resized(pod, want)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+			continue
+		}
+		if !changed {
+			continue
+		}
+		if _, err := core.CoreV1().Pods(pod.Namespace).UpdateResize(ctx, pod.Name, next, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resized is pod with the wanted memory, or why it may not have it.
+func resized(pod *corev1.Pod, want map[string][2]int64) (*corev1.Pod, bool, error) {
+	next := pod.DeepCopy()
+	before := QoSClass(pod)
+	changed := false
+	for i := range next.Spec.Containers {
+		ct := &next.Spec.Containers[i]
+		w, ok := want[ct.Name]
+		if !ok {
+			continue
+		}
+		req, lim := w[0], w[1]
+		if before == corev1.PodQOSGuaranteed {
+			// Request and limit stay equal: at the request when one is
+			// given (the limit's factor over it is for Burstable pods).
+			if req == 0 {
+				req = lim
+			}
+			lim = req
+		}
+		if ct.Resources.Requests == nil {
+			ct.Resources.Requests = corev1.ResourceList{}
+		}
+		if ct.Resources.Limits == nil {
+			ct.Resources.Limits = corev1.ResourceList{}
+		}
+		for _, s := range []struct {
+			list corev1.ResourceList
+			n    int64
+		}{{ct.Resources.Requests, req}, {ct.Resources.Limits, lim}} {
+			if s.n == 0 {
+				continue
+			}
+			if cur, ok := s.list[corev1.ResourceMemory]; ok && cur.Value() == s.n {
+				continue
+			}
+			s.list[corev1.ResourceMemory] = *resource.NewQuantity(s.n, resource.BinarySI)
+			changed = true
+		}
+		if r, l := ct.Resources.Requests[corev1.ResourceMemory], ct.Resources.Limits[corev1.ResourceMemory]; !l.IsZero() && r.Cmp(l) > 0 {
+			return nil, false, fmt.Errorf("container %s: request %s above limit %s", ct.Name, r.String(), l.String())
+		}
+	}
+	if after := QoSClass(next); after != before {
+		return nil, false, fmt.Errorf("the new memory would change its QoS class from %s to %s", before, after)
+	}
+	return next, changed, nil
+}
+
+// QoSClass is a pod's quality-of-service class as the kubelet computes it
+// from its containers' CPU and memory requests and limits.
+func QoSClass(pod *corev1.Pod) corev1.PodQOSClass {
+	any, guaranteed := false, true
+	for _, ct := range pod.Spec.Containers {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := ct.Resources.Requests[r]
+			lim, hasLim := ct.Resources.Limits[r]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				any = true
+			}
+			if !hasLim || lim.IsZero() {
+				guaranteed = false
+				continue
+			}
+			if hasReq && req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !any:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
