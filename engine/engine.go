@@ -304,7 +304,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			From: cur.String(), To: dec.Value.String(), Wanted: d.Value.String(),
 			Reason: d.Primary.Rationale, Bounds: dec.Bounds, Held: dec.Hold, Manager: ch.Manager,
 			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value, Restore: d.Primary.Restore,
-			By: specs, Group: d.Primary.Group, Force: dec.Force,
+			By: specs, Group: d.Primary.Group, Force: dec.Force, InPlace: d.Primary.InPlace,
+		}
+		if pc.Held == nil && o.Exists && o.ObservedGeneration > 0 && o.ObservedGeneration < o.Generation {
+			// Its controller has not acted on the last change yet: a
+			// change now would pile onto a rollout in progress.
+			pc.Held = &plan.Hold{Kind: plan.HoldRollout, Detail: fmt.Sprintf("observedGeneration %d is behind generation %d", o.ObservedGeneration, o.Generation)}
 		}
 		if !o.Exists {
 			if d.Create == nil {
@@ -487,8 +492,26 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 		oc.Attributes[c.Attribute] = c.Value
 		oc.Changed = append(oc.Changed, c.Attribute)
 		oc.Force = oc.Force || c.Force
+		if c.InPlace != "" {
+			oc.InPlace = c.InPlace
+		}
+		why := fmt.Sprintf("%s %s → %s", c.Attribute, orUnset(c.From), c.To)
+		if c.Reason != "" {
+			why += ": " + c.Reason
+		}
+		if oc.Reason != "" {
+			oc.Reason += "; "
+		}
+		oc.Reason += why
 	}
 	return byProv, members, bad
+}
+
+func orUnset(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return s
 }
 
 // dryRun asks each provider whether it would accept the changes the gate
@@ -693,6 +716,9 @@ func (o Observation) fingerprintable() map[string]string {
 	for _, obj := range o.Objects {
 		a := obj.Address.String()
 		out[a] = fmt.Sprintf("exists=%t generation=%d", obj.Exists, obj.Generation)
+		if obj.ObservedGeneration != 0 {
+			out[a] += fmt.Sprintf(" observedGeneration=%d", obj.ObservedGeneration)
+		}
 		for k, v := range obj.Attributes {
 			if ks := k.String(); !strings.HasPrefix(ks, "status.") {
 				out[a+" "+ks] = v.String() + " (manager " + obj.Managers[k] + ")"

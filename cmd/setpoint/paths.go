@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"os"
 	"path/filepath"
 
@@ -35,7 +36,31 @@ var trust trustFlags
 // specs setpoint applied for at once (see engine/release.go).
 var confirmRelease bool
 
+// cluster is how the kubernetes provider reaches its API server: the
+// operator's choice, never a spec's.
+var cluster struct {
+	kubeconfig, context string
+	inCluster           bool
+}
+
+// kubernetesConfig is the kubernetes provider's configuration from the
+// flags (and $KUBECONFIG, read by the provider as kubectl does).
+func kubernetesConfig() ([]byte, error) {
+	kc := k8sprov.Config{Context: cluster.context, InCluster: cluster.inCluster}
+	if cluster.kubeconfig != "" {
+		abs, err := filepath.Abs(cluster.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		kc.Kubeconfig = abs
+	}
+	return json.Marshal(kc)
+}
+
 func addTrustFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&cluster.kubeconfig, "kubeconfig", "", "the kubeconfig of the kubernetes provider (default: $KUBECONFIG, else ~/.kube/config)")
+	cmd.PersistentFlags().StringVar(&cluster.context, "context", "", "the kubeconfig context of the kubernetes provider (default: its current context)")
+	cmd.PersistentFlags().BoolVar(&cluster.inCluster, "in-cluster", false, "the kubernetes provider uses the pod's service account (setpoint runs in the cluster)")
 	cmd.PersistentFlags().BoolVar(&trust.outsidePaths, "allow-outside-paths", false, "let paths in specs (state.path, the sim trace) resolve outside the spec directory")
 	cmd.PersistentFlags().BoolVar(&trust.specPlugins, "allow-spec-plugins", false, "search pluginPath entries inside the spec directory for provider binaries")
 	cmd.PersistentFlags().BoolVar(&confirmRelease, "confirm-release", false, "release the fields of deleted specs even when more than half of the specs vanished at once")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"io"
 	"log/slog"
 	"maps"
@@ -35,7 +36,8 @@ import (
 // builtIn are the providers this binary serves when re-executed as
 // `setpoint provider serve NAME`.
 var builtIn = map[string]func() providers.Full{
-	"sim": func() providers.Full { return sim.NewPlugin() },
+	"sim":        func() providers.Full { return sim.NewPlugin() },
+	"kubernetes": func() providers.Full { return k8sprov.New() },
 }
 
 func builtInNames() []string {
@@ -226,6 +228,11 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			}
 			w.now = w.trace.Start.Add(simCfg.Start.D())
 			cfg.Now = w.now
+		}
+		if p.Name == "kubernetes" {
+			if cfg.Config, err = kubernetesConfig(); err != nil {
+				return nil, err
+			}
 		}
 		var prov providers.Full
 		if mk, ok := builtIn[p.Name]; ok && inProcess() {

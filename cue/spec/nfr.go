@@ -68,6 +68,8 @@ type Target struct {
 type Autoscaler struct {
 	Create      bool `json:"create"`
 	MaxReplicas int  `json:"maxReplicas,omitempty"`
+	// TargetCPU is a created HPA's CPU utilisation target.
+	TargetCPU Percent `json:"targetCPU"`
 }
 
 // Replicas policies of an NFR.
@@ -105,7 +107,21 @@ type MemorySpec struct {
 	Containers  []string `json:"containers"`
 	Request     *Bytes   `json:"request,omitempty"`
 	Limit       *Bytes   `json:"limit,omitempty"`
+	// Apply says how new memory reaches pods: MemoryRollout (the pod
+	// template), MemoryInPlace (running pods resized too) or MemoryNode
+	// (the node agent of a NodePolicy).
+	Apply string `json:"apply"`
+	// InPlaceFallback says what a refused in-place resize does:
+	// "hold" or "rollout".
+	InPlaceFallback string `json:"inPlaceFallback"`
 }
+
+// How an NFR's memory reaches pods.
+const (
+	MemoryRollout = "rollout"
+	MemoryInPlace = "inPlace"
+	MemoryNode    = "node"
+)
 
 // NFREnforcement is the mode of each dimension.
 type NFREnforcement struct {

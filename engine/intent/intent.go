@@ -46,6 +46,10 @@ type Intent struct {
 	// Group names a set of coupled attributes of one object that move in
 	// one apply or not at all (a container's memory request and limit).
 	Group string
+	// InPlace asks for the value to reach running pods without a restart
+	// too (container memory through the resize subresource); it names
+	// what a refused resize does: "hold" or "rollout".
+	InPlace string
 }
 
 // Create describes an object to create (an HPA the spec asks for).

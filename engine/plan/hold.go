@@ -23,9 +23,10 @@ const (
 	HoldRejected           // the provider's dry run refused the change
 	HoldPolicy             // a kind's policy holds it for its own reason
 	HoldRelease            // a release waits for confirmation (many specs vanished, or some fail to load)
+	HoldRollout            // the object is mid-rollout (its controller has not caught up with its generation)
 )
 
-var holdNames = [...]string{"none", "paused", "mode", "conflict", "cooldown", "stability", "two-exact", "coupled", "invalid", "rejected", "policy", "release"}
+var holdNames = [...]string{"none", "paused", "mode", "conflict", "cooldown", "stability", "two-exact", "coupled", "invalid", "rejected", "policy", "release", "rollout"}
 
 func (k HoldKind) String() string {
 	if int(k) < len(holdNames) {
@@ -95,6 +96,8 @@ func (h Hold) String() string {
 		return h.Policy + ": " + h.Detail
 	case HoldRelease:
 		return "release not confirmed: " + h.Detail
+	case HoldRollout:
+		return "mid-rollout: " + h.Detail
 	}
 	return h.Detail
 }

@@ -71,6 +71,9 @@ type Change struct {
 	Group string `json:"group,omitempty"`
 	// Force takes the field from another manager (the gate allowed it).
 	Force bool `json:"force,omitempty"`
+	// InPlace: the value also goes to running pods without a restart; it
+	// names what a refused resize does ("hold" or "rollout").
+	InPlace string `json:"inPlace,omitempty"`
 }
 
 // Note is something a spec's decision has to say without a change (a

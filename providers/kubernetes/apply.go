@@ -271,7 +271,12 @@ func conflictsOf(err error, k *kind, c providers.ObjectChange) []providers.Confl
 		}
 		out = append(out, providers.Conflict{Path: path, Manager: quoted(cause.Message)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path.String() < out[j].Path.String() })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path.String() < out[j].Path.String()
+		}
+		return out[i].Manager < out[j].Manager
+	})
 	return out
 }
 

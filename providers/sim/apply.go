@@ -269,6 +269,10 @@ func (wl *workload) createHPA(c providers.ObjectChange) *object {
 	if wl.cfg.HPA == nil {
 		minR, maxR := c.Attributes[AttrMinReplicas], c.Attributes[AttrMaxReplicas]
 		wl.cfg.HPA = &spec.SimHPA{Min: int(minR.Int()), Max: int(maxR.Int())}
+		if t, ok := c.Attributes[AttrTargetCPU]; ok && t.Int() > 0 {
+			pct := spec.Percent(float64(t.Int()) / 100)
+			wl.cfg.HPA.TargetCPU = &pct
+		}
 	}
 	manager := c.Manager
 	wl.hpa = wl.newObject(KindHPA, func(addrs.Path) string { return manager })

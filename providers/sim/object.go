@@ -25,6 +25,8 @@ var (
 	AttrMaxReplicas     = addrs.MustPath("spec.maxReplicas")
 	AttrCurrentReplicas = addrs.MustPath("status.currentReplicas")
 	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
+	// AttrTargetCPU is an HPA's CPU utilisation target in percent.
+	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
 	AttrMinScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
 	AttrMaxScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
 
@@ -108,7 +110,7 @@ func (wl *workload) attrType(kind string, p addrs.Path) (values.Type, error) {
 		if kind == KindDeployment {
 			return values.Count, nil
 		}
-	case AttrMinReplicas, AttrMaxReplicas:
+	case AttrMinReplicas, AttrMaxReplicas, AttrTargetCPU:
 		if kind == KindHPA {
 			return values.Count, nil
 		}

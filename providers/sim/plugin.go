@@ -52,6 +52,7 @@ func simSchema() providers.Schema {
 		{Kind: KindHPA, Attributes: []providers.AttributeSchema{
 			attr(AttrMinReplicas, values.Count, false, "at least 1"),
 			attr(AttrMaxReplicas, values.Count, false, "at least minReplicas"),
+			attr(AttrTargetCPU, values.Count, false, "CPU utilisation target in percent of requests"),
 			attr(AttrCurrentReplicas, values.Count, true, "replicas at the last sync"),
 			attr(AttrDesiredReplicas, values.Count, true, "replicas the last sync asked for")}},
 		{Kind: KindKnative, Attributes: append([]providers.AttributeSchema{

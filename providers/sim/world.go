@@ -437,6 +437,9 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 			wl.hpa = wl.newObject(KindHPA, managers)
 			wl.hpa.attrs[AttrMinReplicas] = count(c.HPA.Min)
 			wl.hpa.attrs[AttrMaxReplicas] = count(c.HPA.Max)
+			if c.HPA.TargetCPU != nil {
+				wl.hpa.attrs[AttrTargetCPU] = count(int(math.Round(float64(*c.HPA.TargetCPU) * 100)))
+			}
 			wl.replicas = min(max(c.Replicas, c.HPA.Min), c.HPA.Max)
 			wl.deploy.attrs[AttrReplicas] = count(wl.replicas)
 			// The HPA writes spec.replicas.

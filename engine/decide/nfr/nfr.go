@@ -24,6 +24,9 @@ var (
 	AttrReplicas    = addrs.MustPath("spec.replicas")
 	AttrMinReplicas = addrs.MustPath("spec.minReplicas")
 	AttrMaxReplicas = addrs.MustPath("spec.maxReplicas")
+	// AttrTargetCPU is a created HPA's CPU utilisation target in percent
+	// (autoscaling/v1's name for it).
+	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
 	AttrMinScale    = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
 	containersPath  = addrs.MustPath("spec.template.spec.containers")
 )
@@ -288,6 +291,7 @@ func replicas(in Input, out *Output) {
 		it.Create = &intent.Create{Attributes: map[addrs.Path]values.Value{
 			AttrMinReplicas: values.CountOf(rec),
 			AttrMaxReplicas: values.CountOf(int64(s.Autoscaler.MaxReplicas)),
+			AttrTargetCPU:   values.CountOf(targetCPU(s.Autoscaler.TargetCPU)),
 		}}
 		it.SourcePos = in.Spec.Src.PosOf("spec.autoscaler")
 	default:
@@ -370,8 +374,27 @@ func Containers(o providers.Object) []string {
 	return out
 }
 
+// targetCPU is a utilisation target in whole percent (80% when unset).
+func targetCPU(p spec.Percent) int64 {
+	if p <= 0 {
+		return 80
+	}
+	return int64(math.Round(float64(p) * 100))
+}
+
 func memory(in Input, out *Output) {
 	m := in.Spec.Spec.Memory
+	if m.Apply == spec.MemoryNode {
+		out.note(Memory, "memory is applied by the node agent of a NodePolicy (memory.apply: node): no change to the pod template or to pods here")
+		return
+	}
+	inPlace := ""
+	if m.Apply == spec.MemoryInPlace {
+		inPlace = m.InPlaceFallback
+		if inPlace == "" {
+			inPlace = "hold"
+		}
+	}
 	if m.Request != nil && m.Limit != nil {
 		out.note(Memory, "memory is pinned (request %s, limit %s): not recommended", m.Request, m.Limit)
 		return
@@ -406,7 +429,7 @@ func memory(in Input, out *Output) {
 			}
 			out.Intents = append(out.Intents, intent.Intent{Attr: addrs.Attr{Object: in.Target.Address, Path: attr}, Kind: intent.Exact,
 				Dimension: Memory, Value: values.BytesOf(v), Recommended: values.BytesOf(v), Rationale: why,
-				Source: in.Spec.ID(), SourcePos: pos, Group: "memory/" + c})
+				Source: in.Spec.ID(), SourcePos: pos, Group: "memory/" + c, InPlace: inPlace})
 		}
 		if m.Request == nil {
 			add(reqAttr, req, reqWhy)
