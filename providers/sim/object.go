@@ -27,8 +27,8 @@ var (
 	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
 	// AttrTargetCPU is an HPA's CPU utilisation target in percent.
 	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
-	AttrMinScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	AttrMaxScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+	AttrMinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	AttrMaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
 
 	pathStatus       = addrs.MustPath("status")
 	pathTemplateSpec = addrs.MustPath("spec.template.spec")

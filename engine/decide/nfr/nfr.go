@@ -26,9 +26,9 @@ var (
 	AttrMaxReplicas = addrs.MustPath("spec.maxReplicas")
 	// AttrTargetCPU is a created HPA's CPU utilisation target in percent
 	// (autoscaling/v1's name for it).
-	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
-	AttrMinScale    = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	containersPath  = addrs.MustPath("spec.template.spec.containers")
+	AttrTargetCPU  = addrs.MustPath("spec.targetCPUUtilizationPercentage")
+	AttrMinScale   = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	containersPath = addrs.MustPath("spec.template.spec.containers")
 )
 
 // Dimensions of an NFR.
