@@ -204,25 +204,27 @@ func findKeyed(l []any, key map[string]any) int {
 	return -1
 }
 
-// managedSets parses an object's managedFields: for each entry of the
-// main resource (not a subresource), its manager and the fields it owns.
+// managedSets parses an object's managedFields: for each entry, its
+// manager and the fields it owns. Entries of a subresource count: an HPA
+// writes replicas through /scale, and owns them as much as an applier.
 type managed struct {
-	manager   string
-	operation metav1.ManagedFieldsOperationType
-	fields    *fieldpath.Set
+	manager     string
+	operation   metav1.ManagedFieldsOperationType
+	subresource string
+	fields      *fieldpath.Set
 }
 
 func managedSets(entries []metav1.ManagedFieldsEntry) []managed {
 	var out []managed
 	for _, e := range entries {
-		if e.Subresource != "" || e.FieldsV1 == nil {
+		if e.FieldsV1 == nil {
 			continue
 		}
 		s := &fieldpath.Set{}
 		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
 			continue // a malformed entry owns nothing we can name
 		}
-		out = append(out, managed{manager: e.Manager, operation: e.Operation, fields: s})
+		out = append(out, managed{manager: e.Manager, operation: e.Operation, subresource: e.Subresource, fields: s})
 	}
 	return out
 }
@@ -247,7 +249,7 @@ func managerOf(ms []managed, fp fieldpath.Path, self string) string {
 // main resource.
 func ownedBy(ms []managed, manager string) *fieldpath.Set {
 	for _, m := range ms {
-		if m.manager == manager && m.operation == metav1.ManagedFieldsOperationApply {
+		if m.manager == manager && m.operation == metav1.ManagedFieldsOperationApply && m.subresource == "" {
 			return m.fields
 		}
 	}

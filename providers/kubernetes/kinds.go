@@ -311,3 +311,23 @@ func schemaOf(version string) providers.Schema {
 	}
 	return s
 }
+
+// Encode writes attributes of a kind into an object's unstructured form,
+// as an apply would: for fixtures and tools that make objects the way
+// setpoint reads them.
+func Encode(kindName string, obj map[string]any, attrs map[addrs.Path]values.Value) error {
+	k, err := kindOf(kindName)
+	if err != nil {
+		return err
+	}
+	for path, v := range attrs {
+		at, ok := k.attrOf(path)
+		if !ok {
+			return fmt.Errorf("%s: %s has no such attribute", path, kindName)
+		}
+		if err := at.encode(obj, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
