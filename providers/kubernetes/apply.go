@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
+
+// applyWorkers is how many objects' changes are sent at once.
+const applyWorkers = 8
 
 // PlanChange sends each change as a server-side apply with dryRun=All:
 // admission, validation and ownership conflicts show in the plan, nothing
@@ -38,13 +42,30 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 func (p *Provider) changes(ctx context.Context, now time.Time, cs []providers.ObjectChange, dryRun bool) []providers.ObjectResult {
 	out := make([]providers.ObjectResult, len(cs))
 	dyn, core, err := p.clients()
-	for i, c := range cs {
-		if err != nil {
+	if err != nil {
+		for i, c := range cs {
 			out[i] = providers.ObjectResult{Address: c.Address, Err: err.Error()}
-			continue
 		}
-		out[i] = p.change(ctx, dyn, core, now, c, dryRun)
+		return out
 	}
+	// Objects are independent (each change is one object's, whole), so a
+	// few go at once; the client's rate limiter still bounds the total.
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(applyWorkers, len(cs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = p.change(ctx, dyn, core, now, cs[i], dryRun)
+			}
+		}()
+	}
+	for i := range cs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	return out
 }
 

@@ -43,6 +43,7 @@ type Config struct {
 	InCluster  bool   `json:"inCluster,omitempty"`
 	// QPS and Burst bound the client's request rate (client-go's token
 	// bucket); a plan of a thousand objects needs more than its default 5.
+	// Default 100/s, bursts of 200.
 	QPS   float32 `json:"qps,omitempty"`
 	Burst int     `json:"burst,omitempty"`
 	// Timeout bounds every request.
@@ -157,10 +158,10 @@ func (p *Provider) connect(rc *rest.Config, cfg Config) error {
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
 	if rc.QPS == 0 {
-		rc.QPS = 50
+		rc.QPS = 100
 	}
 	if rc.Burst == 0 {
-		rc.Burst = 100
+		rc.Burst = 200
 	}
 	rc.UserAgent = "setpoint/" + version.Version
 	timeout := cfg.Timeout
