@@ -5,11 +5,14 @@ GO        ?= go
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 CUE_VER   := $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 STATICCHECK_VER := v0.8.2
+# kube-apiserver that `make testenv` builds and internal/kubetest runs.
+KUBE_VERSION := v1.35.4
 BIN       := bin/setpoint
 PKGS      := ./...
 FUZZTIME  ?= 60s
 
 export PATH := $(GOBIN):$(PATH)
+export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
 .PHONY: all build test test-short bench lint fmt demo testenv fuzz clean proto
 
@@ -53,12 +56,18 @@ demo: build
 	./$(BIN) validate specs/
 	./$(BIN) sim --baseline specs/
 
-# Tools the tests run for real. Today: the cue CLI at the library's version
-# (for the `cue vet` parity test). Later: kube-apiserver + etcd, prometheus,
-# clang/bpf2go (see ../shared/testenv/README.md).
+# Tools the tests run for real: the cue CLI at the library's version (for
+# the `cue vet` parity test); etcd (Debian's etcd-server) and kube-apiserver
+# $(KUBE_VERSION), built from source once and cached by version, for
+# internal/kubetest. Later: prometheus, clang/bpf2go.
 testenv:
 	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
 		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
+	@if ! command -v etcd >/dev/null 2>&1; then \
+		echo "installing etcd-server"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq etcd-server >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }; fi
+	@bash hack/testenv/kube-apiserver.sh $(KUBE_VERSION) >/dev/null
 
 # Every fuzz target for FUZZTIME each (make test runs their seed corpora).
 FUZZ_TARGETS := ./cue/load:FuzzLoad ./providers/sim:FuzzReadTrace ./providers/sim:FuzzLoadChanges \

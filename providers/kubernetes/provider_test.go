@@ -585,3 +585,37 @@ current-context: x
 		t.Fatalf("the test server's kubeconfig: %v", d)
 	}
 }
+
+// The API server goes away: reads and applies fail with the reason, per
+// object, and nothing half-done is left; when it returns, the same apply
+// goes through once.
+func TestAPIServerRestart(t *testing.T) {
+	env := kubetest.Start(t)
+	ns := env.Namespace(t)
+	create(t, env, deployment(ns, "r", 1))
+	cfg := env.Config()
+	cfg.Timeout = 5 * time.Second
+	p := newProvider(t, cfg)
+	a := addr(KindDeployment, ns, "r")
+	change := providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(4)}, Changed: []addrs.Path{AttrReplicas}, Force: true}
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	resp := p.Read(ctxT(t), providers.ReadRequest{Addresses: []providers.Address{a}})
+	if len(resp.Diagnostics) != 1 || resp.Diagnostics[0].Address == nil || *resp.Diagnostics[0].Address != a || !strings.Contains(resp.Diagnostics[0].Message, "connection refused") {
+		t.Fatalf("read with the server down: %+v", resp.Diagnostics)
+	}
+	if res := apply(t, p, change); !strings.Contains(res.Err, "connection refused") {
+		t.Fatalf("apply with the server down: %+v", res)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if res := apply(t, p, change); res.Err != "" {
+		t.Fatalf("apply after the restart: %+v", res)
+	}
+	o := read(t, p, a)
+	if o.Attributes[AttrReplicas] != values.CountOf(4) || o.Generation != 2 {
+		t.Fatalf("after the restart: replicas %v, generation %d (one change: 2)", o.Attributes[AttrReplicas], o.Generation)
+	}
+}
