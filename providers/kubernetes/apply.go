@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
 
@@ -387,5 +386,3 @@ func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time,
 		logger.Warn("recording an event", "object", a.String(), "reason", reason, "err", err)
 	}
 }
-
-var _ = types.ApplyPatchType

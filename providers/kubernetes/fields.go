@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -221,7 +220,7 @@ func managedSets(entries []metav1.ManagedFieldsEntry) []managed {
 			continue
 		}
 		s := &fieldpath.Set{}
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			continue // a malformed entry owns nothing we can name
 		}
 		out = append(out, managed{manager: e.Manager, operation: e.Operation, subresource: e.Subresource, fields: s})

@@ -85,8 +85,8 @@ func TestExtractOwnedFields(t *testing.T) {
 		{"name":"side","image":"s","resources":{"requests":{"memory":"64Mi"}}}]}}}}`)
 	fields := `{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:name":{},"f:resources":{"f:requests":{"f:memory":{}}}}}}}}}`
 	ms := managedSets([]metav1.ManagedFieldsEntry{
-		{Manager: "setpoint", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}},
-		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:replicas":{},"f:minReadySeconds":{}}}`)}},
+		{Manager: "setpoint", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(fields)},
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:replicas":{},"f:minReadySeconds":{}}}`)},
 	})
 	out := map[string]any{}
 	if err := extract(out, live, ownedBy(ms, "setpoint")); err != nil {
