@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,11 +132,27 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		return fail(explain(err, "get", k, c.Address.Namespace))
 	}
 
+	if live != nil && k.name == KindHPA {
+		if _, ok := c.Attributes[AttrTargetCPU]; ok && slices.Contains(c.Changed, AttrTargetCPU) {
+			return fail(fmt.Errorf("%s: %s is set only when setpoint creates the HPA (it replaces the whole metrics list)", c.Address, AttrTargetCPU))
+		}
+	}
 	obj, err := applyConfig(k, c, live)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", c.Address, err))
 	}
+	opts := metav1.ApplyOptions{FieldManager: c.Manager, Force: c.Force}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	if c.InPlace != "" && live != nil && !dryRun {
+		// Pods are resized only for a change the API server would take:
+		// a conflict or a validation error must not leave pods changed.
+		probe := opts
+		probe.DryRun = []string{metav1.DryRunAll}
+		if _, err := rc.Apply(cctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, probe); err != nil {
+			return p.refused(ctx, core, now, k, c, live, err, true)
+		}
 		if err := p.resizePods(cctx, core, c, live); err != nil {
 			if c.InPlace != providers.InPlaceFallbackRollout {
 				return fail(fmt.Errorf("%s: in-place resize refused, template left as it is (memory.inPlaceFallback: hold): %w", c.Address, err))
@@ -147,22 +165,9 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 			return fail(fmt.Errorf("handing back %s: %w", c.Address, err))
 		}
 	}
-	opts := metav1.ApplyOptions{FieldManager: c.Manager, Force: c.Force}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
 	after, err := rc.Apply(cctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
 	if err != nil {
-		if conflicts := conflictsOf(err, k, c); len(conflicts) > 0 {
-			res.Conflicts = conflicts
-			res.Err = conflictText(conflicts)
-			if !dryRun {
-				p.event(ctx, core, now, k, c.Address, live, corev1.EventTypeWarning, "SetpointConflict",
-					res.Err+"; not applied: the spec does not allow taking the field (takeOverFrom)"+reasonSuffix(c))
-			}
-			return res
-		}
-		return fail(explain(err, verbOf(c, dryRun), k, c.Address.Namespace))
+		return p.refused(ctx, core, now, k, c, live, err, dryRun)
 	}
 	res.After = map[addrs.Path]values.Value{}
 	for path := range c.Attributes {
@@ -174,6 +179,24 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 	if !dryRun {
 		p.event(ctx, core, now, k, c.Address, after, corev1.EventTypeNormal, "SetpointApplied", summary(c, live, k)+reasonSuffix(c))
 	}
+	return res
+}
+
+// refused is the result of an apply the API server refused: a conflict
+// naming the managers (and an Event when it was meant for real), or the
+// error.
+func (p *Provider) refused(ctx context.Context, core k8s.Interface, now time.Time, k *kind, c providers.ObjectChange, live *unstructured.Unstructured, err error, dryRun bool) providers.ObjectResult {
+	res := providers.ObjectResult{Address: c.Address}
+	if conflicts := conflictsOf(err, k, c); len(conflicts) > 0 {
+		res.Conflicts = conflicts
+		res.Err = conflictText(conflicts)
+		if !dryRun || c.InPlace != "" {
+			p.event(ctx, core, now, k, c.Address, live, corev1.EventTypeWarning, "SetpointConflict",
+				res.Err+"; not applied: the spec does not allow taking the field (takeOverFrom)"+reasonSuffix(c))
+		}
+		return res
+	}
+	res.Err = explain(err, verbOf(c, dryRun), k, c.Address.Namespace).Error()
 	return res
 }
 
@@ -239,8 +262,14 @@ func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructu
 // HandbackManager: the following apply no longer names them, and since
 // setpoint then owns none of them the API server keeps their values.
 func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c providers.ObjectChange, live *unstructured.Unstructured, dryRun bool) error {
-	obj := map[string]any{"apiVersion": k.apiVersion, "kind": k.apiKind,
-		"metadata": map[string]any{"name": c.Address.Name, "namespace": c.Address.Namespace, "uid": string(live.GetUID())}}
+	obj := map[string]any{}
+	// What it was handed before stays in its applied configuration, or
+	// this apply would take it away (and remove it if nobody else owns it).
+	if err := extract(obj, live.Object, ownedBy(managedSets(live.GetManagedFields()), HandbackManager)); err != nil {
+		return err
+	}
+	obj["apiVersion"], obj["kind"] = k.apiVersion, k.apiKind
+	obj["metadata"] = map[string]any{"name": c.Address.Name, "namespace": c.Address.Namespace, "uid": string(live.GetUID())}
 	n := 0
 	for _, path := range c.Released {
 		at, _ := k.attrOf(path)
@@ -353,6 +382,15 @@ func reasonSuffix(c providers.ObjectChange) string {
 	return " (" + c.Reason + ")"
 }
 
+// eventPrefix is an Event's generated name's prefix: the object's name,
+// short enough for the server's suffix.
+func eventPrefix(name string) string {
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return name + "."
+}
+
 // maxEventMessage is what the API server accepts in an Event's message.
 const maxEventMessage = 1024
 
@@ -363,7 +401,11 @@ func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time,
 		return
 	}
 	if len(msg) > maxEventMessage {
-		msg = msg[:maxEventMessage-3] + "..."
+		cut := maxEventMessage - 3
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
 	}
 	if now.IsZero() {
 		now = time.Now()
@@ -374,7 +416,7 @@ func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time,
 	}
 	t := metav1.NewTime(now)
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", a.Name, now.UnixNano()), Namespace: a.Namespace},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: eventPrefix(a.Name), Namespace: a.Namespace},
 		InvolvedObject: ref, Reason: reason, Message: msg, Type: typ,
 		Source:         corev1.EventSource{Component: EventComponent},
 		FirstTimestamp: t, LastTimestamp: t, Count: 1,

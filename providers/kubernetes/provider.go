@@ -218,6 +218,9 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	for _, g := range keys {
 		idx := groups[g]
 		k, err := kindOf(g.kind)
+		if err == nil && g.ns == "" && g.kind != "" {
+			err = fmt.Errorf("a %s address needs a namespace", g.kind)
+		}
 		if err != nil {
 			for _, i := range idx {
 				fail(i, err)

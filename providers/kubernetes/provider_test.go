@@ -244,6 +244,24 @@ func TestOwnershipAndNothingDropped(t *testing.T) {
 	if o.Attributes[req] != values.BytesOf(320<<20) || o.Managers[req] != HandbackManager || o.Managers[lim] != Manager {
 		t.Fatalf("after release: %v %v", o.Attributes[req], o.Managers)
 	}
+	// A second release keeps the first one's value too.
+	res = apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(6)}, Released: []addrs.Path{lim}})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	o = read(t, p, a)
+	if o.Attributes[req] != values.BytesOf(320<<20) || o.Attributes[lim] != values.BytesOf(480<<20) || o.Managers[req] != HandbackManager || o.Managers[lim] != HandbackManager {
+		t.Fatalf("after the second release: %v %v", o.Attributes, o.Managers)
+	}
+	// A dry run the server accepts stores nothing.
+	dr := p.PlanChange(ctxT(t), providers.PlanChangeRequest{Changes: []providers.ObjectChange{withManager(providers.ObjectChange{Address: a,
+		Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(9)}, Changed: []addrs.Path{AttrReplicas}})}}).Results[0]
+	if dr.Err != "" || dr.After[AttrReplicas] != values.CountOf(9) {
+		t.Fatalf("dry run: %+v", dr)
+	}
+	if o = read(t, p, a); o.Attributes[AttrReplicas] != values.CountOf(6) {
+		t.Fatalf("a dry run stored replicas %v", o.Attributes[AttrReplicas])
+	}
 }
 
 // An HPA is created only when the change asks; an existing HPA's

@@ -54,31 +54,47 @@ func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c provide
 	if err != nil {
 		return explain(err, "list", kinds[KindPod], c.Address.Namespace)
 	}
+	// Every pod is checked before any is resized: a pod that cannot take
+	// the new memory leaves them all as they are.
+	var next []*corev1.Pod
 	var errs []error
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		next, changed, err := resized(pod, want)
-		if err != nil {
+		n, changed, err := resized(pod, want)
+		switch {
+		case err != nil && len(errs) < maxPodErrors:
 			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
-			continue
+		case err == nil && changed:
+			next = append(next, n)
 		}
-		if !changed {
-			continue
-		}
-		if _, err := core.CoreV1().Pods(pod.Namespace).UpdateResize(ctx, pod.Name, next, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: %w", pod.Name, err))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, n := range next {
+		if _, err := core.CoreV1().Pods(n.Namespace).UpdateResize(ctx, n.Name, n, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil && len(errs) < maxPodErrors {
+			errs = append(errs, fmt.Errorf("pod %s: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// maxPodErrors bounds how many pods' errors one change reports.
+const maxPodErrors = 5
+
 // resized is pod with the wanted memory, or why it may not have it.
 func resized(pod *corev1.Pod, want map[string][2]int64) (*corev1.Pod, bool, error) {
 	next := pod.DeepCopy()
-	before := QoSClass(pod)
+	computed := QoSClass(pod)
+	before := computed
+	if pod.Status.QOSClass != "" {
+		// The kubelet's own word (it counts init containers and pod-level
+		// resources too) decides whether request and limit stay equal.
+		before = pod.Status.QOSClass
+	}
 	changed := false
 	for i := range next.Spec.Containers {
 		ct := &next.Spec.Containers[i]
@@ -118,8 +134,8 @@ func resized(pod *corev1.Pod, want map[string][2]int64) (*corev1.Pod, bool, erro
 			return nil, false, fmt.Errorf("container %s: request %s above limit %s", ct.Name, r.String(), l.String())
 		}
 	}
-	if after := QoSClass(next); after != before {
-		return nil, false, fmt.Errorf("the new memory would change its QoS class from %s to %s", before, after)
+	if after := QoSClass(next); after != computed {
+		return nil, false, fmt.Errorf("the new memory would change its QoS class from %s to %s", computed, after)
 	}
 	return next, changed, nil
 }
