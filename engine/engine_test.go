@@ -462,3 +462,35 @@ func TestUnansweredDryRunHolds(t *testing.T) {
 		t.Fatalf("want the change held as rejected:\n%s", text(pl))
 	}
 }
+
+// rollingOut reports the HPA as mid-rollout: its controller has not acted
+// on its latest generation.
+type rollingOut struct{ *sim.Provider }
+
+func (r rollingOut) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	resp := r.Provider.Read(ctx, req)
+	for i, o := range resp.Objects {
+		if o.Address.Kind == "HorizontalPodAutoscaler" {
+			resp.Objects[i].Generation, resp.Objects[i].ObservedGeneration = 3, 2
+		}
+	}
+	return resp
+}
+
+// TestMidRolloutHolds: a change to an object whose observedGeneration is
+// behind its generation is held with both numbers; caught up, it goes.
+func TestMidRolloutHolds(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	now := at(p, 10*time.Minute)
+	e.Providers["sim"] = rollingOut{p}
+	pl := e.Plan(context.Background(), now, state.New(), nil)
+	h := find(pl.Held, "spec.minReplicas")
+	if h == nil || h.Held.Kind != plan.HoldRollout || h.Held.String() != "mid-rollout: observedGeneration 2 is behind generation 3" {
+		t.Fatalf("want a rollout hold:\n%s", text(pl))
+	}
+	e.Providers["sim"] = p
+	pl = e.Plan(context.Background(), now, state.New(), nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c == nil {
+		t.Fatalf("caught up, the change should go:\n%s", text(pl))
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -116,9 +117,20 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		return fail(err)
 	}
 	rc := dyn.Resource(k.gvr).Namespace(c.Address.Namespace)
-	cctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	live, err := rc.Get(cctx, c.Address.Name, metav1.GetOptions{})
+	// Each request has its own deadline: a change of many pods is many
+	// requests.
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	call := func() context.Context {
+		cctx, cancel := context.WithTimeout(ctx, p.timeout)
+		cancels = append(cancels, cancel)
+		return cctx
+	}
+	live, err := rc.Get(call(), c.Address.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		live = nil
@@ -150,10 +162,10 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		// a conflict or a validation error must not leave pods changed.
 		probe := opts
 		probe.DryRun = []string{metav1.DryRunAll}
-		if _, err := rc.Apply(cctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, probe); err != nil {
+		if _, err := rc.Apply(call(), c.Address.Name, &unstructured.Unstructured{Object: obj}, probe); err != nil {
 			return p.refused(ctx, core, now, k, c, live, err, true)
 		}
-		if err := p.resizePods(cctx, core, c, live); err != nil {
+		if err := p.resizePods(call, core, c, live); err != nil {
 			if c.InPlace != providers.InPlaceFallbackRollout {
 				return fail(fmt.Errorf("%s: in-place resize refused, template left as it is (memory.inPlaceFallback: hold): %w", c.Address, err))
 			}
@@ -161,11 +173,11 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		}
 	}
 	if len(c.Released) > 0 && live != nil {
-		if err := handBack(cctx, rc, k, c, live, dryRun); err != nil {
+		if err := handBack(call(), rc, k, c, live, dryRun); err != nil {
 			return fail(fmt.Errorf("handing back %s: %w", c.Address, err))
 		}
 	}
-	after, err := rc.Apply(cctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
+	after, err := rc.Apply(call(), c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
 	if err != nil {
 		return p.refused(ctx, core, now, k, c, live, err, dryRun)
 	}
@@ -213,8 +225,10 @@ func verbOf(c providers.ObjectChange, dryRun bool) string {
 // change's attributes over them, less the released fields.
 func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructured) (map[string]any, error) {
 	obj := map[string]any{}
+	owned := &fieldpath.Set{}
 	if live != nil {
-		if err := extract(obj, live.Object, ownedBy(managedSets(live.GetManagedFields()), c.Manager)); err != nil {
+		owned = ownedBy(managedSets(live.GetManagedFields()), c.Manager)
+		if err := extract(obj, live.Object, owned); err != nil {
 			return nil, err
 		}
 	}
@@ -247,6 +261,17 @@ func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructu
 	sort.Slice(paths, func(i, j int) bool { return paths[i].String() < paths[j].String() })
 	for _, path := range paths {
 		at, _ := k.attrOf(path)
+		if live != nil && !slices.Contains(c.Changed, path) {
+			// A field carried over from the state but no longer setpoint's
+			// (someone took it since, with force) is not taken back: only
+			// the fields this change moves may be, and only by its Force.
+			if fp, err := fieldPath(at.place()); err == nil && !owned.Has(fp) {
+				continue
+			}
+		}
+		if name, ok := path.Selected("name"); ok && live != nil && !slices.Contains(containerNames(live.Object, k.containers), name) {
+			return nil, fmt.Errorf("%s: no container %q", path, name)
+		}
 		if err := at.encode(obj, c.Attributes[path]); err != nil {
 			return nil, err
 		}
@@ -314,9 +339,9 @@ func conflictsOf(err error, k *kind, c providers.ObjectChange) []providers.Confl
 		}
 		path, ok := byField[cause.Field]
 		if !ok {
-			// A field setpoint owned before and re-sends: name it as the
-			// server does.
-			path, _ = addrs.ParsePath(strings.TrimPrefix(cause.Field, "."))
+			// A field setpoint owned before and re-sends (read back from
+			// managedFields): the server's path, as setpoint writes it.
+			path = attrPathOf(cause.Field)
 		}
 		out = append(out, providers.Conflict{Path: path, Manager: quoted(cause.Message)})
 	}

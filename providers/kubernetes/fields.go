@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -361,4 +363,58 @@ func copyPath(dst, src map[string]any, p fieldpath.Path) error {
 		}
 	}
 	return nil
+}
+
+// attrPathOf reads the server's text of a field path (".spec.replicas",
+// `.spec.template.spec.containers[name="app"].resources.requests.memory`,
+// ".metadata.annotations.a.b/c") back into setpoint's path. The text is
+// ambiguous where a map key holds dots; keys of annotations and labels are
+// taken whole.
+func attrPathOf(field string) addrs.Path {
+	rest := strings.TrimPrefix(field, ".")
+	var steps []addrs.Step
+	for rest != "" {
+		if len(steps) > 0 {
+			if last := steps[len(steps)-1]; last.Kind == addrs.Field && (last.Name == "annotations" || last.Name == "labels") {
+				steps = append(steps, addrs.K(rest))
+				break
+			}
+		}
+		i := strings.IndexAny(rest, ".[")
+		if i < 0 {
+			steps = append(steps, addrs.F(rest))
+			break
+		}
+		if i > 0 {
+			steps = append(steps, addrs.F(rest[:i]))
+		}
+		rest = rest[i:]
+		if rest[0] == '.' {
+			rest = rest[1:]
+			continue
+		}
+		end := strings.IndexByte(rest, ']')
+		if end < 0 {
+			return addrs.Path{}
+		}
+		sel := rest[1:end]
+		rest = rest[end+1:]
+		k, v, ok := strings.Cut(sel, "=")
+		if !ok {
+			return addrs.Path{}
+		}
+		if uq, err := strconv.Unquote(v); err == nil {
+			v = uq
+		}
+		steps = append(steps, addrs.Sel(k, v))
+		rest = strings.TrimPrefix(rest, ".")
+	}
+	if len(steps) == 0 {
+		return addrs.Path{}
+	}
+	p := addrs.FromSteps(steps...)
+	if len(p.String()) > addrs.MaxPathLen {
+		return addrs.Path{}
+	}
+	return p
 }

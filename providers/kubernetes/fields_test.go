@@ -209,3 +209,22 @@ func TestQoSAndResize(t *testing.T) {
 		t.Fatal("the same values were a change")
 	}
 }
+
+// The server's text of a field path reads back into the attribute path it
+// came from.
+func TestAttrPathOfInvertsFieldPath(t *testing.T) {
+	for _, p := range []addrs.Path{AttrReplicas, ContainerAttr("app", "requests"), AttrMinScale, AttrMaxScale, addrs.MustPath(`metadata.labels["app.kubernetes.io/name"]`)} {
+		fp, err := fieldPath(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := attrPathOf(fp.String()); got != p {
+			t.Errorf("%s → %s → %s", p, fp, got)
+		}
+	}
+	for _, bad := range []string{".spec.containers[name", ".a[b]"} {
+		if got := attrPathOf(bad); !got.IsZero() {
+			t.Errorf("%q read as %s", bad, got)
+		}
+	}
+}

@@ -393,21 +393,25 @@ spec:
 	}
 }
 
-// pod makes a pod of the Deployment "mem" with the given memory and CPU.
-func pod(ns, name, reqMem, limMem, cpu string) string {
-	res := ""
+// pod makes a pod labelled as the Deployment "mem"'s, owned by the
+// ReplicaSet with uid owner (none when ""), with the given memory and CPU.
+func pod(ns, name, owner, reqMem, limMem, cpu string) string {
+	res, refs := "", ""
+	if owner != "" {
+		refs = fmt.Sprintf(", ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: mem-1, uid: %s, controller: true}]", owner)
+	}
 	if reqMem != "" {
 		res = fmt.Sprintf(`
     resources: {requests: {memory: %s, cpu: %s}, limits: {memory: %s, cpu: %s}}`, reqMem, cpu, limMem, cpu)
 	}
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
-metadata: {name: %s, namespace: %s, labels: {app: mem}}
+metadata: {name: %s, namespace: %s, labels: {app: mem}%s}
 spec:
   containers:
   - name: app
     image: registry.example/app:1%s
-`, name, ns, res)
+`, name, ns, refs, res)
 }
 
 func podMemory(t *testing.T, env *kubetest.Env, ns, name string) (string, string) {
@@ -424,8 +428,31 @@ func TestInPlaceResize(t *testing.T) {
 	env := kubetest.Shared(t)
 	ns := env.Namespace(t)
 	create(t, env, deployment(ns, "mem", 2))
-	env.Apply(t, pod(ns, "mem-burst", "256Mi", "512Mi", "100m"))
-	env.Apply(t, pod(ns, "mem-guar", "256Mi", "256Mi", "100m"))
+	d, err := env.Clientset(t).AppsV1().Deployments(ns).Get(ctxT(t), "mem", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the Deployment controller would make: a ReplicaSet it controls,
+	// whose pods it controls.
+	rs := env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: mem-1
+  namespace: %s
+  labels: {app: mem}
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: mem, uid: %s, controller: true}]
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: mem}}
+  template:
+    metadata: {labels: {app: mem}}
+    spec: {containers: [{name: app, image: registry.example/app:1}]}
+`, ns, d.UID))[0]
+	owner := string(rs.GetUID())
+	env.Apply(t, pod(ns, "mem-burst", owner, "256Mi", "512Mi", "100m"))
+	env.Apply(t, pod(ns, "mem-guar", owner, "256Mi", "256Mi", "100m"))
+	// A canary's pod with the same labels is not the Deployment's.
+	env.Apply(t, pod(ns, "canary", "", "256Mi", "512Mi", "100m"))
 	p := newProvider(t, env.Config())
 	a := addr(KindDeployment, ns, "mem")
 	req, lim := ContainerAttr("app", "requests"), ContainerAttr("app", "limits")
@@ -441,12 +468,15 @@ func TestInPlaceResize(t *testing.T) {
 	if r, l := podMemory(t, env, ns, "mem-guar"); r != "384Mi" || l != "384Mi" {
 		t.Fatalf("guaranteed pod resized to %s/%s", r, l)
 	}
+	if r, l := podMemory(t, env, ns, "canary"); r != "256Mi" || l != "512Mi" {
+		t.Fatalf("a pod of another owner was resized to %s/%s", r, l)
+	}
 	if o := read(t, p, a); o.Attributes[req] != values.BytesOf(384<<20) {
 		t.Fatalf("template: %v", o.Attributes[req])
 	}
 	// A BestEffort pod cannot be given memory in place (its QoS class
 	// would change): with fallback hold the template stays too.
-	env.Apply(t, pod(ns, "mem-none", "", "", ""))
+	env.Apply(t, pod(ns, "mem-none", owner, "", "", ""))
 	change.Attributes = map[addrs.Path]values.Value{req: values.BytesOf(448 << 20), lim: values.BytesOf(672 << 20)}
 	res := apply(t, p, change)
 	if !strings.Contains(res.Err, "QoS class") || !strings.Contains(res.Err, "hold") {
@@ -459,6 +489,10 @@ func TestInPlaceResize(t *testing.T) {
 	change.InPlace = providers.InPlaceFallbackRollout
 	if res := apply(t, p, change); res.Err != "" {
 		t.Fatal(res.Err)
+	}
+	// Hold left every pod as it was, the resizable ones too.
+	if r, _ := podMemory(t, env, ns, "mem-burst"); r != "384Mi" {
+		t.Fatalf("a refused resize changed another pod to %s", r)
 	}
 	if o := read(t, p, a); o.Attributes[req] != values.BytesOf(448<<20) {
 		t.Fatalf("rollout fallback left the template at %v", o.Attributes[req])
@@ -635,5 +669,37 @@ func TestAPIServerRestart(t *testing.T) {
 	o := read(t, p, a)
 	if o.Attributes[AttrReplicas] != values.CountOf(4) || o.Generation != 2 {
 		t.Fatalf("after the restart: replicas %v, generation %d (one change: 2)", o.Attributes[AttrReplicas], o.Generation)
+	}
+}
+
+// A field setpoint applied once and another manager took since (with
+// force) is not taken back by a later change that only carries it from the
+// state: Force is for the fields the change moves.
+func TestCarriedFieldTakenByOthersStays(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	create(t, env, deployment(ns, "c", 1))
+	p := newProvider(t, env.Config())
+	a := addr(KindDeployment, ns, "c")
+	lim := ContainerAttr("app", "limits")
+	if res := apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(3), lim: values.BytesOf(480 << 20)},
+		Changed: []addrs.Path{AttrReplicas, lim}, Force: true}); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	gitops := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "c", "namespace": ns}}
+	if err := Encode(KindDeployment, gitops, map[addrs.Path]values.Value{lim: values.BytesOf(600 << 20)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic(t).Resource(kinds[KindDeployment].gvr).Namespace(ns).Apply(ctxT(t), "c", &unstructured.Unstructured{Object: gitops}, metav1.ApplyOptions{FieldManager: "argocd-controller", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	res := apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(4), lim: values.BytesOf(480 << 20)},
+		Changed: []addrs.Path{AttrReplicas}, Force: true})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	o := read(t, p, a)
+	if o.Attributes[AttrReplicas] != values.CountOf(4) || o.Attributes[lim] != values.BytesOf(600<<20) || o.Managers[lim] != "argocd-controller" {
+		t.Fatalf("replicas %v, limit %v (manager %s): the GitOps value must stay", o.Attributes[AttrReplicas], o.Attributes[lim], o.Managers[lim])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/setpoint-dev/setpoint/providers"
@@ -38,7 +39,7 @@ func memoryOf(c providers.ObjectChange) map[string][2]int64 {
 // together. A pod whose QoS class the new values would change is refused,
 // as the API server would refuse it; a Guaranteed pod keeps request =
 // limit (at the request, which is above the working set by the headroom).
-func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c providers.ObjectChange, live *unstructured.Unstructured) error {
+func (p *Provider) resizePods(call func() context.Context, core k8s.Interface, c providers.ObjectChange, live *unstructured.Unstructured) error {
 	want := memoryOf(c)
 	if len(want) == 0 {
 		return nil
@@ -50,7 +51,20 @@ func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c provide
 	if !ok || len(sel) == 0 {
 		return errors.New("the Deployment has no matchLabels selector to find its pods by")
 	}
-	pods, err := core.CoreV1().Pods(c.Address.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	// The Deployment's pods are those of its ReplicaSets: labels alone
+	// would take a canary's pods that share them.
+	selector := labels.SelectorFromSet(sel).String()
+	rss, err := core.AppsV1().ReplicaSets(c.Address.Namespace).List(call(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("list replicasets.apps in namespace %s: %w", c.Address.Namespace, err)
+	}
+	mine := map[types.UID]bool{}
+	for _, rs := range rss.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == live.GetUID() {
+			mine[rs.UID] = true
+		}
+	}
+	pods, err := core.CoreV1().Pods(c.Address.Namespace).List(call(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return explain(err, "list", kinds[KindPod], c.Address.Namespace)
 	}
@@ -60,6 +74,9 @@ func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c provide
 	var errs []error
 	for i := range pods.Items {
 		pod := &pods.Items[i]
+		if ref := metav1.GetControllerOf(pod); ref == nil || !mine[ref.UID] {
+			continue
+		}
 		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -75,7 +92,7 @@ func (p *Provider) resizePods(ctx context.Context, core k8s.Interface, c provide
 		return errors.Join(errs...)
 	}
 	for _, n := range next {
-		if _, err := core.CoreV1().Pods(n.Namespace).UpdateResize(ctx, n.Name, n, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil && len(errs) < maxPodErrors {
+		if _, err := core.CoreV1().Pods(n.Namespace).UpdateResize(call(), n.Name, n, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil && len(errs) < maxPodErrors {
 			errs = append(errs, fmt.Errorf("pod %s: %w", n.Name, err))
 		}
 	}

@@ -420,6 +420,12 @@ func memory(in Input, out *Output) {
 			lim, limWhy = LimitFor(req, m.LimitFactor)
 			limWhy += " (from the pinned request)"
 		}
+		if equalNow(in.Target, reqAttr, limAttr) && m.Limit == nil {
+			// Request = limit (a Guaranteed pod, for memory) stays so, as
+			// VPA keeps the ratio: the request is already above the
+			// working set by the headroom.
+			lim, limWhy = req, fmt.Sprintf("= the request %s: request and limit are equal now (Guaranteed QoS kept)", values.BytesOf(req))
+		}
 		pos := in.Spec.Src.PosOf("spec.memory")
 		add := func(attr addrs.Path, v int64, why string) {
 			cur, ok := in.Target.Attributes[attr]
@@ -438,6 +444,14 @@ func memory(in Input, out *Output) {
 			add(limAttr, lim, limWhy)
 		}
 	}
+}
+
+// equalNow reports whether the object's request and limit at the two
+// paths are both set and equal.
+func equalNow(o providers.Object, req, lim addrs.Path) bool {
+	r, okR := o.Attributes[req]
+	l, okL := o.Attributes[lim]
+	return okR && okL && r.Type() == values.Bytes && r == l
 }
 
 func lastWord(attr addrs.Path) string {

@@ -312,3 +312,20 @@ func TestSLORecommendation(t *testing.T) {
 		t.Errorf("no traffic: %v %q", ok, why)
 	}
 }
+
+// A container whose request equals its limit (Guaranteed, for memory)
+// keeps them equal, at the request: 110Mi × 1.2 → 144Mi for both.
+func TestGuaranteedKeepsRequestEqualLimit(t *testing.T) {
+	tmpl := podTemplate()
+	tmpl[ContainerAttr("function", "limits")] = "256Mi"
+	out := Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, tmpl), Signals: sig})
+	r, l := find(out, ContainerAttr("function", "requests")), find(out, ContainerAttr("function", "limits"))
+	if r == nil || l == nil || r.Value != values.BytesOf(144*MiB) || l.Value != values.BytesOf(144*MiB) || !strings.Contains(l.Rationale, "Guaranteed") {
+		t.Fatalf("request %+v, limit %+v", r, l)
+	}
+	// Unequal now: the limit factor applies (224Mi).
+	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), Signals: sig})
+	if l := find(out, ContainerAttr("function", "limits")); l == nil || l.Value != values.BytesOf(224*MiB) {
+		t.Fatalf("burstable limit: %+v", l)
+	}
+}
