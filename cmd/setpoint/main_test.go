@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"io"
 	"os"
 	"os/exec"
@@ -29,8 +30,8 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
-	selfPath = binary // in-process workspaces start providers from the real binary
-	code := m.Run()
+	selfPath = binary       // in-process workspaces start providers from the real binary
+	code := kubetest.Run(m) // an API server starts only for the tests that ask
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

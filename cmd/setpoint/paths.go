@@ -60,6 +60,7 @@ func kubernetesConfig() ([]byte, error) {
 func addTrustFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&cluster.kubeconfig, "kubeconfig", "", "the kubeconfig of the kubernetes provider (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.PersistentFlags().StringVar(&cluster.context, "context", "", "the kubeconfig context of the kubernetes provider (default: its current context)")
+	cmd.PersistentFlags().StringVar(&stateNamespace, "state-namespace", "", "namespace of the state when the Environment keeps it in the cluster (state.backend: kubernetes; default: the pod's namespace in the cluster, else setpoint-system)")
 	cmd.PersistentFlags().BoolVar(&cluster.inCluster, "in-cluster", false, "the kubernetes provider uses the pod's service account (setpoint runs in the cluster)")
 	cmd.PersistentFlags().BoolVar(&trust.outsidePaths, "allow-outside-paths", false, "let paths in specs (state.path, the sim trace) resolve outside the spec directory")
 	cmd.PersistentFlags().BoolVar(&trust.specPlugins, "allow-spec-plugins", false, "search pluginPath entries inside the spec directory for provider binaries")

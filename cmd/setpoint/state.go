@@ -1,10 +1,15 @@
 package main
 
 import (
+	"k8s.io/client-go/kubernetes"
+
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"maps"
 	"os"
 	"slices"
@@ -48,7 +53,37 @@ func stateBackend(ctx context.Context, dir string) (state.Backend, error) {
 			return nil, errors.New(d.Error())
 		}
 	}
+	if env.Spec.State.Backend == "kubernetes" {
+		return clusterState(env)
+	}
 	return state.NewFile(paths.state), nil
+}
+
+// stateNamespace is where in-cluster state lives: --state-namespace, else
+// the pod's own namespace in the cluster, else setpoint-system.
+var stateNamespace string
+
+// clusterState is the Environment's state in the cluster the kubernetes
+// provider's flags name: one ConfigMap per target, a Lease as the lock.
+func clusterState(env *spec.Environment) (state.Backend, error) {
+	rc, err := k8sprov.RestConfig(k8sprov.Config{Kubeconfig: cluster.kubeconfig, Context: cluster.context, InCluster: cluster.inCluster})
+	if err != nil {
+		return nil, fmt.Errorf("state backend kubernetes: %w", err)
+	}
+	core, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("state backend kubernetes: %w", err)
+	}
+	ns := stateNamespace
+	if ns == "" && cluster.inCluster {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		ns = "setpoint-system"
+	}
+	return kstate.New(core, ns, env.Metadata.Name), nil
 }
 
 func newStateCmd() *cobra.Command {

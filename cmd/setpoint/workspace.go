@@ -178,8 +178,10 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if w.env.Spec.Signals.Default != "embedded" {
 		return nil, fmt.Errorf("%s: signals.default %q is not available yet; use embedded", w.env.Src.PosOf("spec.signals.default"), w.env.Spec.Signals.Default)
 	}
-	if w.env.Spec.State.Backend != "file" {
-		return nil, fmt.Errorf("%s: state backend %q is not available yet; use file", w.env.Src.PosOf("spec.state.backend"), w.env.Spec.State.Backend)
+	if w.env.Spec.State.Backend == "kubernetes" {
+		if w.state, err = clusterState(w.env); err != nil {
+			return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.state.backend"), err)
+		}
 	}
 	self, err := selfBinary()
 	if err != nil {

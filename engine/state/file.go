@@ -378,7 +378,7 @@ func (b *fileBackend) decode(name string, f shardFile, fast bool, keys map[strin
 			return fail(fmt.Errorf("%w: checksum %s, but its attrs hash to %s", ErrCorrupt, short(f.Checksum), short(hex.EncodeToString(sum[:]))))
 		}
 	}
-	if want := shardName(o); want != name {
+	if want := shardName(o); name != "" && want != name {
 		return fail(fmt.Errorf("%w: it holds the shard of %s, whose file is %s", ErrCorrupt, o, want))
 	}
 	var attrs map[string]*Entry

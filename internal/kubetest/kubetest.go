@@ -119,6 +119,12 @@ var shared struct {
 // it from TestMain. The environment starts on the first Shared call and stops
 // after m.Run.
 func Main(m *testing.M, opts ...Option) {
+	os.Exit(Run(m, opts...))
+}
+
+// Run is Main without the exit, for a TestMain with its own set-up and
+// tear-down: it returns m.Run's code.
+func Run(m *testing.M, opts ...Option) int {
 	shared.mu.Lock()
 	shared.main = true
 	shared.opts = opts
@@ -134,7 +140,7 @@ func Main(m *testing.M, opts ...Option) {
 			fmt.Fprintf(os.Stderr, "kubetest: stopping the shared environment: %v\n", err)
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // MainWithCRDs is Main(m, WithCRDs(dirs...)).

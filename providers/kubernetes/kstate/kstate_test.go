@@ -1,0 +1,175 @@
+package kstate
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/kubetest"
+)
+
+func TestMain(m *testing.M) { kubetest.Main(m) }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var (
+	obj  = addrs.Object{Provider: "kubernetes", Kind: "Deployment", Namespace: "shop", Name: "checkout"}
+	attr = addrs.Attr{Object: obj, Path: addrs.MustPath("spec.replicas")}
+)
+
+func setUser(s *state.State, n int64) {
+	v := values.CountOf(n)
+	s.Entry(attr).User = &v
+}
+
+func user(t *testing.T, s *state.State) int64 {
+	t.Helper()
+	e, ok := s.Lookup(attr)
+	if !ok || e.User == nil {
+		t.Fatal("no entry")
+	}
+	return e.User.Int()
+}
+
+func TestRoundTripAndOnlyChangedShardsWritten(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	b := New(env.Clientset(t), ns, "prod")
+	s, err := b.Load(ctxT(t))
+	if err != nil || len(s.Objects()) != 0 {
+		t.Fatal(s.Objects(), err)
+	}
+	setUser(s, 3)
+	if st, err := b.Save(ctxT(t), s); err != nil || st.Written != 1 {
+		t.Fatal(st, err)
+	}
+	if st, err := b.Save(ctxT(t), s); err != nil || st.Written != 0 {
+		t.Fatalf("an unchanged state wrote %+v %v", st, err)
+	}
+	// Another process (a new backend) reads the same.
+	s2, err := New(env.Clientset(t), ns, "prod").Load(ctxT(t))
+	if err != nil || user(t, s2) != 3 {
+		t.Fatal(err)
+	}
+	// Another Environment in the namespace sees nothing of it.
+	if s3, err := New(env.Clientset(t), ns, "staging").Load(ctxT(t)); err != nil || len(s3.Objects()) != 0 {
+		t.Fatal(s3.Objects(), err)
+	}
+	// Forgetting the object removes its configmap.
+	s.Delete(attr)
+	if st, err := b.Save(ctxT(t), s); err != nil || st.Removed != 1 {
+		t.Fatal(st, err)
+	}
+	cms, _ := env.Clientset(t).CoreV1().ConfigMaps(ns).List(ctxT(t), metav1.ListOptions{LabelSelector: LabelState})
+	if len(cms.Items) != 0 {
+		t.Fatalf("left: %d configmaps", len(cms.Items))
+	}
+}
+
+// Two writers that loaded the same shard: the second's save is refused,
+// and the first's value is what stays.
+func TestConcurrentWritersLoseNothing(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	b0 := New(env.Clientset(t), ns, "prod")
+	s0, _ := b0.Load(ctxT(t))
+	setUser(s0, 1)
+	if _, err := b0.Save(ctxT(t), s0); err != nil {
+		t.Fatal(err)
+	}
+	b1, b2 := New(env.Clientset(t), ns, "prod"), New(env.Clientset(t), ns, "prod")
+	s1, _ := b1.Load(ctxT(t))
+	s2, _ := b2.Load(ctxT(t))
+	setUser(s1, 5)
+	setUser(s2, 7)
+	if _, err := b1.Save(ctxT(t), s1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b2.Save(ctxT(t), s2)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("the second writer: %v", err)
+	}
+	s, _ := New(env.Clientset(t), ns, "prod").Load(ctxT(t))
+	if user(t, s) != 5 {
+		t.Fatalf("stored %d, want the first writer's 5", user(t, s))
+	}
+}
+
+// A damaged configmap is named and left alone; the others load.
+func TestCorruptShard(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	b := New(env.Clientset(t), ns, "prod")
+	s, _ := b.Load(ctxT(t))
+	setUser(s, 2)
+	if _, err := b.Save(ctxT(t), s); err != nil {
+		t.Fatal(err)
+	}
+	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: b.prefix + "-bad", Namespace: ns,
+		Labels: map[string]string{LabelState: "shard", LabelEnvironment: "prod"}}, Data: map[string]string{DataKey: `{"version":9`}}
+	if _, err := env.Clientset(t).CoreV1().ConfigMaps(ns).Create(ctxT(t), bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(env.Clientset(t), ns, "prod").Load(ctxT(t))
+	var le *state.LoadError
+	if !errors.As(err, &le) || len(le.Shards) != 1 || !strings.Contains(err.Error(), b.prefix+"-bad") {
+		t.Fatalf("load: %v", err)
+	}
+	if user(t, s) != 2 {
+		t.Fatal("the good shard")
+	}
+}
+
+func TestLeaseLock(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	b1, b2 := New(env.Clientset(t), ns, "prod"), New(env.Clientset(t), ns, "prod")
+	unlock1, err := b1.Lock(ctxT(t), "setpoint watch --in-cluster", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b2.Lock(ctxT(t), "setpoint apply", false)
+	var locked *state.LockedError
+	if !errors.As(err, &locked) || locked.Holder == nil || locked.Holder.Who != "setpoint watch --in-cluster" {
+		t.Fatalf("a second holder: %v", err)
+	}
+	// Waiting gives up with the context, naming the holder.
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	_, err = b2.Lock(ctx, "setpoint apply", true)
+	cancel()
+	if !errors.As(err, &locked) || locked.Waited == nil {
+		t.Fatalf("waiting: %v", err)
+	}
+	if err := unlock1(); err != nil {
+		t.Fatal(err)
+	}
+	unlock2, err := b2.Lock(ctxT(t), "setpoint apply", false)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	// A holder that stops renewing loses the lock after LeaseDuration.
+	b3 := New(env.Clientset(t), ns, "prod")
+	b3.Now = func() time.Time { return time.Now().Add(b3.LeaseDuration + time.Second) }
+	unlock3, err := b3.Lock(ctxT(t), "successor", false)
+	if err != nil {
+		t.Fatalf("taking an expired lease: %v", err)
+	}
+	if err := unlock2(); err == nil || !strings.Contains(err.Error(), "taken over") {
+		t.Fatalf("the old holder's unlock: %v", err)
+	}
+	if err := unlock3(); err != nil {
+		t.Fatal(err)
+	}
+}
