@@ -494,3 +494,19 @@ func TestMidRolloutHolds(t *testing.T) {
 		t.Fatalf("caught up, the change should go:\n%s", text(pl))
 	}
 }
+
+// TestGroups: specs sharing a target (an NFR and a Toy on plain) are one
+// group, named by its least address; the others are their own.
+func TestGroups(t *testing.T) {
+	e, _ := world(t, checkout("")+plainWL, nfr("checkout", ""), nfr("plain", ""), toyDoc("8"))
+	g := e.Groups()
+	if len(g) != 3 {
+		t.Fatalf("groups: %v", g)
+	}
+	if g["NFR/shop/plain"] != g["Toy/shop/floor"] || g["NFR/shop/plain"] != "sim:Deployment/shop/plain" {
+		t.Fatalf("two specs on plain: %v", g)
+	}
+	if g["NFR/shop/checkout"] != "sim:Deployment/shop/checkout" {
+		t.Fatalf("checkout: %v", g)
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net/http"
+
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -67,7 +70,12 @@ start at the sim speed (at least real time).`,
 			providersAt := providerConfigs(ws.env)
 			tickAt := w.Tick
 			holds := map[string]string{}
+			shards := startShards(ctx, ws, w, shardCount, healthAddr)
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
+				keys = shards.mine(ws, set, keys)
+				if len(keys) == 0 {
+					return nil
+				}
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
 					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
@@ -109,7 +117,92 @@ start at the sim speed (at least real time).`,
 		},
 	}
 	cmd.Flags().DurationVar(&debounce, "debounce", 20*time.Millisecond, "wait this long after an edit for more edits")
+	cmd.Flags().IntVar(&shardCount, "shards", kstate.DefaultShards, "with the state in the cluster: how many shards the specs are spread over (each a Lease, held by one replica)")
+	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "with the state in the cluster: how long a replica that stops renewing keeps its shards")
+	cmd.Flags().StringVar(&healthAddr, "health-addr", "", "serve /healthz and /readyz on this address (e.g. :8081)")
 	return cmd
+}
+
+var (
+	shardCount    int
+	healthAddr    string
+	leaseDuration time.Duration
+)
+
+// shardSet is the shards this replica holds, when the state is in the
+// cluster; nil holds everything (the state is local, one writer).
+type shardSet struct {
+	h *kstate.Holder
+	n int
+}
+
+// startShards makes this watch one replica of many when the state is in
+// the cluster: it holds its share of the shard Leases, reconciles only the
+// specs of those, and reconciles every spec when its shards change (the
+// ones it gained are then its own). It serves health on addr.
+func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string) *shardSet {
+	var ss *shardSet
+	if kb, ok := ws.state.(*kstate.Backend); ok {
+		kb.Shards = n
+		kb.LeaseDuration = leaseDuration
+		if leaseDuration < 2*time.Second {
+			// A Lease counts whole seconds and is renewed every third.
+			slog.Warn("--lease-duration below 2s: using 2s", "given", leaseDuration)
+			kb.LeaseDuration = 2 * time.Second
+		}
+		h := kb.NewHolder("setpoint watch")
+		h.OnChange = func([]int) { w.Trigger("shards changed") }
+		go func() { _ = h.Run(ctx) }()
+		ss = &shardSet{h: h, n: n}
+	}
+	if addr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ok\n")) })
+		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
+			if ss != nil && !ss.h.Healthy() {
+				http.Error(rw, "the shard leases could not be read or renewed", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintf(rw, "ok %s\n", ss.describe())
+		})
+		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				slog.Error("health server", "addr", addr, "err", err)
+			}
+		}()
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+	}
+	return ss
+}
+
+func (s *shardSet) describe() string {
+	if s == nil {
+		return "(local state: every spec)"
+	}
+	return fmt.Sprintf("shards %v of %d", s.h.Owned(), s.n)
+}
+
+// mine keeps the keys of the specs whose group's shard this replica holds.
+func (s *shardSet) mine(ws *workspace, set watch.Set, keys []string) []string {
+	if s == nil {
+		return keys
+	}
+	ws.mu.Lock()
+	ws.eng.Specs = set.Specs // the groups of the specs as they are now
+	groups := ws.eng.Groups()
+	ws.mu.Unlock()
+	out := keys[:0:0]
+	for _, k := range keys {
+		g, ok := groups[k]
+		if !ok {
+			g = k
+		}
+		if s.h.Owns(kstate.ShardOf(g, s.n)) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // reconcileKeys plans the given specs (and every spec sharing a target

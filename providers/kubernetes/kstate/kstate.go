@@ -9,14 +9,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,8 +47,12 @@ type Backend struct {
 	// Now is the clock (tests move it).
 	Now func() time.Time
 
-	mu    sync.Mutex
-	known map[addrs.Object]stored
+	// Shards is how many shard Leases there are (DefaultShards when 0).
+	Shards int
+
+	mu     sync.Mutex
+	known  map[addrs.Object]stored
+	holder *Holder
 }
 
 type stored struct {
@@ -210,21 +211,22 @@ func (b *Backend) Save(ctx context.Context, s *state.State) (state.SaveStats, er
 	return st, errors.Join(errs...)
 }
 
-// LockName is the Lease that is the Environment's lock.
-func (b *Backend) LockName() string { return b.prefix + "-lock" }
-
-// Lock takes the Environment's Lease: free, expired (its holder stopped
-// renewing for LeaseDuration) or already this process's. While held it is
-// renewed; unlock releases it at once.
+// Lock takes every shard's Lease (see Shards): a one-shot run excludes
+// every in-cluster holder, and each other. A Lease is free, expired (its
+// holder stopped renewing for LeaseDuration) or already this call's. While
+// held they are renewed; unlock releases them at once.
 func (b *Backend) Lock(ctx context.Context, who string, wait bool) (func() error, error) {
-	host, _ := os.Hostname()
-	me := state.Holder{PID: os.Getpid(), Host: host, Who: who, Since: b.Now().UTC()}
-	id := fmt.Sprintf("%s/%d/%d", host, me.PID, me.Since.UnixNano())
+	if b.holder != nil {
+		// In-cluster: the shard Leases the holder keeps are the lock;
+		// reconciles run only for the shards it holds.
+		return func() error { return nil }, nil
+	}
+	me := newHolder(who, b.Now())
 	delay := 50 * time.Millisecond
 	for {
-		rv, err := b.acquire(ctx, id, me)
+		unlock, err := b.lockAll(ctx, me)
 		if err == nil {
-			return b.hold(id, rv), nil
+			return unlock, nil
 		}
 		var locked *state.LockedError
 		if !errors.As(err, &locked) || !wait {
@@ -240,71 +242,38 @@ func (b *Backend) Lock(ctx context.Context, who string, wait bool) (func() error
 	}
 }
 
-func (b *Backend) acquire(ctx context.Context, id string, me state.Holder) (string, error) {
-	leases := b.core.CoordinationV1().Leases(b.namespace)
-	now := metav1.NewMicroTime(b.Now())
-	secs := int32(b.LeaseDuration / time.Second)
-	holder, _ := json.Marshal(me)
-	l, err := leases.Get(ctx, b.LockName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: b.LockName(), Namespace: b.namespace,
-			Labels: map[string]string{LabelEnvironment: envLabel(b.env)}, Annotations: map[string]string{AnnotationHolder: string(holder)}},
-			Spec: coordv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now}}
-		out, err := leases.Create(ctx, l, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return "", b.lockedBy(nil)
-		}
-		if err != nil {
-			return "", fmt.Errorf("taking the state lock (lease %s/%s): %w", b.namespace, b.LockName(), err)
-		}
-		return out.ResourceVersion, nil
-	}
+// lockAll takes the Lease of every shard, after checking that no Lease
+// of the Environment (of any shard count) is held by another.
+func (b *Backend) lockAll(ctx context.Context, me holder) (func() error, error) {
+	l := b.leases()
+	all, err := b.core.CoordinationV1().Leases(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelLock + "=shard," + LabelEnvironment + "=" + envLabel(b.env)})
 	if err != nil {
-		return "", fmt.Errorf("reading the state lock (lease %s/%s): %w", b.namespace, b.LockName(), err)
+		return nil, fmt.Errorf("reading the state locks (leases in %s): %w", b.namespace, err)
 	}
-	if held(l, b.Now()) && (l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != id) {
-		return "", b.lockedBy(l)
-	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &id, &secs, &now, &now
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
-	l.Annotations[AnnotationHolder] = string(holder)
-	out, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		return "", b.lockedBy(nil) // someone else took it first
-	}
-	if err != nil {
-		return "", fmt.Errorf("taking the state lock (lease %s/%s): %w", b.namespace, b.LockName(), err)
-	}
-	return out.ResourceVersion, nil
-}
-
-// held reports whether a Lease has a holder whose renewal has not expired.
-func held(l *coordv1.Lease, now time.Time) bool {
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	return now.Before(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
-}
-
-func (b *Backend) lockedBy(l *coordv1.Lease) error {
-	e := &state.LockedError{Path: fmt.Sprintf("lease %s/%s", b.namespace, b.LockName())}
-	if l != nil {
-		var h state.Holder
-		if json.Unmarshal([]byte(l.Annotations[AnnotationHolder]), &h) == nil && h.PID != 0 {
-			e.Holder = &h
+	for i := range all.Items {
+		if held(&all.Items[i], b.Now()) && holderID(&all.Items[i]) != me.id {
+			return nil, l.lockedBy(&all.Items[i])
 		}
 	}
-	return e
-}
-
-// hold renews the Lease until unlock, which releases it.
-func (b *Backend) hold(id, rv string) func() error {
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	var mu sync.Mutex
-	cur := rv
+	var got []string
+	release := func() error {
+		var errs []error
+		for _, name := range got {
+			if err := l.release(name, me.id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for i := range b.shardCount() {
+		name := b.ShardLease(i)
+		if err := l.acquire(ctx, name, me); err != nil {
+			_ = release()
+			return nil, err
+		}
+		got = append(got, name)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(b.LeaseDuration / 3)
@@ -314,51 +283,20 @@ func (b *Backend) hold(id, rv string) func() error {
 			case <-stop:
 				return
 			case <-t.C:
-				mu.Lock()
-				if r, err := b.renew(id, cur, false); err == nil {
-					cur = r
+				for _, name := range got {
+					_ = l.renew(name, me.id)
 				}
-				mu.Unlock()
 			}
 		}
 	}()
 	var once sync.Once
-	var err error
+	var uerr error
 	return func() error {
 		once.Do(func() {
 			close(stop)
 			<-done
-			mu.Lock()
-			defer mu.Unlock()
-			_, err = b.renew(id, cur, true)
+			uerr = release()
 		})
-		return err
-	}
-}
-
-// renew moves the Lease's renewTime on (or releases it), if it is still
-// this holder's.
-func (b *Backend) renew(id, rv string, release bool) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.LeaseDuration)
-	defer cancel()
-	leases := b.core.CoordinationV1().Leases(b.namespace)
-	l, err := leases.Get(ctx, b.LockName(), metav1.GetOptions{})
-	if err != nil {
-		return rv, err
-	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != id {
-		return rv, fmt.Errorf("the state lock (lease %s/%s) was taken over", b.namespace, b.LockName())
-	}
-	now := metav1.NewMicroTime(b.Now())
-	l.Spec.RenewTime = &now
-	if release {
-		empty := ""
-		l.Spec.HolderIdentity = &empty
-		delete(l.Annotations, AnnotationHolder)
-	}
-	out, err := leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		return rv, err
-	}
-	return out.ResourceVersion, nil
+		return uerr
+	}, nil
 }

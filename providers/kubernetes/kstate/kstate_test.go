@@ -3,6 +3,7 @@ package kstate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -172,4 +173,78 @@ func TestLeaseLock(t *testing.T) {
 	if err := unlock3(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitFor polls until cond holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// split reports whether the holders own every shard exactly once, each
+// at most its share.
+func split(hs []*Holder, n int) bool {
+	seen := map[int]bool{}
+	share := (n + len(hs) - 1) / len(hs)
+	for _, h := range hs {
+		owned := h.Owned()
+		if len(owned) > share {
+			return false
+		}
+		for _, i := range owned {
+			if seen[i] {
+				return false
+			}
+			seen[i] = true
+		}
+	}
+	return len(seen) == n
+}
+
+// Three replicas split 16 shards; one dies without releasing anything;
+// the two others hold all 16 once its Leases expire.
+func TestShardsSplitAndMoveOnDeath(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	var hs []*Holder
+	cancels := make([]context.CancelFunc, 3)
+	done := make([]chan struct{}, 3)
+	for i := range 3 {
+		b := New(env.Clientset(t), ns, "prod")
+		b.LeaseDuration = 3 * time.Second
+		h := b.NewHolder(fmt.Sprintf("replica-%d", i))
+		h.RetryPeriod = 200 * time.Millisecond
+		hs = append(hs, h)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i], done[i] = cancel, make(chan struct{})
+		go func() { defer close(done[i]); _ = h.Run(ctx) }()
+	}
+	t.Cleanup(func() {
+		for i := range cancels {
+			cancels[i]()
+			<-done[i]
+		}
+	})
+	waitFor(t, 30*time.Second, "three replicas split 16 shards", func() bool { return split(hs, 16) })
+	// The Leases say the same as the holders.
+	for _, h := range hs {
+		for _, i := range h.Owned() {
+			l, err := env.Clientset(t).CoordinationV1().Leases(ns).Get(ctxT(t), h.b.ShardLease(i), metav1.GetOptions{})
+			if err != nil || holderID(l) != h.ID() {
+				t.Fatalf("shard %d: the holder says %s, the lease %v (%v)", i, h.ID(), l, err)
+			}
+		}
+	}
+	hs[0].crash = true
+	cancels[0]()
+	<-done[0]
+	took := waitFor(t, 30*time.Second, "two replicas take the dead one's shards", func() bool { return split(hs[1:], 16) })
+	t.Logf("reshard after a death: %s (lease 3s, retry 200ms)", took)
 }
