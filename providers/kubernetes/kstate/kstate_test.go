@@ -248,3 +248,43 @@ func TestShardsSplitAndMoveOnDeath(t *testing.T) {
 	took := waitFor(t, 30*time.Second, "two replicas take the dead one's shards", func() bool { return split(hs[1:], 16) })
 	t.Logf("reshard after a death: %s (lease 3s, retry 200ms)", took)
 }
+
+// BenchmarkReshard: three replicas hold 16 shards; one dies without
+// releasing; the time until the two others hold all 16 (lease 3 s, a look
+// every 200 ms). Goal: at most the lease duration + 1 s.
+func BenchmarkReshard(b *testing.B) {
+	env := kubetest.Shared(b)
+	var total time.Duration
+	for b.Loop() {
+		ns := env.Namespace(b)
+		var hs []*Holder
+		var cancels []context.CancelFunc
+		var dones []chan struct{}
+		for i := range 3 {
+			be := New(env.Clientset(b), ns, "bench")
+			be.LeaseDuration = 3 * time.Second
+			h := be.NewHolder(fmt.Sprintf("replica-%d", i))
+			h.RetryPeriod = 200 * time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = h.Run(ctx) }()
+			hs, cancels, dones = append(hs, h), append(cancels, cancel), append(dones, done)
+		}
+		for !split(hs, 16) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		hs[0].crash = true
+		start := time.Now()
+		cancels[0]()
+		<-dones[0]
+		for !split(hs[1:], 16) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		total += time.Since(start)
+		for i := 1; i < 3; i++ {
+			cancels[i]()
+			<-dones[i]
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s/reshard")
+}
