@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -97,14 +98,30 @@ func StructuredOf(raw []byte) (Value, error) {
 	if len(raw) > MaxStructured {
 		return Value{}, fmt.Errorf("structured value of %d bytes: at most %d", len(raw), MaxStructured)
 	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
+	// Canonical: compact, object keys sorted, numbers as written, so two
+	// writings of one value are one value (a provider's read of what was
+	// applied compares equal to it).
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
 		return Value{}, fmt.Errorf("structured value: %w", err)
 	}
-	if c := b.Bytes(); len(c) == 0 || (c[0] != '{' && c[0] != '[') {
+	if _, err := dec.Token(); err != io.EOF {
+		return Value{}, fmt.Errorf("structured value: more after the value")
+	}
+	switch x.(type) {
+	case map[string]any, []any:
+	default:
 		return Value{}, fmt.Errorf("structured value: want a JSON object or list")
 	}
-	return Value{t: Structured, s: b.String()}, nil
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return Value{}, fmt.Errorf("structured value: %w", err)
+	}
+	return Value{t: Structured, s: strings.TrimSuffix(b.String(), "\n")}, nil
 }
 
 // Parse reads a value of type t from its printed form: "3", "256Mi",

@@ -164,3 +164,24 @@ func TestParsePrintCompare(t *testing.T) {
 		t.Error("an oversized structured value was accepted")
 	}
 }
+
+// Two writings of one JSON value are one structured value: keys sorted,
+// whitespace gone, numbers as written (no float rounding).
+func TestStructuredIsCanonical(t *testing.T) {
+	a, err := StructuredOf([]byte(`{ "b": 1, "a": [ {"y": 12345678901234567890, "x": "<>"} ] }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := StructuredOf([]byte(`{"a":[{"x":"<>","y":12345678901234567890}],"b":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a.Str() != `{"a":[{"x":"<>","y":12345678901234567890}],"b":1}` {
+		t.Fatalf("%s vs %s", a.Str(), b.Str())
+	}
+	for _, bad := range []string{`3`, `"s"`, `{} {}`, `{`} {
+		if _, err := StructuredOf([]byte(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}

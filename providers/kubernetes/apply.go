@@ -137,8 +137,8 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		if c.Action != action.Create {
 			return fail(fmt.Errorf("%s does not exist: setpoint creates only what a spec asks for", c.Address))
 		}
-		if k.name != KindHPA {
-			return fail(fmt.Errorf("%s: the kubernetes provider creates only HorizontalPodAutoscalers", c.Address))
+		if k.name != KindHPA && k.name != KindNodeAgent {
+			return fail(fmt.Errorf("%s: the kubernetes provider creates only HorizontalPodAutoscalers and NodeAgentConfigs", c.Address))
 		}
 	case err != nil:
 		return fail(explain(err, "get", k, c.Address.Namespace))

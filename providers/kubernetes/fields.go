@@ -232,10 +232,12 @@ func managedSets(entries []metav1.ManagedFieldsEntry) []managed {
 
 // managerOf names who owns the field at fp: another manager before self
 // when several share it, since that is whom an apply would conflict with.
-func managerOf(ms []managed, fp fieldpath.Path, self string) string {
+// With under, owning any field below fp counts (a structured value's
+// manager owns its leaves, not the object itself).
+func managerOf(ms []managed, fp fieldpath.Path, self string, under ...bool) string {
 	owner := ""
 	for _, m := range ms {
-		if !m.fields.Has(fp) {
+		if !m.fields.Has(fp) && !(len(under) > 0 && under[0] && hasUnder(m.fields, fp)) {
 			continue
 		}
 		if m.manager != self {
@@ -417,4 +419,12 @@ func attrPathOf(field string) addrs.Path {
 		return addrs.Path{}
 	}
 	return p
+}
+
+// hasUnder reports whether set holds a field below fp.
+func hasUnder(set *fieldpath.Set, fp fieldpath.Path) bool {
+	for _, pe := range fp {
+		set = set.WithPrefix(pe)
+	}
+	return !set.Empty()
 }

@@ -1,9 +1,12 @@
 package kubernetes
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +23,9 @@ const (
 	KindHPA        = "HorizontalPodAutoscaler"
 	KindKnative    = "KnativeService"
 	KindPod        = "Pod"
+	// KindNodeAgent is the custom resource the node agents (NRI, eBPF)
+	// reconcile from in a cluster (deploy/crds).
+	KindNodeAgent = "NodeAgentConfig"
 )
 
 // Attribute paths, the same as the sim world's.
@@ -41,7 +47,17 @@ var (
 	pathTemplateContainers = addrs.MustPath("spec.template.spec.containers")
 	pathPodContainers      = addrs.MustPath("spec.containers")
 	pathMetrics            = addrs.MustPath("spec.metrics")
+	pathNodes              = addrs.MustPath("status.nodes")
+
+	AttrAgent       = addrs.MustPath("spec.agent")
+	AttrAgentConfig = addrs.MustPath("spec.config")
 )
+
+// NodeAttr is the path of a node agent's report (which: observedGeneration,
+// message or observed) in a NodeAgentConfig's status.
+func NodeAttr(node, which string) addrs.Path {
+	return pathNodes.Child(addrs.Sel("name", node), addrs.F(which))
+}
 
 // ContainerAttr is the path of a pod template container's memory request
 // or limit (which: "requests" or "limits").
@@ -57,10 +73,12 @@ func containerAttr(base addrs.Path, container, which string) addrs.Path {
 type encoding int
 
 const (
-	encInt       encoding = iota // a JSON integer
-	encQuantity                  // a resource quantity string ("512Mi")
-	encIntString                 // an integer in a string (an annotation)
-	encCPUTarget                 // an HPA's metrics list with one CPU utilisation target
+	encInt        encoding = iota // a JSON integer
+	encQuantity                   // a resource quantity string ("512Mi")
+	encIntString                  // an integer in a string (an annotation)
+	encCPUTarget                  // an HPA's metrics list with one CPU utilisation target
+	encString                     // a JSON string
+	encStructured                 // a JSON object, as it is
 )
 
 // attr is one attribute a kind serves.
@@ -119,6 +137,14 @@ var kinds = map[string]*kind{
 		},
 		containers: pathTemplateContainers,
 	},
+	KindNodeAgent: {
+		name: KindNodeAgent, gvr: schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "nodeagentconfigs"},
+		apiVersion: "setpoint.dev/v1alpha1", apiKind: "NodeAgentConfig",
+		attrs: []attr{
+			{path: AttrAgent, typ: values.String, enc: encString, desc: "nri or ebpf: which agents take it"},
+			{path: AttrAgentConfig, typ: values.Structured, enc: encStructured, desc: "the agents' configuration"},
+		},
+	},
 	KindPod: {
 		name: KindPod, gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"},
 		apiVersion: "v1", apiKind: "Pod",
@@ -140,6 +166,16 @@ func (k *kind) attrOf(p addrs.Path) (attr, bool) {
 	for _, a := range k.attrs {
 		if a.path == p {
 			return a, true
+		}
+	}
+	if k.name == KindNodeAgent && p.HasPrefix(pathNodes) {
+		if n, ok := p.Selected("name"); ok {
+			for which, t := range map[string]values.Type{"observedGeneration": values.Count, "message": values.String, "observed": values.Structured} {
+				if NodeAttr(n, which) == p {
+					enc := map[values.Type]encoding{values.Count: encInt, values.String: encString, values.Structured: encStructured}[t]
+					return attr{path: p, typ: t, enc: enc, readOnly: true}, true
+				}
+			}
 		}
 	}
 	if !k.containers.IsZero() && p.HasPrefix(k.containers) {
@@ -177,6 +213,22 @@ func (a attr) decode(obj map[string]any) (values.Value, bool, error) {
 			return values.Value{}, false, fmt.Errorf("%s: %q is not an integer", a.path, s)
 		}
 		return values.Numeric(a.typ, n), true, nil
+	case encString:
+		str, ok := raw.(string)
+		if !ok {
+			return values.Value{}, false, fmt.Errorf("%s: %v is not a string", a.path, raw)
+		}
+		return values.StringOf(str), true, nil
+	case encStructured:
+		b, err := json.Marshal(raw)
+		if err != nil {
+			return values.Value{}, false, fmt.Errorf("%s: %w", a.path, err)
+		}
+		v, err := values.StructuredOf(b)
+		if err != nil {
+			return values.Value{}, false, fmt.Errorf("%s: %w", a.path, err)
+		}
+		return v, true, nil
 	case encQuantity:
 		var q resource.Quantity
 		switch v := raw.(type) {
@@ -207,6 +259,14 @@ func (a attr) encode(obj map[string]any, v values.Value) error {
 		return set(obj, a.path, v.Int())
 	case encIntString:
 		return set(obj, a.path, strconv.FormatInt(v.Int(), 10))
+	case encString:
+		return set(obj, a.path, v.Str())
+	case encStructured:
+		var x any
+		if err := json.Unmarshal(v.JSON(), &x); err != nil {
+			return fmt.Errorf("%s: %w", a.path, err)
+		}
+		return set(obj, a.path, x)
 	case encQuantity:
 		return set(obj, a.path, resource.NewQuantity(v.Int(), resource.BinarySI).String())
 	case encCPUTarget:
@@ -289,7 +349,7 @@ func containerNames(obj map[string]any, base addrs.Path) []string {
 // in a container path stands for any container's name.
 func schemaOf(version string) providers.Schema {
 	s := providers.Schema{Name: "kubernetes", Version: version, Events: true}
-	for _, name := range []string{KindDeployment, KindHPA, KindKnative, KindPod} {
+	for _, name := range []string{KindDeployment, KindHPA, KindKnative, KindNodeAgent, KindPod} {
 		k := kinds[name]
 		ks := providers.KindSchema{Kind: name}
 		for _, a := range k.attrs {
@@ -306,6 +366,12 @@ func schemaOf(version string) providers.Schema {
 			ks.Attributes = append(ks.Attributes,
 				providers.AttributeSchema{Path: containerAttr(k.containers, "NAME", "requests"), Type: values.Bytes, ReadOnly: !k.memoryWritable, Description: note},
 				providers.AttributeSchema{Path: containerAttr(k.containers, "NAME", "limits"), Type: values.Bytes, ReadOnly: !k.memoryWritable, Description: "a container's memory limit"})
+		}
+		if name == KindNodeAgent {
+			for which, t := range map[string]values.Type{"observedGeneration": values.Count, "message": values.String, "observed": values.Structured} {
+				ks.Attributes = append(ks.Attributes, providers.AttributeSchema{Path: NodeAttr("NODE", which), Type: t, ReadOnly: true, Description: "what the agent on NODE reports"})
+			}
+			slices.SortFunc(ks.Attributes, func(a, b providers.AttributeSchema) int { return strings.Compare(a.Path.String(), b.Path.String()) })
 		}
 		s.Kinds = append(s.Kinds, ks)
 	}

@@ -61,6 +61,9 @@ const Manager = "setpoint"
 // EventComponent is the source of the Events setpoint writes.
 const EventComponent = "setpoint"
 
+// maxNodes bounds the node reports read from one NodeAgentConfig.
+const maxNodes = 10000
+
 // listThreshold is how many objects of one kind in one namespace a Read
 // fetches with one List rather than one GET each.
 const listThreshold = 4
@@ -342,7 +345,7 @@ func (p *Provider) toObject(ctx context.Context, core k8s.Interface, k *kind, a 
 		if err != nil {
 			return err
 		}
-		if m := managerOf(ms, fp, Manager); m != "" {
+		if m := managerOf(ms, fp, Manager, at.enc == encStructured); m != "" {
 			o.Managers[at.path] = m
 		}
 		return nil
@@ -361,6 +364,26 @@ func (p *Provider) toObject(ctx context.Context, core k8s.Interface, k *kind, a 
 				at, _ := k.attrOf(containerAttr(k.containers, c, which))
 				if err := note(at); err != nil {
 					return o, err
+				}
+			}
+		}
+	}
+	if k.name == KindNodeAgent {
+		raw, _ := get(u.Object, pathNodes)
+		l, _ := raw.([]any)
+		for i, e := range l {
+			if i >= maxNodes {
+				break
+			}
+			m, _ := e.(map[string]any)
+			n, _ := m["name"].(string)
+			if n == "" {
+				continue
+			}
+			for _, which := range []string{"observedGeneration", "message", "observed"} {
+				at, _ := k.attrOf(NodeAttr(n, which))
+				if v, ok, err := at.decode(u.Object); err == nil && ok {
+					o.Attributes[at.path] = v
 				}
 			}
 		}

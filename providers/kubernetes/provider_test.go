@@ -24,9 +24,10 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/agentcr"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m) }
+func TestMain(m *testing.M) { kubetest.Main(m, kubetest.WithCRDs("../../deploy/crds")) }
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -701,5 +702,65 @@ func TestCarriedFieldTakenByOthersStays(t *testing.T) {
 	o := read(t, p, a)
 	if o.Attributes[AttrReplicas] != values.CountOf(4) || o.Attributes[lim] != values.BytesOf(600<<20) || o.Managers[lim] != "argocd-controller" {
 		t.Fatalf("replicas %v, limit %v (manager %s): the GitOps value must stay", o.Attributes[AttrReplicas], o.Attributes[lim], o.Managers[lim])
+	}
+}
+
+// The node agents' round trip: setpoint writes a NodeAgentConfig's
+// config; each node's agent reads it and reports its own status entry;
+// setpoint reads every node's report. Two agents never overwrite each
+// other, and a report names the generation it acted on.
+func TestNodeAgentConfigRoundTrip(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	p := newProvider(t, env.Config())
+	a := addr(KindNodeAgent, ns, "pools")
+	cfg1, _ := values.StructuredOf([]byte(`{"pools":[{"name":"latency","minCPUs":2,"maxCPUs":8}]}`))
+	res := apply(t, p, providers.ObjectChange{Address: a, Action: action.Create,
+		Attributes: map[addrs.Path]values.Value{AttrAgent: values.StringOf("nri"), AttrAgentConfig: cfg1}, Changed: []addrs.Path{AttrAgentConfig}})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	agents := map[string]*agentcr.Client{}
+	for _, node := range []string{"node-a", "node-b"} {
+		agents[node] = &agentcr.Client{Dyn: env.Dynamic(t), Namespace: ns, Name: "pools", Node: node}
+		c, err := agents[node].Get(ctxT(t))
+		if err != nil || c.Agent != "nri" || string(c.Config) != cfg1.Str() || c.Generation != 1 {
+			t.Fatalf("%s reads %+v %v", node, c, err)
+		}
+		if err := agents[node].Report(ctxT(t), c.Generation, "ok", map[string]any{"pools": map[string]any{"latency": "2-3"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := read(t, p, a)
+	for _, node := range []string{"node-a", "node-b"} {
+		if o.Attributes[NodeAttr(node, "observedGeneration")] != values.CountOf(1) || o.Attributes[NodeAttr(node, "message")] != values.StringOf("ok") ||
+			o.Attributes[NodeAttr(node, "observed")].Str() != `{"pools":{"latency":"2-3"}}` {
+			t.Fatalf("%s: %v", node, o.Attributes)
+		}
+	}
+	if o.Attributes[AttrAgentConfig] != cfg1 || o.Managers[AttrAgentConfig] != Manager {
+		t.Fatalf("config: %v %v", o.Attributes[AttrAgentConfig], o.Managers)
+	}
+	// A new config: node-a acts on it, node-b has not yet.
+	cfg2, _ := values.StructuredOf([]byte(`{"pools":[{"name":"latency","minCPUs":4,"maxCPUs":8}]}`))
+	res = apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrAgent: values.StringOf("nri"), AttrAgentConfig: cfg2}, Changed: []addrs.Path{AttrAgentConfig}})
+	if res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	c, err := agents["node-a"].Get(ctxT(t))
+	if err != nil || c.Generation != 2 || string(c.Config) != cfg2.Str() {
+		t.Fatalf("node-a reads %+v %v", c, err)
+	}
+	if err := agents["node-a"].Report(ctxT(t), c.Generation, "ok", nil); err != nil {
+		t.Fatal(err)
+	}
+	o = read(t, p, a)
+	if o.Attributes[NodeAttr("node-a", "observedGeneration")] != values.CountOf(2) || o.Attributes[NodeAttr("node-b", "observedGeneration")] != values.CountOf(1) {
+		t.Fatalf("after node-a's second report: %v", o.Attributes)
+	}
+	// The status is the agents': setpoint cannot write it.
+	res = apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{NodeAttr("node-a", "message"): values.StringOf("x")}})
+	if !strings.Contains(res.Err, "read only") {
+		t.Fatalf("writing an agent's report: %+v", res)
 	}
 }
