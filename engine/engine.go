@@ -266,6 +266,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			continue
 		}
 		entry := st.Entry(d.Attr)
+		if entry.Applied == nil && has && o.Exists && o.Managers[d.Attr.Path] == gate.SetpointManager && entry.User != nil {
+			// setpoint wrote it, and the record of the write was lost (the
+			// process died between the provider's apply and the state's
+			// save): the world says what was applied.
+			entry.Applied = &state.Applied{Value: cur, At: now, By: d.Specs()}
+		}
 		if entry.User == nil && has && o.Exists {
 			if _, present := o.Attributes[d.Attr.Path]; present {
 				v := cur

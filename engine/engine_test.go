@@ -510,3 +510,38 @@ func TestGroups(t *testing.T) {
 		t.Fatalf("checkout: %v", g)
 	}
 }
+
+// TestLostApplyRecordIsFoundInTheWorld: a process killed between the
+// provider's apply and the state's save left the user's value in the
+// state (saved before applying) but not the apply. The next plan neither
+// repeats the change nor forgets it: the field's manager is setpoint, so
+// the value there is what setpoint applied.
+func TestLostApplyRecordIsFoundInTheWorld(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	ctx := context.Background()
+	now := at(p, 10*time.Minute)
+	st := state.New()
+	pl := e.Plan(ctx, now, st, nil)
+	c := find(pl.Changes, "spec.minReplicas")
+	if c == nil {
+		t.Fatalf("no change to apply:\n%s", text(pl))
+	}
+	attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
+	user := *st.Entry(attr).User
+	for _, r := range e.Apply(ctx, now, pl, st) {
+		if r.Err != "" {
+			t.Fatal(r.Err)
+		}
+	}
+	// What the pre-apply save kept: the user's value, no apply.
+	lost := state.New()
+	lost.Entry(attr).User = &user
+	pl = e.Plan(ctx, now, lost, nil)
+	if again := find(pl.Changes, "spec.minReplicas"); again != nil {
+		t.Fatalf("the change was repeated: %+v", again)
+	}
+	en, ok := lost.Lookup(attr)
+	if !ok || en.Applied == nil || en.Applied.Value != c.Value || *en.User != user {
+		t.Fatalf("state after the plan: %+v (want applied %s, user %s)", en, c.Value, user)
+	}
+}

@@ -54,7 +54,7 @@ which. Changes are batched per provider; only those that succeed are recorded.`,
 						return err
 					}
 				}
-				results = w.eng.Apply(context.WithoutCancel(cmd.Context()), now, p, st)
+				results = w.apply(context.WithoutCancel(cmd.Context()), now, p, st)
 				return nil
 			})
 			if err != nil {
@@ -104,7 +104,7 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), now)); len(moved) > 0 {
 			return fmt.Errorf("the saved plan %s is stale: %d observed attributes moved since it was made:\n  %s\nrun setpoint plan again", path, len(moved), strings.Join(moved, "\n  "))
 		}
-		results = w.eng.Apply(context.WithoutCancel(cmd.Context()), now, p, st)
+		results = w.apply(context.WithoutCancel(cmd.Context()), now, p, st)
 		return nil
 	})
 	if err != nil {

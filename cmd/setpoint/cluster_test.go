@@ -5,7 +5,12 @@ import (
 	"context"
 	"os/exec"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 
 	"fmt"
 	"os"
@@ -148,4 +153,95 @@ func TestThreeReplicasShardAndOneDies(t *testing.T) {
 	}
 	took := wait("two replicas hold all 16", func() bool { return split(2) })
 	t.Logf("reshard after SIGKILL of one of three: %s (lease 3s)", took)
+}
+
+// clusterSpecs is the shipped specs/ against a real API server: the
+// kubernetes provider first (the NFRs' targets), the sim world beside it
+// for its signals, the state in the cluster; and the objects specs/
+// targets, made as kubectl makes them.
+func clusterSpecs(t *testing.T, env *kubetest.Env, edits ...[3]string) string {
+	t.Helper()
+	dir := copySpecs(t, append([][3]string{{stableUp[0], stableUp[2], stableUp[1]},
+		{"setpoint.yaml", "  providers:\n    - name: sim\n", "  providers:\n    - name: kubernetes\n    - name: sim\n"},
+		{"setpoint.yaml", "state: {backend: file, path: .setpoint/state.json}", "state: {backend: kubernetes}"}}, edits...)...)
+	ctx := context.Background()
+	if _, err := env.Clientset(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn := env.Dynamic(t)
+	for _, o := range []struct {
+		gvr schema.GroupVersionResource
+		doc string
+	}{
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"checkout","namespace":"shop"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"checkout"}},"template":{"metadata":{"labels":{"app":"checkout"}},"spec":{"containers":[{"name":"function","image":"x","resources":{"requests":{"memory":"256Mi"},"limits":{"memory":"512Mi"}}}]}}}}`},
+		{schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","metadata":{"name":"checkout","namespace":"shop"},"spec":{"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":"checkout"},"minReplicas":2,"maxReplicas":50,"metrics":[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":70}}}]}}`},
+		{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"inventory","namespace":"shop"},"spec":{"replicas":1,"selector":{"matchLabels":{"app":"inventory"}},"template":{"metadata":{"labels":{"app":"inventory"}},"spec":{"containers":[{"name":"app","image":"x","resources":{"requests":{"memory":"512Mi"},"limits":{"memory":"1Gi"}}},{"name":"sidecar","image":"y","resources":{"requests":{"memory":"64Mi"},"limits":{"memory":"128Mi"}}}]}}}}`},
+		{schema.GroupVersionResource{Group: "serving.knative.dev", Version: "v1", Resource: "services"}, `{"apiVersion":"serving.knative.dev/v1","kind":"Service","metadata":{"name":"fib","namespace":"default"},"spec":{"template":{"metadata":{"annotations":{"autoscaling.knative.dev/min-scale":"0"}},"spec":{"containers":[{"name":"user-container","image":"z","resources":{"requests":{"memory":"128Mi"},"limits":{"memory":"256Mi"}}}]}}}}`},
+	} {
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON([]byte(o.doc)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(o.gvr).Namespace(u.GetNamespace()).Create(ctx, &u, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// A setpoint killed between the provider's apply and the state's save:
+// the next run neither repeats the change (the object's resourceVersion
+// does not move) nor loses it (the state then holds the user's value from
+// before and the value applied, as the object does).
+func TestKilledMidApplySuccessorAgrees(t *testing.T) {
+	env := kubetest.Shared(t)
+	stateNS := env.Namespace(t)
+	// checkout's increase in one step: the successor then has nothing
+	// left to do, so any write of it would be a repeat.
+	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStep: 30%", "maxReplicaStep: 100%"})
+	args := []string{"apply", "--auto-approve", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, dir}
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), crashAfterApplyEnv+"=1")
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() != crashExitCode {
+		t.Fatalf("the crashing apply: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	ctx := context.Background()
+	hpa, err := env.Clientset(t).AutoscalingV2().HorizontalPodAutoscalers("shop").Get(ctx, "checkout", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, rv := *hpa.Spec.MinReplicas, hpa.ResourceVersion
+	if applied == 2 {
+		t.Fatalf("the crashing apply changed nothing:\n%s", out)
+	}
+	attr := addrs.Attr{Object: addrs.Object{Provider: "kubernetes", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}, Path: addrs.MustPath("spec.minReplicas")}
+	b := kstate.New(env.Clientset(t), stateNS, "demo")
+	st, err := b.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := st.Lookup(attr); !ok || e.User == nil || e.User.Int() != 2 || e.Applied != nil {
+		t.Fatalf("state after the crash: %+v (want the user's 2, no apply)", e)
+	}
+	// The successor: the dead one's Leases hold until they expire.
+	so, se, code := runCLI(t, append([]string{"apply", "--lock-timeout", "40s"}, args[1:]...)...)
+	if code != 0 {
+		t.Fatalf("the successor: exit %d\n%s\n%s", code, so, se)
+	}
+	hpa, err = env.Clientset(t).AutoscalingV2().HorizontalPodAutoscalers("shop").Get(ctx, "checkout", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *hpa.Spec.MinReplicas != applied || hpa.ResourceVersion != rv {
+		t.Fatalf("the successor wrote again: minReplicas %d (was %d), resourceVersion %s (was %s)\n%s", *hpa.Spec.MinReplicas, applied, hpa.ResourceVersion, rv, so)
+	}
+	st, err = b.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := st.Lookup(attr); !ok || e.User == nil || e.User.Int() != 2 || e.Applied == nil || e.Applied.Value.Int() != int64(applied) {
+		t.Fatalf("state after the successor: %+v (want user 2, applied %d)", e, applied)
+	}
 }

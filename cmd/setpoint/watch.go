@@ -245,7 +245,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
 			return nil
 		}
-		for _, r := range ws.eng.Apply(context.WithoutCancel(ctx), now, p, st) {
+		for _, r := range ws.apply(context.WithoutCancel(ctx), now, p, st) {
 			c := r.Change
 			if r.Err != "" {
 				// Apply logged it with the spec's position; every spec

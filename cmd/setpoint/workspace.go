@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"io"
 	"log/slog"
@@ -346,3 +347,28 @@ func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
 		}
 	}
 }
+
+// apply applies a plan the way every command does: the state as the plan
+// left it (the users' values it adopted, the gate's windows) is saved
+// first, so a process killed while the provider applies loses nothing it
+// learned, and what it applied is found by the next run (the field's
+// manager is setpoint and its value the one wanted: Plan records it as
+// applied). Then the changes, whose record the caller's save writes.
+func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []engine.Result {
+	if _, err := w.state.Save(ctx, st); err != nil {
+		slog.Warn("saving the state before applying", "err", err)
+	}
+	results := w.eng.Apply(ctx, now, p, st)
+	if os.Getenv(crashAfterApplyEnv) == "1" {
+		// Crash tests: die as a kill between the provider's apply and the
+		// state's save would.
+		os.Exit(crashExitCode)
+	}
+	return results
+}
+
+// crashAfterApplyEnv makes apply exit right after the provider applied,
+// before the state records it: for tests of what a successor does then.
+const crashAfterApplyEnv = "SETPOINT_TEST_CRASH_AFTER_APPLY"
+
+const crashExitCode = 86
