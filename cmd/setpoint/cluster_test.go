@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +245,121 @@ func TestKilledMidApplySuccessorAgrees(t *testing.T) {
 	}
 	if e, ok := st.Lookup(attr); !ok || e.User == nil || e.User.Int() != 2 || e.Applied == nil || e.Applied.Value.Int() != int64(applied) {
 		t.Fatalf("state after the successor: %+v (want user 2, applied %d)", e, applied)
+	}
+}
+
+// syncBuffer is a log written by a child process and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// count is how many lines of the log hold every one of parts.
+func count(log string, parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// The API server goes away under a running watch: the loop holds and
+// says so once, resumes when the server returns, and no apply is lost or
+// doubled (an edit made after the return is undone exactly once).
+func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
+	env := kubetest.Start(t)
+	stateNS := env.Namespace(t)
+	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStep: 30%", "maxReplicaStep: 100%"},
+		[3]string{"setpoint.yaml", "tick: 5s", "tick: 1s"})
+	var log syncBuffer
+	cmd := exec.Command(binary, "watch", "--log-level", "debug", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)
+	cmd.Dir = "../.."
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	applied := func() int {
+		return count(log.String(), "msg=applied", "HorizontalPodAutoscaler/shop/checkout", "attribute=spec.minReplicas")
+	}
+	waitLog := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 60s\n%s", what, log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLog("the first apply", func() bool { return applied() == 1 })
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	away := "the API server does not answer"
+	waitLog("the loop saying it holds", func() bool { return count(log.String(), away) == 1 })
+	// It keeps trying every second (quietly: debug); the Leases (3 s)
+	// lapse meanwhile.
+	waitLog("five more tries", func() bool { return count(log.String(), "still no answer") >= 5 })
+	if n := count(log.String(), away); n != 1 {
+		t.Fatalf("said %d times that the server is away, want once\n%s", n, log.String())
+	}
+	// Reconciles that began before the holder noticed may fail, once each
+	// at most; none after.
+	failed := count(log.String(), "msg=reconcile ", "level=ERROR")
+	waitLog("five tries more", func() bool { return count(log.String(), "still no answer") >= 10 })
+	if n := count(log.String(), "msg=reconcile ", "level=ERROR"); n != failed || n > 2 {
+		t.Fatalf("failed reconciles: %d, then %d (want at most 2, and none once it holds)\n%s", failed, n, log.String())
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("the loop saying the server is back", func() bool { return count(log.String(), "the API server answers again") == 1 })
+	if applied() != 1 {
+		t.Fatalf("applied again across the outage\n%s", log.String())
+	}
+	// Someone sets minReplicas back; the loop, running again, undoes it
+	// once.
+	patch := []byte(`{"spec":{"minReplicas":2}}`)
+	if _, err := env.Clientset(t).AutoscalingV2().HorizontalPodAutoscalers("shop").Patch(context.Background(), "checkout", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("the edit undone", func() bool { return applied() == 2 })
+	hpa, err := env.Clientset(t).AutoscalingV2().HorizontalPodAutoscalers("shop").Get(context.Background(), "checkout", metav1.GetOptions{})
+	if err != nil || *hpa.Spec.MinReplicas == 2 {
+		t.Fatalf("minReplicas after the undo: %v %v", hpa.Spec.MinReplicas, err)
+	}
+	// One more whole reconcile of checkout (an edit of its file; ticks
+	// look the same in the log and are collapsed there): nothing more to
+	// apply.
+	f, err := os.OpenFile(filepath.Join(dir, "checkout.nfr.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("# touched\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitLog("a reconcile after the edit", func() bool { return count(log.String(), "msg=reconciled", "edit of checkout.nfr.yaml") >= 1 })
+	if n := applied(); n != 2 {
+		t.Fatalf("%d applies of minReplicas, want 2\n%s", n, log.String())
 	}
 }

@@ -188,6 +188,9 @@ func (s *shardSet) mine(ws *workspace, set watch.Set, keys []string) []string {
 	if s == nil {
 		return keys
 	}
+	if s.h.Down() {
+		return nil // said once by the holder; everything waits for the server
+	}
 	ws.mu.Lock()
 	ws.eng.Specs = set.Specs // the groups of the specs as they are now
 	groups := ws.eng.Groups()

@@ -41,6 +41,7 @@ type Holder struct {
 	mu      sync.Mutex
 	owned   map[int]time.Time // shard → last renewal
 	running bool
+	down    bool // said that the API server does not answer
 	// crash makes Run end without releasing anything, as a killed
 	// process does (tests).
 	crash bool
@@ -77,6 +78,14 @@ func (h *Holder) Owned() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Down reports whether the API server did not answer the last look: the
+// replica holds (reconciles nothing) until it does.
+func (h *Holder) Down() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down
 }
 
 // Healthy reports whether the last look at the Leases succeeded recently.
@@ -125,12 +134,12 @@ func (h *Holder) step(ctx context.Context) {
 	before := h.Owned()
 	ok := true
 	if err := l.acquire(ctx, h.memberLease(), h.me); err != nil {
-		h.Log.Warn("renewing the member lease", "lease", h.memberLease(), "err", err)
+		h.trouble("renewing the member lease", err)
 		ok = false
 	}
 	all, err := b.core.CoordinationV1().Leases(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelEnvironment + "=" + envLabel(b.env)})
 	if err != nil {
-		h.Log.Warn("reading the shard leases", "err", err)
+		h.trouble("reading the shard leases", err)
 		h.mu.Lock()
 		h.running = false
 		// Unrenewed shards are let go before their Leases expire: another
@@ -234,8 +243,28 @@ func (h *Holder) step(ctx context.Context) {
 	}
 	h.mu.Lock()
 	h.running = ok
+	wasDown := h.down
+	h.down = h.down && !ok
 	h.mu.Unlock()
+	if wasDown && ok {
+		h.Log.Info("the API server answers again: taking shards back")
+	}
 	h.changed(before)
+}
+
+// trouble says once that the Leases cannot be read or renewed (the API
+// server is away), and then quietly keeps trying: the loop holds, it does
+// not repeat itself every second.
+func (h *Holder) trouble(what string, err error) {
+	h.mu.Lock()
+	first := !h.down
+	h.down = true
+	h.mu.Unlock()
+	if first {
+		h.Log.Warn("the API server does not answer: no reconcile until it does; the shards not renewed are given up as their Leases expire", "while", what, "err", err)
+		return
+	}
+	h.Log.Debug("still no answer", "while", what, "err", err)
 }
 
 func (h *Holder) changed(before []int) {
