@@ -266,10 +266,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			continue
 		}
 		entry := st.Entry(d.Attr)
-		if entry.Applied == nil && has && o.Exists && o.Managers[d.Attr.Path] == gate.SetpointManager && entry.User != nil {
-			// setpoint wrote it, and the record of the write was lost (the
-			// process died between the provider's apply and the state's
-			// save): the world says what was applied.
+		if entry.Applied == nil && has && cur == d.Value && o.Exists && o.Managers[d.Attr.Path] == gate.SetpointManager && entry.User != nil {
+			// setpoint wrote it, the value this plan wants, and the record
+			// of the write was lost (the process died between the
+			// provider's apply and the state's save): the world says what
+			// was applied. (A value short of the wanted one, a bounded
+			// step, is not claimed: the next step's apply records itself.)
 			entry.Applied = &state.Applied{Value: cur, At: now, By: d.Specs()}
 		}
 		if entry.User == nil && has && o.Exists {

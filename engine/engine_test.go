@@ -521,22 +521,32 @@ func TestLostApplyRecordIsFoundInTheWorld(t *testing.T) {
 	ctx := context.Background()
 	now := at(p, 10*time.Minute)
 	st := state.New()
-	pl := e.Plan(ctx, now, st, nil)
-	c := find(pl.Changes, "spec.minReplicas")
-	if c == nil {
-		t.Fatalf("no change to apply:\n%s", text(pl))
+	// Step by step (each bounded), until an apply reaches the wanted
+	// value: that last apply's record is the one lost.
+	var c *plan.Change
+	var user values.Value
+	for i := 0; ; i++ {
+		pl := e.Plan(ctx, now, st, nil)
+		c = find(pl.Changes, "spec.minReplicas")
+		if c == nil || i == 10 {
+			t.Fatalf("no change that reaches the wanted value:\n%s", text(pl))
+		}
+		user = *st.Entry(addrs.Attr{Object: c.Address, Path: c.Attribute}).User
+		for _, r := range e.Apply(ctx, now, pl, st) {
+			if r.Err != "" {
+				t.Fatal(r.Err)
+			}
+		}
+		if c.To == c.Wanted {
+			break
+		}
+		now = now.Add(5 * time.Minute) // past the cooldown
 	}
 	attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
-	user := *st.Entry(attr).User
-	for _, r := range e.Apply(ctx, now, pl, st) {
-		if r.Err != "" {
-			t.Fatal(r.Err)
-		}
-	}
 	// What the pre-apply save kept: the user's value, no apply.
 	lost := state.New()
 	lost.Entry(attr).User = &user
-	pl = e.Plan(ctx, now, lost, nil)
+	pl := e.Plan(ctx, now, lost, nil)
 	if again := find(pl.Changes, "spec.minReplicas"); again != nil {
 		t.Fatalf("the change was repeated: %+v", again)
 	}

@@ -333,6 +333,8 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog("the loop saying the server is back", func() bool { return count(log.String(), "the API server answers again") == 1 })
+	// The reconcile of the shards taken back.
+	waitLog("a reconcile after the return", func() bool { return count(log.String(), "msg=reconciled", "shards changed") >= 1 })
 	if applied() != 1 {
 		t.Fatalf("applied again across the outage\n%s", log.String())
 	}

@@ -73,6 +73,7 @@ func clusterState(env *spec.Environment) (state.Backend, error) {
 	// Its own client and rate: Lease renewals must not queue behind a
 	// plan's reads (client-go's default is 5 requests a second).
 	rc.QPS, rc.Burst = 50, 100
+	rc.Timeout = 30 * time.Second
 	core, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("state backend kubernetes: %w", err)

@@ -72,6 +72,9 @@ start at the sim speed (at least real time).`,
 			holds := map[string]string{}
 			shards := startShards(ctx, ws, w, shardCount, healthAddr)
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
+				if shards != nil {
+					defer shards.h.Busy()()
+				}
 				keys = shards.mine(ws, set, keys)
 				if len(keys) == 0 {
 					return nil
@@ -154,6 +157,23 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		h.OnChange = func([]int) { w.Trigger("shards changed") }
 		go func() { _ = h.Run(ctx) }()
 		ss = &shardSet{h: h, n: n}
+		// Right before the provider applies, every spec of the plan must
+		// still be this replica's.
+		ws.fence = func(specs []string) error {
+			ws.mu.Lock()
+			groups := ws.eng.Groups()
+			ws.mu.Unlock()
+			for _, id := range specs {
+				g, ok := groups[id]
+				if !ok {
+					g = id
+				}
+				if i := kstate.ShardOf(g, n); !h.Owns(i) {
+					return fmt.Errorf("shard %d of %s is no longer this replica's: not applied (its holder reconciles it)", i, id)
+				}
+			}
+			return nil
+		}
 	}
 	if addr != "" {
 		mux := http.NewServeMux()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"io"
 	"log/slog"
 	"maps"
@@ -58,6 +59,9 @@ type workspace struct {
 	eng       *engine.Engine
 	statePath string
 	state     state.Backend
+	// fence, when set, says whether the specs' changes may still be
+	// applied by this process (in-cluster: it still holds their shards).
+	fence func(specs []string) error
 	// trace is the sim world's timeline (the world itself runs in its
 	// provider process). now is when a one-shot plan looks: the sim
 	// config's start on the sim world (a fixed virtual time), the wall
@@ -355,8 +359,31 @@ func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
 // manager is setpoint and its value the one wanted: Plan records it as
 // applied). Then the changes, whose record the caller's save writes.
 func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []engine.Result {
-	if _, err := w.state.Save(ctx, st); err != nil {
+	refuse := func(why error) []engine.Result {
+		out := make([]engine.Result, len(p.Changes))
+		for i, c := range p.Changes {
+			out[i] = engine.Result{Change: c, Err: fmt.Sprintf("%s: %s %s: %v", c.SpecPos, c.Address, c.Attribute, why)}
+		}
+		slog.Error("not applied", "changes", len(p.Changes), "why", why)
+		return out
+	}
+	if _, err := w.state.Save(ctx, st); errors.Is(err, kstate.ErrConflict) {
+		// Another writer got there first: applying now could act twice.
+		return refuse(fmt.Errorf("saving the state before applying: %w", err))
+	} else if err != nil {
+		// A shard it cannot write (an unreadable one is left alone) must
+		// not stop the others: the save after the apply says it again.
 		slog.Warn("saving the state before applying", "err", err)
+	}
+	if w.fence != nil {
+		var specs []string
+		for _, c := range p.Changes {
+			specs = append(specs, c.Spec)
+			specs = append(specs, c.By...)
+		}
+		if err := w.fence(specs); err != nil {
+			return refuse(err)
+		}
 	}
 	results := w.eng.Apply(ctx, now, p, st)
 	if os.Getenv(crashAfterApplyEnv) == "1" {

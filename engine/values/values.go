@@ -115,6 +115,7 @@ func StructuredOf(raw []byte) (Value, error) {
 	default:
 		return Value{}, fmt.Errorf("structured value: want a JSON object or list")
 	}
+	x = numbers(x)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -122,6 +123,33 @@ func StructuredOf(raw []byte) (Value, error) {
 		return Value{}, fmt.Errorf("structured value: %w", err)
 	}
 	return Value{t: Structured, s: strings.TrimSuffix(b.String(), "\n")}, nil
+}
+
+// numbers writes each number as an API server's unstructured form holds
+// it (an int64 when it is one, else a float64), so 1.0 and 1, or 1e3 and
+// 1000, are one value whichever side wrote them.
+func numbers(x any) any {
+	switch v := x.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		if f, err := v.Float64(); err == nil {
+			if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				return int64(f)
+			}
+			return f
+		}
+	}
+	return x
 }
 
 // Parse reads a value of type t from its printed form: "3", "256Mi",

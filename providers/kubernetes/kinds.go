@@ -348,7 +348,7 @@ func containerNames(obj map[string]any, base addrs.Path) []string {
 // schemaOf is the provider's schema: kinds and attributes with types. NAME
 // in a container path stands for any container's name.
 func schemaOf(version string) providers.Schema {
-	s := providers.Schema{Name: "kubernetes", Version: version, Events: true}
+	s := providers.Schema{Name: "kubernetes", Version: version}
 	for _, name := range []string{KindDeployment, KindHPA, KindKnative, KindNodeAgent, KindPod} {
 		k := kinds[name]
 		ks := providers.KindSchema{Kind: name}

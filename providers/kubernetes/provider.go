@@ -431,7 +431,8 @@ func (p *Provider) Signals(_ context.Context, req providers.SignalsRequest) prov
 	return providers.SignalsResponse{Cursor: req.Cursor}
 }
 
-// Events sends nothing yet: watch's tick re-reads the cluster.
+// Events sends nothing yet (the schema says so): watch's tick re-reads the
+// cluster. A watch on the targets' kinds would reconcile on change.
 func (p *Provider) Events(ctx context.Context, _ time.Time, _ func(providers.Event) error) error {
 	<-ctx.Done()
 	return nil

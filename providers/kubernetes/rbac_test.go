@@ -210,7 +210,7 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 		return providers.Address{Provider: "kubernetes", Kind: kind, Namespace: ns, Name: name}
 	}
 	var reads []providers.Address
-	for _, kind := range []string{"Deployment", "HorizontalPodAutoscaler", "KnativeService"} {
+	for _, kind := range []string{"Deployment", "HorizontalPodAutoscaler", "KnativeService", "NodeAgentConfig"} {
 		for _, name := range []string{"web", "x1", "x2", "x3"} {
 			reads = append(reads, a(kind, name))
 		}
@@ -231,6 +231,7 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 			return err
 		}
 	}
+	agentConfig, _ := values.StructuredOf([]byte(`{"pools":[]}`))
 	req, lim := k8sprov.ContainerAttr("app", "requests"), k8sprov.ContainerAttr("app", "limits")
 	changes := []providers.ObjectChange{
 		{Address: a("Deployment", "web"), Action: action.Update, Manager: k8sprov.Manager, Force: true, InPlace: providers.InPlaceFallbackHold,
@@ -241,17 +242,29 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 			Changed:    []addrs.Path{k8sprov.AttrMinReplicas}},
 		{Address: a("KnativeService", "web"), Action: action.Update, Manager: k8sprov.Manager, Force: true,
 			Attributes: map[addrs.Path]values.Value{k8sprov.AttrMinScale: values.CountOf(2)}, Changed: []addrs.Path{k8sprov.AttrMinScale}},
+		{Address: a("NodeAgentConfig", "web"), Action: action.Create, Manager: k8sprov.Manager,
+			Attributes: map[addrs.Path]values.Value{k8sprov.AttrAgent: values.StringOf("nri"), k8sprov.AttrAgentConfig: agentConfig},
+			Changed:    []addrs.Path{k8sprov.AttrAgentConfig}},
 	}
 	for _, r := range p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: changes}).Results {
 		if r.Err != "" {
 			return fmt.Errorf("apply %s: %s", r.Address, r.Err)
 		}
 	}
-	// The HPA again, now that it exists: an update.
+	// The HPA and the NodeAgentConfig again, now that they exist: updates
+	// (a read of one and a server-side apply each).
 	upd := changes[1]
 	upd.Action, upd.Attributes = action.Update, map[addrs.Path]values.Value{k8sprov.AttrMinReplicas: values.CountOf(3)}
-	if r := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{upd}}).Results[0]; r.Err != "" {
-		return fmt.Errorf("apply %s: %s", r.Address, r.Err)
+	agentConfig2, _ := values.StructuredOf([]byte(`{"pools":[{"name":"a"}]}`))
+	nac := changes[3]
+	nac.Action, nac.Attributes = action.Update, map[addrs.Path]values.Value{k8sprov.AttrAgent: values.StringOf("nri"), k8sprov.AttrAgentConfig: agentConfig2}
+	for _, r := range p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{upd, nac}}).Results {
+		if r.Err != "" {
+			return fmt.Errorf("apply %s: %s", r.Address, r.Err)
+		}
+	}
+	if err := one("NodeAgentConfig", "web"); err != nil {
+		return err
 	}
 	adm := kubernetes.NewForConfigOrDie(cfg)
 	pod, err := adm.CoreV1().Pods(ns).Get(ctx, d+"-pod", metav1.GetOptions{})
@@ -265,8 +278,8 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 	if err != nil {
 		return err
 	}
-	if len(evs.Items) < 4 {
-		return fmt.Errorf("%d events recorded, want 4", len(evs.Items))
+	if len(evs.Items) < 6 {
+		return fmt.Errorf("%d events recorded, want 6", len(evs.Items))
 	}
 	// State: load, save (create), save (update), save (remove), lock.
 	b := kstate.New(kubernetes.NewForConfigOrDie(as), stateNS, "rbac-"+ns)
@@ -299,7 +312,43 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 	if err != nil {
 		return err
 	}
-	return unlock()
+	if err := unlock(); err != nil {
+		return err
+	}
+	// A replica: it takes shards, and when it stops it gives them back and
+	// deletes its member Lease.
+	hb := kstate.New(kubernetes.NewForConfigOrDie(as), stateNS, "rbac-"+ns)
+	hb.Shards = 2
+	h := hb.NewHolder("rbac test")
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = h.Run(hctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.Owned()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(h.Owned()) != 0 {
+		return fmt.Errorf("the replica kept %v", h.Owned())
+	}
+	leases, err := adm.CoordinationV1().Leases(stateNS).List(ctx, metav1.ListOptions{LabelSelector: kstate.LabelLock + "=member," + kstate.LabelEnvironment + "=rbac-" + ns})
+	if err != nil {
+		return err
+	}
+	if len(leases.Items) != 0 {
+		return fmt.Errorf("the replica's member Lease was not deleted")
+	}
+	got := 0
+	for i := range 2 {
+		if l, err := adm.CoordinationV1().Leases(stateNS).Get(ctx, hb.ShardLease(i), metav1.GetOptions{}); err == nil && l.Spec.HolderIdentity != nil {
+			got++
+		}
+	}
+	if got != 2 {
+		return fmt.Errorf("the replica took %d of 2 shards", got)
+	}
+	return nil
 }
 
 // fixture makes, as the admin, a Deployment "web" (as kubectl creates
@@ -366,6 +415,8 @@ func TestDeployManifestsAccepted(t *testing.T) {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(admin.Discovery()))
 	files, err := filepath.Glob("../../deploy/*.yaml")
+	crds, _ := filepath.Glob("../../deploy/crds/*.yaml")
+	files = append(files, crds...)
 	if err != nil || len(files) < 5 {
 		t.Fatalf("deploy/: %v %v", files, err)
 	}
@@ -401,7 +452,7 @@ func TestDeployManifestsAccepted(t *testing.T) {
 			n++
 		}
 	}
-	if n < 9 {
+	if n < 10 {
 		t.Fatalf("only %d objects in deploy/", n)
 	}
 }

@@ -93,8 +93,9 @@ func envLabel(env string) string {
 	return env
 }
 
-// listPage bounds one List's page: a large fleet's state is read in pages.
-const listPage = 500
+// listPage bounds one List's page: a large fleet's state is read in pages
+// (a shard is at most state.MaxShard; a page of them must fit in memory).
+const listPage = 100
 
 // Load reads every shard of the Environment.
 func (b *Backend) Load(ctx context.Context) (*state.State, error) {

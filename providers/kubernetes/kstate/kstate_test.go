@@ -245,7 +245,22 @@ func TestShardsSplitAndMoveOnDeath(t *testing.T) {
 	hs[0].crash = true
 	cancels[0]()
 	<-done[0]
-	took := waitFor(t, 30*time.Second, "two replicas take the dead one's shards", func() bool { return split(hs[1:], 16) })
+	// Never two owners of a shard, the dead one included (it believes it
+	// holds its shards until it would have had to renew them).
+	took := waitFor(t, 30*time.Second, "two replicas take the dead one's shards", func() bool {
+		for i := range 16 {
+			owners := 0
+			for _, h := range hs {
+				if h.Owns(i) {
+					owners++
+				}
+			}
+			if owners > 1 {
+				t.Fatalf("shard %d has %d owners", i, owners)
+			}
+		}
+		return split(hs[1:], 16)
+	})
 	t.Logf("reshard after a death: %s (lease 3s, retry 200ms)", took)
 }
 

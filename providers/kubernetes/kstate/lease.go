@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
@@ -28,8 +29,28 @@ func (b *Backend) shardCount() int {
 	return b.Shards
 }
 
-// ShardLease is the name of shard i's Lease.
-func (b *Backend) ShardLease(i int) string { return b.prefix + "-shard-" + strconv.Itoa(i) }
+// ShardLease is the name of shard i's Lease. The shard count is in the
+// name: during a rollout that changes --shards, shard 3 of 16 and shard 3
+// of 32 are other Leases (and a holder takes none while Leases of
+// another count are held).
+func (b *Backend) ShardLease(i int) string {
+	return b.prefix + "-s" + strconv.Itoa(b.shardCount()) + "-shard-" + strconv.Itoa(i)
+}
+
+// shardIndex reads a shard Lease's name: its count and index.
+func (b *Backend) shardIndex(name string) (count, i int, ok bool) {
+	rest, found := strings.CutPrefix(name, b.prefix+"-s")
+	if !found {
+		return 0, 0, false
+	}
+	c, idx, found := strings.Cut(rest, "-shard-")
+	if !found {
+		return 0, 0, false
+	}
+	count, err1 := strconv.Atoi(c)
+	i, err2 := strconv.Atoi(idx)
+	return count, i, err1 == nil && err2 == nil
+}
 
 // holder is who takes a Lease: its identity and what the Lease says of it.
 type holder struct {
@@ -80,7 +101,7 @@ func (o leaseOps) acquire(ctx context.Context, name string, me holder) error {
 	secs := int32(b.LeaseDuration / time.Second)
 	info, _ := json.Marshal(me.info)
 	kind := "shard"
-	if len(name) > len(b.prefix)+8 && name[len(b.prefix):len(b.prefix)+8] == "-member-" {
+	if strings.HasPrefix(name, b.prefix+"-member-") {
 		kind = "member"
 	}
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})

@@ -42,6 +42,9 @@ type Holder struct {
 	owned   map[int]time.Time // shard → last renewal
 	running bool
 	down    bool // said that the API server does not answer
+	// otherCount: said that replicas of another shard count hold Leases.
+	otherCount bool
+	busy       sync.RWMutex
 	// crash makes Run end without releasing anything, as a killed
 	// process does (tests).
 	crash bool
@@ -60,12 +63,24 @@ func (b *Backend) NewHolder(who string) *Holder {
 // ID is the holder's identity in the Leases.
 func (h *Holder) ID() string { return h.me.id }
 
-// Owns reports whether the replica holds shard i now.
+// Owns reports whether the replica holds shard i now: it took or renewed
+// its Lease less than two thirds of the lease duration ago (a look at the
+// Leases that hangs must not leave it claiming a Lease that expired and
+// went to another replica).
 func (h *Holder) Owns(i int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, ok := h.owned[i]
-	return ok
+	at, ok := h.owned[i]
+	return ok && h.b.Now().Sub(at) < h.b.LeaseDuration*2/3
+}
+
+// Busy marks a reconcile of this replica's specs in progress: shards are
+// given back (to a new replica, or at shutdown) only between reconciles,
+// so two replicas never act on one shard at once. Call the returned func
+// when the reconcile is done.
+func (h *Holder) Busy() func() {
+	h.busy.RLock()
+	return h.busy.RUnlock
 }
 
 // Owned lists the shards held, in order.
@@ -128,8 +143,11 @@ func (h *Holder) Run(ctx context.Context) error {
 }
 
 // step looks at the Leases once: renews, gives back, takes.
-func (h *Holder) step(ctx context.Context) {
+func (h *Holder) step(parent context.Context) {
 	b := h.b
+	// A look that hangs must end before the Leases would lapse.
+	ctx, cancel := context.WithTimeout(parent, b.LeaseDuration/2)
+	defer cancel()
 	l := b.leases()
 	before := h.Owned()
 	ok := true
@@ -157,44 +175,58 @@ func (h *Holder) step(ctx context.Context) {
 	members := 0
 	free := []int{}
 	n := b.shardCount()
+	exists := map[int]bool{}
+	otherCount := false
 	for i := range all.Items {
 		lease := &all.Items[i]
 		name := lease.Name
-		switch {
-		case strings.HasPrefix(name, b.prefix+"-member-"):
+		if strings.HasPrefix(name, b.prefix+"-member-") {
 			if held(lease, now) {
 				members++
 			}
-		case strings.HasPrefix(name, b.prefix+"-shard-"):
-			idx, err := strconv.Atoi(strings.TrimPrefix(name, b.prefix+"-shard-"))
-			if err != nil || idx >= n {
-				continue
-			}
-			mine := holderID(lease) == h.me.id
-			h.mu.Lock()
-			_, owned := h.owned[idx]
-			if owned && (!mine || !held(lease, now)) {
-				// Taken over, or it expired unrenewed: not ours any more.
-				delete(h.owned, idx)
-				owned = false
-			}
-			h.mu.Unlock()
-			if !held(lease, now) && !owned {
-				free = append(free, idx)
-			}
+			continue
+		}
+		count, idx, isShard := b.shardIndex(name)
+		switch {
+		case !isShard:
+			continue
+		case count != n:
+			// Replicas of another --shards (a rollout in progress): their
+			// shards name other groups. Take nothing while any is held.
+			otherCount = otherCount || held(lease, now)
+			continue
+		case idx >= n:
+			continue
+		}
+		exists[idx] = true
+		mine := holderID(lease) == h.me.id
+		h.mu.Lock()
+		_, owned := h.owned[idx]
+		if owned && (!mine || !held(lease, now)) {
+			// Taken over, or it expired unrenewed: not ours any more.
+			delete(h.owned, idx)
+			owned = false
+		}
+		h.mu.Unlock()
+		if !held(lease, now) && !owned {
+			free = append(free, idx)
 		}
 	}
 	// Shards never created are free too.
-	exists := map[int]bool{}
-	for i := range all.Items {
-		if idx, err := strconv.Atoi(strings.TrimPrefix(all.Items[i].Name, b.prefix+"-shard-")); err == nil && strings.HasPrefix(all.Items[i].Name, b.prefix+"-shard-") {
-			exists[idx] = true
-		}
-	}
 	for i := range n {
 		if !exists[i] {
 			free = append(free, i)
 		}
+	}
+	h.mu.Lock()
+	said := h.otherCount
+	h.otherCount = otherCount
+	h.mu.Unlock()
+	if otherCount {
+		if !said {
+			h.Log.Warn("replicas with another shard count (--shards) hold Leases: taking no shard until they are gone")
+		}
+		free = nil
 	}
 	slices.Sort(free)
 	members = max(members, 1)
@@ -207,11 +239,15 @@ func (h *Holder) step(ctx context.Context) {
 		i := owned[j]
 		name := b.ShardLease(i)
 		if j >= share {
-			_ = l.release(name, h.me.id)
-			h.mu.Lock()
-			delete(h.owned, i)
-			h.mu.Unlock()
-			continue
+			// Only between reconciles; else at a later look.
+			if h.busy.TryLock() {
+				h.mu.Lock()
+				delete(h.owned, i)
+				h.mu.Unlock()
+				_ = l.release(name, h.me.id)
+				h.busy.Unlock()
+				continue
+			}
 		}
 		h.mu.Lock()
 		last := h.owned[i]
@@ -231,8 +267,8 @@ func (h *Holder) step(ctx context.Context) {
 		h.mu.Unlock()
 	}
 	for _, i := range free {
-		if len(h.Owned()) >= share {
-			break
+		if !ok || len(h.Owned()) >= share {
+			break // a replica that cannot renew its member Lease takes nothing
 		}
 		if err := l.acquire(ctx, b.ShardLease(i), h.me); err != nil {
 			continue // another replica was quicker
@@ -279,13 +315,19 @@ func (h *Holder) changed(before []int) {
 }
 
 func (h *Holder) releaseAll() {
-	l := h.b.leases()
-	for _, i := range h.Owned() {
-		_ = l.release(h.b.ShardLease(i), h.me.id)
-	}
-	_ = l.release(h.memberLease(), h.me.id)
+	h.busy.Lock() // after the reconcile in flight
+	defer h.busy.Unlock()
+	owned := h.Owned()
 	h.mu.Lock()
 	h.owned = map[int]time.Time{}
 	h.running = false
 	h.mu.Unlock()
+	l := h.b.leases()
+	for _, i := range owned {
+		_ = l.release(h.b.ShardLease(i), h.me.id)
+	}
+	// The member Lease goes: one per process start would pile up.
+	ctx, cancel := context.WithTimeout(context.Background(), h.b.LeaseDuration)
+	defer cancel()
+	_ = h.b.core.CoordinationV1().Leases(h.b.namespace).Delete(ctx, h.memberLease(), metav1.DeleteOptions{})
 }
