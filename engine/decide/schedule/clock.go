@@ -44,7 +44,12 @@ func (t TimeOfDay) minutes() int { return t.Hour*60 + t.Minute }
 func (t TimeOfDay) On(year int, month time.Month, day int, loc *time.Location) time.Time {
 	c := time.Date(year, month, day, t.Hour, t.Minute, 0, 0, loc)
 	if wall(c, loc) == t.minutes() && sameDay(c, year, month, day, loc) {
-		// Shown twice? Take the earlier, if an earlier instant shows it.
+		// Shown twice? Only where the offset changed in the two hours
+		// before; then take the earliest instant that shows it.
+		_, now := c.Zone()
+		if _, before := c.Add(-2 * time.Hour).In(loc).Zone(); before == now {
+			return c
+		}
 		for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
 			e := c.Add(-back)
 			if wall(e, loc) == t.minutes() && sameDay(e, year, month, day, loc) {
@@ -143,8 +148,11 @@ func TimeoutAt(now time.Time, loc *time.Location, def time.Duration, entries []T
 	if len(entries) == 0 {
 		return def, time.Time{}
 	}
-	es := append([]TimeoutFrom(nil), entries...)
-	sort.Slice(es, func(i, j int) bool { return es[i].From.minutes() < es[j].From.minutes() })
+	es := entries
+	if !sort.SliceIsSorted(es, func(i, j int) bool { return es[i].From.minutes() < es[j].From.minutes() }) {
+		es = append([]TimeoutFrom(nil), entries...)
+		sort.Slice(es, func(i, j int) bool { return es[i].From.minutes() < es[j].From.minutes() })
+	}
 	y, m, d := now.In(loc).Date()
 	for i := len(es) - 1; i >= 0; i-- {
 		if at := es[i].From.On(y, m, d, loc); !at.After(now) {

@@ -77,18 +77,32 @@ func DecideZero(now time.Time, ws []Workload) map[string]Zero {
 			dependents[d] = append(dependents[d], w.Name)
 		}
 	}
-	var effective func(name string, seen map[string]bool) (time.Time, string)
-	effective = func(name string, seen map[string]bool) (time.Time, string) {
+	// Memoised, each name once: a chain of 10,000 is linear. A name met
+	// again while being computed (a cycle, refused by validation) counts
+	// its own activity only.
+	type eff struct {
+		at   time.Time
+		from string
+	}
+	memo := make(map[string]eff, len(ws))
+	inProgress := map[string]bool{}
+	var effective func(name string) (time.Time, string)
+	effective = func(name string) (time.Time, string) {
+		if e, ok := memo[name]; ok {
+			return e.at, e.from
+		}
 		a, f := own[name], from[name]
-		if seen[name] {
+		if inProgress[name] {
 			return a, f
 		}
-		seen[name] = true
+		inProgress[name] = true
 		for _, dep := range dependents[name] {
-			if da, _ := effective(dep, seen); da.After(a) {
+			if da, _ := effective(dep); da.After(a) {
 				a, f = da, "dependent "+dep
 			}
 		}
+		delete(inProgress, name)
+		memo[name] = eff{a, f}
 		return a, f
 	}
 	out := make(map[string]Zero, len(ws))
@@ -98,7 +112,7 @@ func DecideZero(now time.Time, ws []Workload) map[string]Zero {
 			loc = time.UTC
 		}
 		z := Zero{}
-		z.Activity, z.From = effective(w.Name, map[string]bool{})
+		z.Activity, z.From = effective(w.Name)
 		var since time.Time
 		z.Timeout, since = TimeoutAt(now, loc, w.Idle, w.ByTime)
 		_ = since

@@ -1,0 +1,209 @@
+package schedule
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecommend(t *testing.T) {
+	avg := Trigger{Name: "rps_per_pod", Type: AverageValue, Target: 50}
+	val := Trigger{Name: "queue", Type: Value, Target: 50}
+	ok := func(v float64) Reading { return Reading{Value: v, OK: true} }
+	for _, c := range []struct {
+		name     string
+		current  int
+		triggers []Trigger
+		readings []Reading
+		want     int
+	}{
+		// ceil(120 / 50) = 3.
+		{"average value", 2, []Trigger{avg}, []Reading{ok(120)}, 3},
+		// ceil(4 × 75 / 50) = 6.
+		{"value", 4, []Trigger{val}, []Reading{ok(75)}, 6},
+		// At 0 replicas a Value trigger counts one: ceil(1 × 120 / 50) = 3.
+		{"value from zero", 0, []Trigger{val}, []Reading{ok(120)}, 3},
+		// 105 over 2 pods is 52.5 a pod, 5% over 50: within 10%, stays 2.
+		{"within tolerance", 2, []Trigger{avg}, []Reading{ok(105)}, 2},
+		// 115 / 2 = 57.5, 15% over: ceil(115 / 50) = 3.
+		{"outside tolerance", 2, []Trigger{avg}, []Reading{ok(115)}, 3},
+		// The max over triggers: 3 and 6.
+		{"max over triggers", 4, []Trigger{avg, val}, []Reading{ok(120), ok(75)}, 6},
+		// A missing trigger blocks the decrease the other asks (1 < 3).
+		{"missing blocks a decrease", 3, []Trigger{avg, val}, []Reading{ok(40), {}}, 3},
+		// ... but not an increase.
+		{"missing does not block an increase", 3, []Trigger{avg, val}, []Reading{ok(250), {}}, 5},
+		{"NaN blocks", 3, []Trigger{avg, val}, []Reading{ok(40), ok(math.NaN())}, 3},
+		{"Inf blocks", 3, []Trigger{avg, val}, []Reading{ok(40), ok(math.Inf(1))}, 3},
+		{"negative blocks", 3, []Trigger{avg, val}, []Reading{ok(40), ok(-1)}, 3},
+		{"nothing usable keeps current", 3, []Trigger{avg}, []Reading{{}}, 3},
+		// Zero load: ceil(0 / 50) = 0, the metrics agree to zero.
+		{"zero", 2, []Trigger{avg}, []Reading{ok(0)}, 0},
+	} {
+		got, why := Recommend(c.current, c.triggers, c.readings, 0.1)
+		if got != c.want {
+			t.Errorf("%s: %d, want %d (%s)", c.name, got, c.want, why)
+		}
+	}
+	_, why := Recommend(2, []Trigger{avg, val}, []Reading{ok(120), {}}, 0.1)
+	if !strings.Contains(why, "rps_per_pod: 120 against target 50 (AverageValue): 3") || !strings.Contains(why, "queue: no usable value (missing)") {
+		t.Fatalf("why: %s", why)
+	}
+}
+
+var t0 = utc("2026-01-15T12:00:00Z")
+
+func TestStabilize(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		current, desired int
+		up, down         time.Duration
+		history          []Recommendation
+		want             int
+	}{
+		// The max over the last 300 s (8) is the least it falls to.
+		{"down window", 8, 3, 0, 300 * time.Second, []Recommendation{{t0.Add(-200 * time.Second), 8}, {t0.Add(-100 * time.Second), 6}}, 8},
+		// Outside the window, ignored: max(3, 6) = 6.
+		{"down window expired", 8, 3, 0, 300 * time.Second, []Recommendation{{t0.Add(-400 * time.Second), 9}, {t0.Add(-100 * time.Second), 6}}, 6},
+		// The min over the last 60 s (4) is the most it rises to.
+		{"up window", 2, 10, 60 * time.Second, 0, []Recommendation{{t0.Add(-30 * time.Second), 4}}, 4},
+		{"no windows", 5, 2, 0, 0, []Recommendation{{t0.Add(-time.Second), 9}}, 2},
+	} {
+		got, keep := Stabilize(t0, c.current, c.desired, c.up, c.down, c.history)
+		if got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+		if last := keep[len(keep)-1]; last.Replicas != c.desired || !last.At.Equal(t0) {
+			t.Errorf("%s: this recommendation not kept: %+v", c.name, keep)
+		}
+	}
+}
+
+// The HPA documentation's examples, recomputed.
+func TestLimit(t *testing.T) {
+	down := Rules{Select: SelectMax, Policies: []Policy{{Pods, 4, 60 * time.Second}, {Percent, 10, 60 * time.Second}}}
+	up := Rules{Select: SelectMax, Policies: []Policy{{Percent, 100, 15 * time.Second}, {Pods, 4, 15 * time.Second}}}
+	for _, c := range []struct {
+		name             string
+		current, desired int
+		rules            Rules
+		events           []Event
+		want             int
+		bound            string
+	}{
+		// 80 → 10: Pods allows 76, Percent int(80 × 0.9) = 72; Max takes
+		// the larger change: 72.
+		{"down, percent wins above 40", 80, 10, down, nil, 72, "Percent 10 per 1m0s"},
+		// 72 → 10 a period later: 68 or int(64.8) = 64.
+		{"down, next period", 72, 10, down, []Event{{t0.Add(-61 * time.Second), -8}}, 64, "Percent 10 per 1m0s"},
+		// Within the period the 8 already removed count: from 80 again,
+		// the limit is 72, which it is at: no further change.
+		{"down, change made within the period", 72, 10, down, []Event{{t0.Add(-30 * time.Second), -8}}, 72, "Percent 10 per 1m0s"},
+		// Below 40, Pods wins: 30 → 26 (Percent: int(27)).
+		{"down, pods wins below 40", 30, 10, down, nil, 26, "Pods 4 per 1m0s"},
+		// Min picks the smaller change: 80 → 76.
+		{"down, select min", 80, 10, Rules{Select: SelectMin, Policies: down.Policies}, nil, 76, "Pods 4 per 1m0s"},
+		// Up from 1: Percent allows 2, Pods 5; Max: 5.
+		{"up, pods wins when small", 1, 20, up, nil, 5, "Pods 4 per 15s"},
+		// Up from 10: 20 or 14; Max: 20.
+		{"up, percent wins when large", 10, 40, up, nil, 20, "Percent 100 per 15s"},
+		{"up, select min", 10, 40, Rules{Select: SelectMin, Policies: up.Policies}, nil, 14, "Pods 4 per 15s"},
+		// Up within its period: 4 added 5 s ago; from 6: Percent allows
+		// ceil(2 × 2) = 4, Pods 2 + 4 = 6: no more now.
+		{"up, change made within the period", 6, 40, up, []Event{{t0.Add(-5 * time.Second), 4}}, 6, "Pods 4 per 15s"},
+		{"within the limit", 10, 12, up, nil, 12, ""},
+		{"disabled", 5, 2, Rules{Select: SelectDisabled, Policies: down.Policies}, nil, 5, "scale down disabled"},
+		{"no policies: no limit", 80, 1, Rules{Select: SelectMax}, nil, 1, ""},
+	} {
+		got, bound := Limit(t0, c.current, c.desired, c.rules, c.events)
+		if got != c.want || bound != c.bound {
+			t.Errorf("%s: %d (%q), want %d (%q)", c.name, got, bound, c.want, c.bound)
+		}
+	}
+}
+
+// A bound holds for any history: a policy's limit is never exceeded
+// within its period, whatever was done before in it.
+func TestLimitNeverExceedsAPeriod(t *testing.T) {
+	rules := Rules{Select: SelectMax, Policies: []Policy{{Pods, 3, 60 * time.Second}}}
+	current := 10
+	var events []Event
+	now := t0
+	for step := range 20 {
+		now = now.Add(7 * time.Second)
+		next, _ := Limit(now, current, 1000, rules, events)
+		events = append(events, Event{now, next - current})
+		current = next
+		added := changeWithin(now, 60*time.Second, events, true)
+		if added > 3 {
+			t.Fatalf("step %d: %d added within a minute, the policy allows 3", step, added)
+		}
+	}
+}
+
+func TestScaleAndHistory(t *testing.T) {
+	b := Behavior{
+		Up:   Rules{Select: SelectMax, Policies: []Policy{{Pods, 4, 15 * time.Second}}},
+		Down: Rules{Stabilization: 300 * time.Second, Select: SelectMin, Policies: []Policy{{Percent, 50, 30 * time.Second}}},
+	}
+	var h History
+	// 2 → 20 wanted: +4 by the Pods policy, and the max 5 after it.
+	n, h, why := Scale(t0, 2, 20, 0, 5, b, h)
+	if n != 5 || !strings.Contains(why, "6 by policy Pods 4 per 15s") || !strings.Contains(why, "max 5") {
+		t.Fatalf("up: %d %s", n, why)
+	}
+	h = Applied(t0, 2, 5, h)
+	// A minute later the raw recommendation is 1, but the window holds
+	// the 20 of a minute ago: no decrease.
+	n, h, why = Scale(t0.Add(time.Minute), 5, 1, 0, 5, b, h)
+	if n != 5 || !strings.Contains(why, "raw 1, stabilized 5") {
+		t.Fatalf("down inside the window: %d %s", n, why)
+	}
+	// Past the window (5 min after the 20): 50% of 5 is int(2.5) = 2.
+	n, h, why = Scale(t0.Add(301*time.Second), 5, 1, 0, 5, b, h)
+	if n != 2 {
+		t.Fatalf("down after the window: %d %s", n, why)
+	}
+	if len(h.Recommendations) > 3 || len(h.Events) != 0 {
+		t.Fatalf("history not trimmed: %+v", h)
+	}
+}
+
+func TestDecideCombines(t *testing.T) {
+	avg := []Trigger{{Name: "rps", Type: AverageValue, Target: 50}}
+	ok := func(v float64) []Reading { return []Reading{{Value: v, OK: true}} }
+	b := Behavior{Up: Rules{Select: SelectMax}, Down: Rules{Select: SelectMin}}
+	for _, c := range []struct {
+		name     string
+		zero     Zero
+		current  int
+		min      int
+		readings []Reading
+		want     int
+	}{
+		// At zero the metrics do not run: the 0→N decision wakes it.
+		{"wake from zero", Zero{Proposed: 1}, 0, 0, ok(500), 1},
+		{"asleep stays asleep", Zero{Idle: true, Proposed: 0}, 0, 0, ok(500), 0},
+		// Awake: ceil(300 / 50) = 6.
+		{"awake, metrics size it", Zero{Proposed: 2}, 2, 0, ok(300), 6},
+		// Awake, little load: ceil(20 / 50) = 1, atStart 2 holds.
+		{"awake, at least atStart", Zero{Proposed: 2}, 3, 0, ok(20), 2},
+		// Idle and the metrics say 0: both agree, to zero.
+		{"idle, metrics agree", Zero{Idle: true, Proposed: 0}, 2, 0, ok(0), 0},
+		// Idle but the metrics want ceil(120 / 50) = 3: they veto.
+		{"idle, metrics veto", Zero{Idle: true, Proposed: 0}, 2, 0, ok(120), 3},
+		// Idle with a little load: ceil(10 / 50) = 1, at least 1.
+		{"idle, metrics keep one", Zero{Idle: true, Proposed: 0}, 2, 0, ok(10), 1},
+		// Idle with min 2: max(2, metrics).
+		{"idle, min", Zero{Idle: true, Proposed: 2}, 4, 2, ok(0), 2},
+		// Idle, the metric missing: no decrease.
+		{"idle, no data", Zero{Idle: true, Proposed: 0}, 3, 0, []Reading{{}}, 3},
+	} {
+		got, _, why := Decide(Input{Now: t0, Zero: c.zero, Current: c.current, Min: c.min, Max: 10, AtStart: 2,
+			Triggers: avg, Readings: c.readings, Tolerance: 0.1, Behavior: b})
+		if got != c.want {
+			t.Errorf("%s: %d, want %d (%s)", c.name, got, c.want, why)
+		}
+	}
+}
