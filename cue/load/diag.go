@@ -654,6 +654,7 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 			envs = append(envs, e)
 		}
 	}
+	out = append(out, scheduleCycles(docs)...)
 	for i, e := range envs {
 		if i > 0 {
 			out = append(out, Diagnostic{Pos: e.Src.Pos, Path: "kind",
@@ -701,5 +702,52 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 		out = append(out, Diagnostic{Pos: docs[0].Head().Src.Pos, Message: "no Environment among the specs", Expected: "one kind: Environment document per directory"})
 	}
 	boundMessages(out)
+	return out
+}
+
+// scheduleCycles refuses dependency cycles among the Schedules of a
+// namespace, naming every file of the cycle (a workload that waits for
+// itself through others would never wake).
+func scheduleCycles(docs []spec.Document) []Diagnostic {
+	type key struct{ ns, name string }
+	byTarget := map[key]*spec.Schedule{}
+	deps := map[string][]string{}
+	for _, d := range docs {
+		s, ok := d.(*spec.Schedule)
+		if !ok {
+			continue
+		}
+		k := key{s.Metadata.Namespace, s.Spec.Target.Name}
+		if _, dup := byTarget[k]; dup {
+			continue
+		}
+		byTarget[k] = s
+		from := s.Metadata.Namespace + "/" + s.Spec.Target.Name
+		for _, dep := range s.Spec.DependsOn {
+			deps[from] = append(deps[from], s.Metadata.Namespace+"/"+dep)
+		}
+	}
+	cycle := spec.DependencyCycle(deps)
+	if cycle == nil {
+		return nil
+	}
+	var where []string
+	for _, n := range cycle[:len(cycle)-1] {
+		ns, name, _ := strings.Cut(n, "/")
+		if s := byTarget[key{ns, name}]; s != nil {
+			where = append(where, fmt.Sprintf("%s (%s)", name, s.Src.PosOf("spec.dependsOn")))
+		}
+	}
+	first := byTarget[func() key { ns, name, _ := strings.Cut(cycle[0], "/"); return key{ns, name} }()]
+	return []Diagnostic{{Pos: first.Src.PosOf("spec.dependsOn"), Path: "spec.dependsOn",
+		Message:  "dependency cycle: " + strings.Join(cycleNames(cycle), " → ") + "; in " + strings.Join(where, ", "),
+		Expected: "dependencies without a cycle (a workload in a cycle would wait for itself)"}}
+}
+
+func cycleNames(c []string) []string {
+	out := make([]string, len(c))
+	for i, n := range c {
+		_, out[i], _ = strings.Cut(n, "/")
+	}
 	return out
 }

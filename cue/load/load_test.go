@@ -343,3 +343,34 @@ func TestFilesystemFaults(t *testing.T) {
 		}
 	})
 }
+
+// A dependency cycle among Schedules is refused, naming every file and
+// line of the cycle; the same Schedules without it load.
+func TestScheduleDependencyCycle(t *testing.T) {
+	l := newLoader(t)
+	r := l.Load("../../testdata/sets/schedule-cycle.yaml")
+	var found []string
+	for _, d := range r.Diags {
+		if strings.Contains(d.Message, "dependency cycle") {
+			found = append(found, d.Error())
+		}
+	}
+	want := "schedule-cycle.yaml:14:3: spec.dependsOn: dependency cycle: api → db → web → api; in api (../../testdata/sets/schedule-cycle.yaml:14:3), db (../../testdata/sets/schedule-cycle.yaml:21:3), web (../../testdata/sets/schedule-cycle.yaml:7:3)"
+	if len(found) != 1 || !strings.Contains(found[0], want) {
+		t.Fatalf("diagnostics: %v", r.Diags)
+	}
+	b, err := os.ReadFile("../../testdata/sets/schedule-cycle.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fixed := strings.Replace(string(b), "dependsOn: [web]", "dependsOn: []", 1)
+	if err := os.WriteFile(filepath.Join(dir, "s.yaml"), []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range l.Load(filepath.Join(dir, "s.yaml")).Diags {
+		if strings.Contains(d.Message, "cycle") {
+			t.Fatalf("no cycle, yet: %s", d)
+		}
+	}
+}

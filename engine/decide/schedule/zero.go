@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -160,48 +159,4 @@ func stamp(t time.Time, from string, loc *time.Location) string {
 		return "never"
 	}
 	return t.In(loc).Format("2006-01-02 15:04:05 MST") + " (" + from + ")"
-}
-
-// Cycle returns a dependency cycle among workloads (names in order, the
-// first repeated at the end), or nil.
-func Cycle(deps map[string][]string) []string {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	var stack []string
-	var found []string
-	var visit func(n string) bool
-	visit = func(n string) bool {
-		color[n] = grey
-		stack = append(stack, n)
-		for _, d := range deps[n] {
-			switch color[d] {
-			case grey:
-				i := slices.Index(stack, d)
-				found = append(append([]string(nil), stack[i:]...), d)
-				return true
-			case white:
-				if visit(d) {
-					return true
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[n] = black
-		return false
-	}
-	names := make([]string, 0, len(deps))
-	for n := range deps {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if color[n] == white && visit(n) {
-			return found
-		}
-	}
-	return nil
 }

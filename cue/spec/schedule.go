@@ -1,0 +1,182 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"time"
+	// The zone database is in the binary: a Schedule means the same on a
+	// machine without tzdata.
+	_ "time/tzdata"
+)
+
+func init() {
+	Register(Kind{Name: "Schedule", New: func() Document { return &Schedule{} }})
+}
+
+// Schedule says when a workload sleeps and wakes and how many replicas it
+// runs while awake.
+type Schedule struct {
+	Header
+	Spec ScheduleSpec `json:"spec"`
+}
+
+// ScheduleSpec mirrors #ScheduleSpec.
+type ScheduleSpec struct {
+	Target   Target `json:"target"`
+	Replicas struct {
+		Min     int `json:"min"`
+		AtStart int `json:"atStart"`
+		Max     int `json:"max"`
+	} `json:"replicas"`
+	Idle struct {
+		After    Duration `json:"after"`
+		Activity string   `json:"activity,omitempty"`
+	} `json:"idle"`
+	DependsOn       []string          `json:"dependsOn"`
+	TimeZone        string            `json:"timeZone"`
+	WakeUp          []string          `json:"wakeUp"`
+	IdleAfterByTime []IdleAfterByTime `json:"idleAfterByTime"`
+	Triggers        []ScheduleTrigger `json:"triggers"`
+	Behavior        struct {
+		Tolerance Percent    `json:"tolerance"`
+		ScaleUp   ScaleRules `json:"scaleUp"`
+		ScaleDown ScaleRules `json:"scaleDown"`
+	} `json:"behavior"`
+	Paused      bool `json:"paused"`
+	Enforcement struct {
+		Replicas Mode `json:"replicas"`
+	} `json:"enforcement"`
+}
+
+// IdleAfterByTime is an idle timeout in force from a time of day.
+type IdleAfterByTime struct {
+	From  string   `json:"from"`
+	After Duration `json:"after"`
+}
+
+// ScheduleTrigger is one metric that sizes the workload.
+type ScheduleTrigger struct {
+	Name   string  `json:"name"`
+	Query  string  `json:"query"`
+	Type   string  `json:"type"`
+	Target float64 `json:"target"`
+}
+
+// ScaleRules are one direction's behavior; Policies nil means the HPA's
+// defaults, empty means no limit.
+type ScaleRules struct {
+	Stabilization Duration       `json:"stabilization"`
+	Select        string         `json:"select"`
+	Policies      *[]ScalePolicy `json:"policies,omitempty"`
+}
+
+// ScalePolicy bounds a change within a period.
+type ScalePolicy struct {
+	Type   string   `json:"type"`
+	Value  int      `json:"value"`
+	Period Duration `json:"period"`
+}
+
+// TargetKey names the workload for the one-Schedule-per-target check.
+func (s *Schedule) TargetKey(defaultProvider string) string {
+	p := s.Spec.Target.Provider
+	if p == "" {
+		p = defaultProvider
+	}
+	return p + ":" + s.Spec.Target.Kind + "/" + s.Metadata.Namespace + "/" + s.Spec.Target.Name
+}
+
+// Location is the Schedule's time zone.
+func (s *Schedule) Location() (*time.Location, error) {
+	return time.LoadLocation(s.Spec.TimeZone)
+}
+
+// Check: the time zone exists, min ≤ atStart ≤ max, no two time-of-day
+// timeouts from the same time, trigger names unique, every query parses.
+func (s *Schedule) Check() []FieldError {
+	var errs []FieldError
+	sp := s.Spec
+	if _, err := s.Location(); err != nil || sp.TimeZone == "Local" {
+		errs = append(errs, FieldError{Path: "spec.timeZone", Message: fmt.Sprintf("unknown time zone %q", sp.TimeZone), Expected: "an IANA zone such as Europe/Paris or UTC"})
+	}
+	r := sp.Replicas
+	if r.Min > r.Max {
+		errs = append(errs, FieldError{Path: "spec.replicas.max", Message: fmt.Sprintf("max %d is below min %d", r.Max, r.Min), Expected: ">= replicas.min"})
+	}
+	if r.AtStart < r.Min || r.AtStart > r.Max {
+		errs = append(errs, FieldError{Path: "spec.replicas.atStart", Message: fmt.Sprintf("atStart %d is outside [min %d, max %d]", r.AtStart, r.Min, r.Max), Expected: "min <= atStart <= max"})
+	}
+	seen := map[string]int{}
+	for i, e := range sp.IdleAfterByTime {
+		if j, dup := seen[e.From]; dup {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.idleAfterByTime.%d.from", i), Message: "a second timeout from " + e.From,
+				Expected: "one entry per time of day", Related: fmt.Sprintf("spec.idleAfterByTime.%d.from", j)})
+			continue
+		}
+		seen[e.From] = i
+	}
+	names := map[string]int{}
+	for i, t := range sp.Triggers {
+		if j, dup := names[t.Name]; dup {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.triggers.%d.name", i), Message: "a second trigger named " + t.Name,
+				Expected: "unique trigger names", Related: fmt.Sprintf("spec.triggers.%d.name", j)})
+		} else {
+			names[t.Name] = i
+		}
+		if msg := CheckPromQL(t.Query); msg != "" {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.triggers.%d.query", i), Message: msg, Expected: "a PromQL instant vector or scalar expression"})
+		}
+	}
+	if sp.Idle.Activity != "" {
+		if msg := CheckPromQL(sp.Idle.Activity); msg != "" {
+			errs = append(errs, FieldError{Path: "spec.idle.activity", Message: msg, Expected: "a PromQL instant vector or scalar expression"})
+		}
+	}
+	if slices.Contains(sp.DependsOn, sp.Target.Name) {
+		errs = append(errs, FieldError{Path: "spec.dependsOn", Message: "a workload cannot depend on itself", Expected: "other workloads of the namespace"})
+	}
+	return errs
+}
+
+// DependencyCycle returns a cycle among dependencies (names in order, the
+// first repeated at the end), or nil.
+func DependencyCycle(deps map[string][]string) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack, found []string
+	var visit func(n string) bool
+	visit = func(n string) bool {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, d := range deps[n] {
+			switch color[d] {
+			case grey:
+				i := slices.Index(stack, d)
+				found = append(append([]string(nil), stack[i:]...), d)
+				return true
+			case white:
+				if visit(d) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return false
+	}
+	names := make([]string, 0, len(deps))
+	for n := range deps {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if color[n] == white && visit(n) {
+			return found
+		}
+	}
+	return nil
+}
