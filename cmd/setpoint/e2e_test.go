@@ -338,6 +338,9 @@ func TestWatchLiveEdits(t *testing.T) {
 		t.Fatalf("no %q in:\n%s", what, logs.String())
 	}
 	waitFor("msg=watching")
+	// The start's reconcile first (it applies fib): an edit before it ends
+	// would be read by it, and applied with reason "start".
+	waitFor(`msg=applied reason=start address=sim:KnativeService/default/fib`)
 	edit := func(file, old, new string) {
 		p := filepath.Join(dir, file)
 		b, _ := os.ReadFile(p)
