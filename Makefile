@@ -59,7 +59,8 @@ demo: build
 # Tools the tests run for real: the cue CLI at the library's version (for
 # the `cue vet` parity test); etcd (Debian's etcd-server) and kube-apiserver
 # $(KUBE_VERSION), built from source once and cached by version, for
-# internal/kubetest. Later: prometheus, clang/bpf2go.
+# internal/kubetest; Debian's prometheus for internal/promtest. Later:
+# clang/bpf2go.
 testenv:
 	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
 		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
@@ -67,6 +68,10 @@ testenv:
 		echo "installing etcd-server"; export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -qq etcd-server >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }; fi
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+		echo "installing prometheus"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq prometheus >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; }; fi
 	@bash hack/testenv/kube-apiserver.sh $(KUBE_VERSION) >/dev/null
 
 # Every fuzz target for FUZZTIME each (make test runs their seed corpora).

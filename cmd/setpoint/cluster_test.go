@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
+	"github.com/setpoint-dev/setpoint/internal/promtest"
 
 	"fmt"
 	"os"
@@ -364,5 +368,63 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 	waitLog("a reconcile after the edit", func() bool { return count(log.String(), "msg=reconciled", "edit of checkout.nfr.yaml") >= 1 })
 	if n := applied(); n != 2 {
 		t.Fatalf("%d applies of minReplicas, want 2\n%s", n, log.String())
+	}
+}
+
+// A workload in a real cluster, its signals from a real Prometheus server
+// (scraping an endpoint that serves what cAdvisor and kube-state-metrics
+// would): the memory decision comes from it, with the numbers.
+func TestPlanWithPrometheusSignals(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: %s}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: checkout}}
+  template:
+    metadata: {labels: {app: checkout}}
+    spec: {containers: [{name: function, image: x, resources: {requests: {memory: 256Mi}, limits: {memory: 512Mi}}}]}
+`, ns))
+	exp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "container_memory_working_set_bytes{namespace=%q,pod=\"checkout-1\",container=\"function\"} 115343360\n"+
+			"kube_pod_labels{namespace=%q,pod=\"checkout-1\",label_app=\"checkout\"} 1\n", ns, ns)
+	}))
+	defer exp.Close()
+	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
+	src, err := promsource.New(promsource.Config{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := src.Query(context.Background(), "kube_pod_labels", time.Now())
+		if err == nil && len(r.Samples) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus never scraped the endpoint: %v %+v", err, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"env.yaml":      fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: prod}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n", prom.URL),
+		"checkout.yaml": fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: NFR\nmetadata: {name: checkout, namespace: %s}\nspec:\n  target: {kind: Deployment, name: checkout}\n  throughput: {minRPS: 100}\n  memory: {containers: [function]}\n", ns),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := runCLI(t, "plan", "--kubeconfig", env.Kubeconfig, dir)
+	// 115343360 bytes is 110Mi: × 1.2 = 132Mi, rounded up to 144Mi.
+	if code != 0 || !strings.Contains(out, "containers[name=function].resources.requests.memory") || !strings.Contains(out, "roundUp16Mi(110Mi × 1.2) = 144Mi") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	// Throughput signals it does not serve: said, not guessed.
+	if !strings.Contains(out, "requests per second missing") {
+		t.Fatalf("missing rps not said:\n%s", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"os"
 	"path/filepath"
@@ -57,7 +58,16 @@ func kubernetesConfig() ([]byte, error) {
 	return json.Marshal(kc)
 }
 
+// promCreds are the Prometheus server's credentials, from flags.
+var promCreds promsource.Config
+
 func addTrustFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&promCreds.BearerTokenFile, "prometheus-bearer-token-file", "", "a file holding the bearer token for the Environment's Prometheus server")
+	cmd.PersistentFlags().StringVar(&promCreds.Username, "prometheus-username", "", "basic auth user for the Prometheus server")
+	cmd.PersistentFlags().StringVar(&promCreds.PasswordFile, "prometheus-password-file", "", "a file holding the basic auth password for the Prometheus server")
+	cmd.PersistentFlags().StringVar(&promCreds.CAFile, "prometheus-ca-file", "", "CA certificates that verify the Prometheus server")
+	cmd.PersistentFlags().StringVar(&promCreds.CertFile, "prometheus-cert-file", "", "client certificate for the Prometheus server")
+	cmd.PersistentFlags().StringVar(&promCreds.KeyFile, "prometheus-key-file", "", "client key for the Prometheus server")
 	cmd.PersistentFlags().StringVar(&cluster.kubeconfig, "kubeconfig", "", "the kubeconfig of the kubernetes provider (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.PersistentFlags().StringVar(&cluster.context, "context", "", "the kubeconfig context of the kubernetes provider (default: its current context)")
 	cmd.PersistentFlags().StringVar(&stateNamespace, "state-namespace", "", "namespace of the state when the Environment keeps it in the cluster (state.backend: kubernetes; default: the pod's namespace in the cluster, else setpoint-system)")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals"
+	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"io"
@@ -180,8 +182,21 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	w.state = state.NewFile(w.statePath)
 	// Without a sim world, time is the wall's.
 	w.now = time.Now()
-	if w.env.Spec.Signals.Default != "embedded" {
-		return nil, fmt.Errorf("%s: signals.default %q is not available yet; use embedded", w.env.Src.PosOf("spec.signals.default"), w.env.Spec.Signals.Default)
+	var source signals.Source
+	switch sig := w.env.Spec.Signals; sig.Default {
+	case "embedded", "":
+	case "prometheus":
+		// The server's address is the Environment's; credentials are the
+		// operator's (flags), never a spec's.
+		cfg := promCreds
+		cfg.URL, cfg.Timeout = sig.Prometheus.URL, sig.Prometheus.Timeout.D()
+		ps, err := promsource.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.signals.prometheus"), err)
+		}
+		source = ps
+	default:
+		return nil, fmt.Errorf("%s: signals.default %q is not available", w.env.Src.PosOf("spec.signals.default"), sig.Default)
 	}
 	if w.env.Spec.State.Backend == "kubernetes" {
 		if w.state, err = clusterState(w.env); err != nil {
@@ -266,7 +281,10 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	if err != nil {
 		return nil, err
 	}
-	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: embedded.NewSource(w.store), Version: version.Version, Dir: absDir,
+	if source == nil {
+		source = embedded.NewSource(w.store)
+	}
+	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: source, Version: version.Version, Dir: absDir,
 		Incomplete: diags.HasErrors(), ConfirmRelease: confirmRelease}
 	return w, nil
 }
