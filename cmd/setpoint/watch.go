@@ -137,6 +137,9 @@ var (
 type shardSet struct {
 	h *kstate.Holder
 	n int
+	// groups are the spec groups of the reconcile in progress (one at a
+	// time: the watch has one worker), computed once by mine.
+	groups map[string]string
 }
 
 // startShards makes this watch one replica of many when the state is in
@@ -159,21 +162,7 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		ss = &shardSet{h: h, n: n}
 		// Right before the provider applies, every spec of the plan must
 		// still be this replica's.
-		ws.fence = func(specs []string) error {
-			ws.mu.Lock()
-			groups := ws.eng.Groups()
-			ws.mu.Unlock()
-			for _, id := range specs {
-				g, ok := groups[id]
-				if !ok {
-					g = id
-				}
-				if i := kstate.ShardOf(g, n); !h.Owns(i) {
-					return fmt.Errorf("shard %d of %s is no longer this replica's: not applied (its holder reconciles it)", i, id)
-				}
-			}
-			return nil
-		}
+		ws.fence = ss.fence
 	}
 	if addr != "" {
 		mux := http.NewServeMux()
@@ -213,19 +202,36 @@ func (s *shardSet) mine(ws *workspace, set watch.Set, keys []string) []string {
 	}
 	ws.mu.Lock()
 	ws.eng.Specs = set.Specs // the groups of the specs as they are now
-	groups := ws.eng.Groups()
+	s.groups = ws.eng.Groups()
 	ws.mu.Unlock()
 	out := keys[:0:0]
 	for _, k := range keys {
-		g, ok := groups[k]
-		if !ok {
-			g = k
-		}
-		if s.h.Owns(kstate.ShardOf(g, s.n)) {
+		if s.h.Owns(s.shardOf(k)) {
 			out = append(out, k)
 		}
 	}
 	return out
+}
+
+// shardOf is the shard of a spec's group, as mine grouped the specs for
+// the reconcile in progress.
+func (s *shardSet) shardOf(id string) int {
+	g, ok := s.groups[id]
+	if !ok {
+		g = id
+	}
+	return kstate.ShardOf(g, s.n)
+}
+
+// fence refuses to apply changes of specs whose shard this replica no
+// longer holds (it was given up, or its Lease lapsed, since mine).
+func (s *shardSet) fence(specs []string) error {
+	for _, id := range specs {
+		if i := s.shardOf(id); !s.h.Owns(i) {
+			return fmt.Errorf("shard %d of %s is no longer this replica's: not applied (its holder reconciles it)", i, id)
+		}
+	}
+	return nil
 }
 
 // reconcileKeys plans the given specs (and every spec sharing a target

@@ -39,9 +39,8 @@ func DecodeShard(where string, b []byte) (addrs.Object, *Object, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return addrs.Object{}, nil, &ShardError{File: where, Err: fmt.Errorf("%w: %v", ErrCorrupt, err)}
 	}
-	l, _ := (&fileBackend{}).decode("", f, false, nil)
+	l, _ := decodeShard(where, "", f, false, nil)
 	if l.err != nil {
-		l.err.File = where
 		return l.err.Object, nil, l.err
 	}
 	return l.obj, &Object{Attrs: l.attrs}, nil

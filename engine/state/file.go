@@ -348,12 +348,19 @@ func readAt(dirfd int, name string, buf []byte) ([]byte, bool) {
 // attrs. With fast, it gives up (ok false) rather than report a problem,
 // so the caller can try the slow way.
 func (b *fileBackend) decode(name string, f shardFile, fast bool, keys map[string]string) (l loaded, ok bool) {
+	return decodeShard(filepath.Join(b.dir, name), name, f, fast, keys)
+}
+
+// decodeShard checks and reads one shard's content: where names it in
+// errors; name, when not empty, is the file it must be in (a shard moved
+// to another object's file is refused).
+func decodeShard(where, name string, f shardFile, fast bool, keys map[string]string) (l loaded, ok bool) {
 	var o addrs.Object
 	if f.Object != nil {
 		o = addrs.Object{Provider: f.Object.Provider, Kind: f.Object.Kind, Namespace: f.Object.Namespace, Name: f.Object.Name}
 	}
 	fail := func(err error) (loaded, bool) {
-		return loaded{err: &ShardError{File: filepath.Join(b.dir, name), Object: o, Err: err}}, false
+		return loaded{err: &ShardError{File: where, Object: o, Err: err}}, false
 	}
 	switch {
 	case f.Version > Version:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 	"slices"
 	"sort"
 	"strings"
@@ -82,7 +83,7 @@ func validate(k *kind, c providers.ObjectChange) error {
 		switch {
 		case !ok:
 			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
-		case at.readOnly && k.name == KindKnative && !path.HasPrefix(addrs.MustPath("status")):
+		case at.readOnly && k.name == KindKnative && !path.HasPrefix(workload.Status):
 			return fmt.Errorf("%s: not written on a KnativeService: its CRD makes the container list atomic, so an apply would own (and could drop) every container", path)
 		case at.readOnly:
 			return fmt.Errorf("%s: read only", path)
@@ -208,11 +209,11 @@ func (p *Provider) refused(ctx context.Context, core k8s.Interface, now time.Tim
 		}
 		return res
 	}
-	res.Err = explain(err, verbOf(c, dryRun), k, c.Address.Namespace).Error()
+	res.Err = explain(err, verbOf(dryRun), k, c.Address.Namespace).Error()
 	return res
 }
 
-func verbOf(c providers.ObjectChange, dryRun bool) string {
+func verbOf(dryRun bool) string {
 	if dryRun {
 		return "dry-run apply (patch)"
 	}

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 	"math"
 	"slices"
 	"strconv"
@@ -19,9 +20,9 @@ import (
 // Kinds this provider serves: the sim world's names, so one spec plans
 // the same against both.
 const (
-	KindDeployment = "Deployment"
-	KindHPA        = "HorizontalPodAutoscaler"
-	KindKnative    = "KnativeService"
+	KindDeployment = workload.Deployment
+	KindHPA        = workload.HPA
+	KindKnative    = workload.Knative
 	KindPod        = "Pod"
 	// KindNodeAgent is the custom resource the node agents (NRI, eBPF)
 	// reconcile from in a cluster (deploy/crds).
@@ -30,21 +31,20 @@ const (
 
 // Attribute paths, the same as the sim world's.
 var (
-	AttrReplicas        = addrs.MustPath("spec.replicas")
-	AttrReadyReplicas   = addrs.MustPath("status.readyReplicas")
-	AttrMinReplicas     = addrs.MustPath("spec.minReplicas")
-	AttrMaxReplicas     = addrs.MustPath("spec.maxReplicas")
-	AttrCurrentReplicas = addrs.MustPath("status.currentReplicas")
-	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
-	// AttrTargetCPU is an HPA's CPU utilisation target, named as
-	// autoscaling/v1 names it; in autoscaling/v2 it is the one Resource
-	// metric of the HPA's metrics list (an atomic list: whoever sets it
-	// owns every metric).
-	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
-	AttrMinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	AttrMaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+	AttrReplicas        = workload.Replicas
+	AttrReadyReplicas   = workload.ReadyReplicas
+	AttrMinReplicas     = workload.MinReplicas
+	AttrMaxReplicas     = workload.MaxReplicas
+	AttrCurrentReplicas = workload.CurrentReplicas
+	AttrDesiredReplicas = workload.DesiredReplicas
+	// AttrTargetCPU is, in autoscaling/v2, the one Resource metric of the
+	// HPA's metrics list (an atomic list: whoever sets it owns every
+	// metric).
+	AttrTargetCPU = workload.TargetCPU
+	AttrMinScale  = workload.MinScale
+	AttrMaxScale  = workload.MaxScale
 
-	pathTemplateContainers = addrs.MustPath("spec.template.spec.containers")
+	pathTemplateContainers = workload.Containers
 	pathPodContainers      = addrs.MustPath("spec.containers")
 	pathMetrics            = addrs.MustPath("spec.metrics")
 	pathNodes              = addrs.MustPath("status.nodes")
@@ -66,7 +66,7 @@ func ContainerAttr(container, which string) addrs.Path {
 }
 
 func containerAttr(base addrs.Path, container, which string) addrs.Path {
-	return base.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
+	return workload.ContainerAttrAt(base, container, which)
 }
 
 // encoding is how a typed value is written in the object.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 	"log/slog"
 	"os"
 	"slices"
@@ -203,6 +204,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 		resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Error, Message: err.Error()})
 		return resp
 	}
+	kn := p.knativePods(core)
 	type group struct{ kind, ns string }
 	groups := map[group][]int{}
 	for i, a := range req.Addresses {
@@ -246,7 +248,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 			}
 			for _, i := range idx {
 				if u, ok := byName[req.Addresses[i].Name]; ok {
-					o, err := p.toObject(ctx, core, k, req.Addresses[i], u)
+					o, err := p.toObject(ctx, kn, k, req.Addresses[i], u)
 					if err != nil {
 						fail(i, err)
 						continue
@@ -267,7 +269,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 			case err != nil:
 				fail(i, explain(err, "get", k, a.Namespace))
 			default:
-				o, err := p.toObject(ctx, core, k, a, u)
+				o, err := p.toObject(ctx, kn, k, a, u)
 				if err != nil {
 					fail(i, err)
 					continue
@@ -283,6 +285,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 func (p *Provider) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
 	var resp providers.ListResponse
 	dyn, core, err := p.clients()
+	kn := p.knativePods(core)
 	if err == nil {
 		var k *kind
 		if k, err = kindOf(req.Kind); err == nil {
@@ -296,7 +299,7 @@ func (p *Provider) List(ctx context.Context, req providers.ListRequest) provider
 				for j := range l.Items {
 					u := &l.Items[j]
 					a := providers.Address{Provider: req.Provider, Kind: req.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
-					o, oerr := p.toObject(ctx, core, k, a, u)
+					o, oerr := p.toObject(ctx, kn, k, a, u)
 					if oerr != nil {
 						resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Error, Address: &a, Message: oerr.Error()})
 						continue
@@ -315,7 +318,7 @@ func (p *Provider) List(ctx context.Context, req providers.ListRequest) provider
 
 // toObject is what setpoint sees of an API object: the attributes of its
 // kind with their managers.
-func (p *Provider) toObject(ctx context.Context, core k8s.Interface, k *kind, a providers.Address, u *unstructured.Unstructured) (providers.Object, error) {
+func (p *Provider) toObject(ctx context.Context, kn *knativePods, k *kind, a providers.Address, u *unstructured.Unstructured) (providers.Object, error) {
 	o := providers.Object{
 		Address:     a,
 		Exists:      true,
@@ -338,7 +341,7 @@ func (p *Provider) toObject(ctx context.Context, core k8s.Interface, k *kind, a 
 			return nil
 		}
 		o.Attributes[at.path] = v
-		if at.readOnly && at.path.HasPrefix(addrs.MustPath("status")) {
+		if at.readOnly && at.path.HasPrefix(workload.Status) {
 			return nil
 		}
 		fp, err := fieldPath(at.place())
@@ -389,23 +392,49 @@ func (p *Provider) toObject(ctx context.Context, core k8s.Interface, k *kind, a 
 		}
 	}
 	if k.name == KindKnative {
-		// Knative's status has no replica count: its ready pods are the
-		// ones labelled with the service.
-		cctx, cancel := context.WithTimeout(ctx, p.timeout)
-		pods, err := core.CoreV1().Pods(a.Namespace).List(cctx, metav1.ListOptions{LabelSelector: "serving.knative.dev/service=" + a.Name})
-		cancel()
+		ready, err := kn.ready(ctx, a.Namespace, a.Name)
 		if err != nil {
-			return o, explain(err, "list", kinds[KindPod], a.Namespace)
-		}
-		ready := int64(0)
-		for _, pod := range pods.Items {
-			if podReady(&pod) {
-				ready++
-			}
+			return o, err
 		}
 		o.Attributes[AttrReadyReplicas] = values.CountOf(ready)
 	}
 	return o, nil
+}
+
+// knativeLabel is the label Knative puts on a service's pods.
+const knativeLabel = "serving.knative.dev/service"
+
+// knativePods counts Knative services' ready pods for one Read or List:
+// Knative's status has no replica count, so they are its pods labelled
+// with the service; one List per namespace serves every service in it.
+type knativePods struct {
+	p    *Provider
+	core k8s.Interface
+	byNS map[string]map[string]int64 // namespace → service → ready pods
+}
+
+func (p *Provider) knativePods(core k8s.Interface) *knativePods {
+	return &knativePods{p: p, core: core, byNS: map[string]map[string]int64{}}
+}
+
+func (kn *knativePods) ready(ctx context.Context, ns, svc string) (int64, error) {
+	if byService, ok := kn.byNS[ns]; ok {
+		return byService[svc], nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, kn.p.timeout)
+	defer cancel()
+	pods, err := kn.core.CoreV1().Pods(ns).List(cctx, metav1.ListOptions{LabelSelector: knativeLabel})
+	if err != nil {
+		return 0, explain(err, "list", kinds[KindPod], ns)
+	}
+	byService := map[string]int64{}
+	for i := range pods.Items {
+		if podReady(&pods.Items[i]) {
+			byService[pods.Items[i].Labels[knativeLabel]]++
+		}
+	}
+	kn.byNS[ns] = byService
+	return byService[svc], nil
 }
 
 // explain words an API error so it names the verb, the resource and the
@@ -441,7 +470,7 @@ func (p *Provider) Events(ctx context.Context, _ time.Time, _ func(providers.Eve
 // logger is the provider's log (stderr of the plugin process).
 var logger = slog.Default()
 
-// assertUpdate refuses actions this provider does not perform.
+// checkAction refuses actions this provider does not perform.
 func checkAction(c providers.ObjectChange) error {
 	switch c.Action {
 	case action.Update, action.Create, action.NoOp:

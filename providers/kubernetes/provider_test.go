@@ -368,6 +368,28 @@ spec:
 	if o.Attributes[AttrMaxScale] != values.CountOf(20) || o.Attributes[AttrReadyReplicas] != values.CountOf(0) || o.Attributes[ContainerAttr("user-container", "requests")] != values.BytesOf(128<<20) {
 		t.Fatalf("read: %v", o.Attributes)
 	}
+	// Its ready pods are the ones labelled with it: a ready one of fn, one
+	// not ready, and a ready one of another service.
+	for _, pod := range []struct {
+		name, svc string
+		ready     bool
+	}{{"fn-1", "fn", true}, {"fn-2", "fn", false}, {"other-1", "other", true}} {
+		env.Apply(t, fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {serving.knative.dev/service: %s}}\nspec: {containers: [{name: c, image: x}]}\n", pod.name, ns, pod.svc))
+		if pod.ready {
+			po, err := env.Clientset(t).CoreV1().Pods(ns).Get(ctxT(t), pod.name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			po.Status.Phase = corev1.PodRunning
+			po.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			if _, err := env.Clientset(t).CoreV1().Pods(ns).UpdateStatus(ctxT(t), po, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if o := read(t, p, a); o.Attributes[AttrReadyReplicas] != values.CountOf(1) {
+		t.Fatalf("ready pods of fn: %v", o.Attributes[AttrReadyReplicas])
+	}
 	res := apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrMinScale: values.CountOf(3)}, Changed: []addrs.Path{AttrMinScale}})
 	if res.Err != "" {
 		t.Fatal(res.Err)

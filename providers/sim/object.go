@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	vocab "github.com/setpoint-dev/setpoint/providers/workload"
 	"maps"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -11,28 +12,27 @@ import (
 
 // Kinds the sim world serves.
 const (
-	KindDeployment = "Deployment"
-	KindHPA        = "HorizontalPodAutoscaler"
-	KindKnative    = "KnativeService"
+	KindDeployment = vocab.Deployment
+	KindHPA        = vocab.HPA
+	KindKnative    = vocab.Knative
 )
 
-// Attribute paths the sim world serves, the same as the kubernetes
-// provider's.
+// Attribute paths the sim world serves: package workload's (imported as vocab), as the
+// kubernetes provider's are.
 var (
-	AttrReplicas        = addrs.MustPath("spec.replicas")
-	AttrReadyReplicas   = addrs.MustPath("status.readyReplicas")
-	AttrMinReplicas     = addrs.MustPath("spec.minReplicas")
-	AttrMaxReplicas     = addrs.MustPath("spec.maxReplicas")
-	AttrCurrentReplicas = addrs.MustPath("status.currentReplicas")
-	AttrDesiredReplicas = addrs.MustPath("status.desiredReplicas")
-	// AttrTargetCPU is an HPA's CPU utilisation target in percent.
-	AttrTargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
-	AttrMinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	AttrMaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+	AttrReplicas        = vocab.Replicas
+	AttrReadyReplicas   = vocab.ReadyReplicas
+	AttrMinReplicas     = vocab.MinReplicas
+	AttrMaxReplicas     = vocab.MaxReplicas
+	AttrCurrentReplicas = vocab.CurrentReplicas
+	AttrDesiredReplicas = vocab.DesiredReplicas
+	AttrTargetCPU       = vocab.TargetCPU
+	AttrMinScale        = vocab.MinScale
+	AttrMaxScale        = vocab.MaxScale
 
-	pathStatus       = addrs.MustPath("status")
+	pathStatus       = vocab.Status
 	pathTemplateSpec = addrs.MustPath("spec.template.spec")
-	pathContainers   = addrs.MustPath("spec.template.spec.containers")
+	pathContainers   = vocab.Containers
 )
 
 // DefaultManager owns fields no configured manager claims: what kubectl
@@ -46,7 +46,7 @@ const HPAManager = "horizontal-pod-autoscaler"
 // ContainerAttr is the path of a container's memory request or limit
 // (which: "requests" or "limits").
 func ContainerAttr(container, which string) addrs.Path {
-	return pathContainers.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
+	return vocab.ContainerAttr(container, which)
 }
 
 // object is one API object of the world, with what the gate needs: the

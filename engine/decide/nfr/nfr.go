@@ -5,6 +5,7 @@ package nfr
 
 import (
 	"fmt"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 	"math"
 	"slices"
 	"sort"
@@ -19,16 +20,13 @@ import (
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
-// Attribute paths of the objects an NFR acts on.
+// Attribute paths of the objects an NFR acts on (package workload's).
 var (
-	AttrReplicas    = addrs.MustPath("spec.replicas")
-	AttrMinReplicas = addrs.MustPath("spec.minReplicas")
-	AttrMaxReplicas = addrs.MustPath("spec.maxReplicas")
-	// AttrTargetCPU is a created HPA's CPU utilisation target in percent
-	// (autoscaling/v1's name for it).
-	AttrTargetCPU  = addrs.MustPath("spec.targetCPUUtilizationPercentage")
-	AttrMinScale   = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	containersPath = addrs.MustPath("spec.template.spec.containers")
+	AttrReplicas    = workload.Replicas
+	AttrMinReplicas = workload.MinReplicas
+	AttrMaxReplicas = workload.MaxReplicas
+	AttrTargetCPU   = workload.TargetCPU
+	AttrMinScale    = workload.MinScale
 )
 
 // Dimensions of an NFR.
@@ -40,13 +38,13 @@ const (
 // ContainerAttr is the path of a container's memory request or limit
 // (which: requests or limits).
 func ContainerAttr(container, which string) addrs.Path {
-	return containersPath.Child(addrs.Sel("name", container), addrs.F("resources"), addrs.F(which), addrs.F("memory"))
+	return workload.ContainerAttr(container, which)
 }
 
 // Container returns the container a memory path is about, and whether it
 // is one.
 func Container(p addrs.Path) (string, bool) {
-	if !p.HasPrefix(containersPath) || p.Last() != addrs.F("memory") {
+	if !p.HasPrefix(workload.Containers) || p.Last() != addrs.F("memory") {
 		return "", false
 	}
 	return p.Selected("name")
@@ -455,7 +453,7 @@ func equalNow(o providers.Object, req, lim addrs.Path) bool {
 }
 
 func lastWord(attr addrs.Path) string {
-	if attr.HasPrefix(containersPath) && slices.Contains(attr.Steps(), addrs.F("requests")) {
+	if attr.HasPrefix(workload.Containers) && slices.Contains(attr.Steps(), addrs.F("requests")) {
 		return "request"
 	}
 	return "limit"

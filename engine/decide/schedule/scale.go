@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -86,7 +87,7 @@ func Recommend(current int, triggers []Trigger, readings []Reading, tolerance fl
 	case blocked && rec < current:
 		rec = current
 	}
-	return rec, joinParts(parts)
+	return rec, strings.Join(parts, "; ")
 }
 
 func describe(r Reading) string {
@@ -109,17 +110,6 @@ func num(f float64) string {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%g%%", f*100) }
-
-func joinParts(ps []string) string {
-	out := ""
-	for i, p := range ps {
-		if i > 0 {
-			out += "; "
-		}
-		out += p
-	}
-	return out
-}
 
 // PolicyType is what a policy's value counts.
 type PolicyType string

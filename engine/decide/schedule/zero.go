@@ -112,9 +112,7 @@ func DecideZero(now time.Time, ws []Workload) map[string]Zero {
 		}
 		z := Zero{}
 		z.Activity, z.From = effective(w.Name)
-		var since time.Time
-		z.Timeout, since = TimeoutAt(now, loc, w.Idle, w.ByTime)
-		_ = since
+		z.Timeout, _ = TimeoutAt(now, loc, w.Idle, w.ByTime)
 		// Idle when lastActivity + timeout < now (strict); never seen
 		// counts as idle.
 		expiry := z.Activity.Add(z.Timeout)

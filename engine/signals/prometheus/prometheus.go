@@ -10,10 +10,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,16 +64,14 @@ func readSecret(what, path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
-	b := make([]byte, maxSecret+1)
-	n, _ := f.Read(b)
-	if n > maxSecret {
+	b, err := io.ReadAll(io.LimitReader(f, maxSecret+1))
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if len(b) > maxSecret {
 		return "", fmt.Errorf("%s %s: larger than %d bytes", what, path, maxSecret)
 	}
-	s := string(b[:n])
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s, nil
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // New returns a source for cfg.

@@ -55,10 +55,9 @@ type Scraper struct {
 
 // Defaults.
 const (
-	DefaultTimeout  = 4 * time.Second
-	DefaultMaxBody  = 16 << 20
-	DefaultWorkers  = 16
-	DefaultInterval = 5 * time.Second
+	DefaultTimeout = 4 * time.Second
+	DefaultMaxBody = 16 << 20
+	DefaultWorkers = 16
 )
 
 var errTooBig = errors.New("response larger than the limit")
@@ -208,25 +207,4 @@ func hostOf(url string) string {
 		rest = rest[:i]
 	}
 	return rest
-}
-
-// Run scrapes every interval until ctx ends; report gets each cycle's
-// results (for logs and metrics).
-func (s *Scraper) Run(ctx context.Context, targets func() []Target, interval time.Duration, now func() time.Time, report func([]Result)) {
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		res := s.Once(ctx, targets(), now())
-		if report != nil {
-			report(res)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

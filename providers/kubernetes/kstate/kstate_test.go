@@ -176,7 +176,7 @@ func TestLeaseLock(t *testing.T) {
 }
 
 // waitFor polls until cond holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for !cond() {
@@ -187,6 +187,9 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 	}
 	return time.Since(start)
 }
+
+// pollUntil is waitFor with the tests' deadline.
+func pollUntil(t testing.TB, what string, cond func() bool) { waitFor(t, 30*time.Second, what, cond) }
 
 // split reports whether the holders own every shard exactly once, each
 // at most its share.
@@ -285,16 +288,12 @@ func BenchmarkReshard(b *testing.B) {
 			go func() { defer close(done); _ = h.Run(ctx) }()
 			hs, cancels, dones = append(hs, h), append(cancels, cancel), append(dones, done)
 		}
-		for !split(hs, 16) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		pollUntil(b, "three replicas split 16 shards", func() bool { return split(hs, 16) })
 		hs[0].crash = true
 		start := time.Now()
 		cancels[0]()
 		<-dones[0]
-		for !split(hs[1:], 16) {
-			time.Sleep(20 * time.Millisecond)
-		}
+		pollUntil(b, "two replicas take the dead one's shards", func() bool { return split(hs[1:], 16) })
 		total += time.Since(start)
 		for i := 1; i < 3; i++ {
 			cancels[i]()
