@@ -111,15 +111,31 @@ func Combine(intents []intent.Intent, current func(addrs.Attr, values.Type) (val
 		if len(d.Specs()) > 1 {
 			d.Contributors = its
 		}
+		if exact != nil && exact.Sleep && lower != nil {
+			// The target sleeps: other specs' minimums do not hold it up,
+			// and their gate rules do not slow the sleep down.
+			lower = nil
+			kept := make([]intent.Intent, 0, len(its))
+			for i, it := range its {
+				if it.Kind != intent.LowerBound || it.Source == exact.Source {
+					kept = append(kept, it)
+					continue
+				}
+				its[i].Rationale += " (yields: " + exact.Source + " puts the target to sleep)"
+			}
+			d.Intents = kept
+		}
 		cur, has := current(k, its[0].Value.Type())
 		switch {
 		case exact != nil:
 			d.Primary, d.Value, d.Set = *exact, exact.Value, true
 			if lower != nil && d.Value.Compare(lower.Value) < 0 {
 				d.Value = lower.Value
+				d.Primary.Rationale += fmt.Sprintf("; raised to %s by %s's lower bound", lower.Value, lower.Source)
 			}
 			if upper != nil && d.Value.Compare(upper.Value) > 0 {
 				d.Value = upper.Value
+				d.Primary.Rationale += fmt.Sprintf("; lowered to %s by %s's upper bound", upper.Value, upper.Source)
 			}
 		case lower != nil:
 			d.Primary, d.Value, d.Set = *lower, lower.Value, true

@@ -233,7 +233,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		p.Observed = obs.fingerprintable()
 		p.Specs = e.digests(ds)
 	})
-	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals}
+	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals, peers: peersOf(ds)}
 
 	var intents []intent.Intent
 	bySpec := map[string]decided{}
@@ -349,6 +349,11 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			p.Changes = append(p.Changes, pc)
 		}
 	}
+	for id, at := range tick.due {
+		if t, ok := p.Due[id]; !ok || at.Before(t) {
+			p.Due[id] = at
+		}
+	}
 	e.coupled(p, obs, policies)
 	e.releases(p, st, focus, intents)
 	if !e.NoDryRun {
@@ -357,6 +362,20 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	sortChanges(p.Changes)
 	sortChanges(p.Held)
 	return p
+}
+
+// peersOf lists, for each spec, the specs of its group.
+func peersOf(ds []decided) map[string][]spec.Document {
+	root := groupRoots(ds)
+	members := map[int][]spec.Document{}
+	for i, d := range ds {
+		members[root[i]] = append(members[root[i]], d.doc)
+	}
+	out := make(map[string][]spec.Document, len(ds))
+	for i, d := range ds {
+		out[d.id] = members[root[i]]
+	}
+	return out
 }
 
 func sortChanges(cs []plan.Change) {

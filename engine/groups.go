@@ -12,6 +12,30 @@ import (
 // targets it shares change.
 func (e *Engine) Groups() map[string]string {
 	ds, _ := e.specs(nil)
+	root := groupRoots(ds)
+	name := map[int]string{}
+	for i, d := range ds {
+		r := root[i]
+		for _, a := range d.reads {
+			if s := a.String(); name[r] == "" || s < name[r] {
+				name[r] = s
+			}
+		}
+	}
+	out := make(map[string]string, len(ds))
+	for i, d := range ds {
+		if n := name[root[i]]; n != "" {
+			out[d.id] = n
+		} else {
+			out[d.id] = d.id
+		}
+	}
+	return out
+}
+
+// groupRoots returns, for each spec, the index of one spec of its group
+// (the same for every member).
+func groupRoots(ds []decided) []int {
 	parent := make([]int, len(ds))
 	for i := range parent {
 		parent[i] = i
@@ -33,22 +57,9 @@ func (e *Engine) Groups() map[string]string {
 			}
 		}
 	}
-	name := map[int]string{}
-	for i, d := range ds {
-		r := find(i)
-		for _, a := range d.reads {
-			if s := a.String(); name[r] == "" || s < name[r] {
-				name[r] = s
-			}
-		}
+	root := make([]int, len(ds))
+	for i := range ds {
+		root[i] = find(i)
 	}
-	out := make(map[string]string, len(ds))
-	for i, d := range ds {
-		if n := name[find(i)]; n != "" {
-			out[d.id] = n
-		} else {
-			out[d.id] = d.id
-		}
-	}
-	return out
+	return root
 }

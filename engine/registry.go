@@ -89,6 +89,45 @@ type Tick struct {
 	Now    time.Time
 	Source signals.Source
 	cache  map[string]tickResult
+	// peers are the specs planned with each spec (its group).
+	peers map[string][]spec.Document
+	memo  map[string]any
+	due   map[string]time.Time
+}
+
+// Peers returns the specs planned in this tick that share a target with
+// the spec id, transitively, itself included: a decision that spans
+// workloads (a Schedule's dependencies) or kinds (an NFR that keeps a
+// Schedule's target warm) reads them here, never through another tick.
+func (t *Tick) Peers(id string) []spec.Document { return t.peers[id] }
+
+// Memo computes f once per tick for key: a decision made for a whole
+// group is shared by its members.
+func (t *Tick) Memo(key string, f func() any) any {
+	if v, ok := t.memo[key]; ok {
+		return v
+	}
+	if t.memo == nil {
+		t.memo = map[string]any{}
+	}
+	v := f()
+	t.memo[key] = v
+	return v
+}
+
+// RequeueAt asks for the spec id to be planned again at at (the next
+// wake-up, an idle expiry): a controller requeues it then instead of at
+// its next tick. The earliest request counts.
+func (t *Tick) RequeueAt(id string, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if t.due == nil {
+		t.due = map[string]time.Time{}
+	}
+	if old, ok := t.due[id]; !ok || at.Before(old) {
+		t.due[id] = at
+	}
 }
 
 type tickResult struct {

@@ -53,7 +53,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func TestValidateSpecs(t *testing.T) {
 	out, errOut, code := runCLI(t, "validate", "specs")
-	if code != 0 || !strings.Contains(out, "4 documents in 4 files are valid") || errOut != "" {
+	if code != 0 || !strings.Contains(out, "5 documents in 5 files are valid") || errOut != "" {
 		t.Fatalf("code %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
@@ -142,7 +142,7 @@ func TestQuery(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], `{app="checkout"} `) || !strings.HasPrefix(lines[2], `{app="inventory"} `) {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], `{app="checkout"} `) || !strings.HasPrefix(lines[2], `{app="inventory"} `) || !strings.HasPrefix(lines[3], `{app="reports"} `) {
 		t.Fatalf("want one line per app, got:\n%s", out)
 	}
 	out, _, code = runCLI(t, "query", "--dir", "specs", "--json", "--at", "2023-11-16T18:30:46Z", `sum(rate(http_requests_total[1m])) > 0`)

@@ -27,6 +27,7 @@ import (
 
 func newWatchCmd() *cobra.Command {
 	var debounce time.Duration
+	var debugAddr, debugTokenFile string
 	cmd := &cobra.Command{
 		Use:   "watch DIR",
 		Short: "Reconcile continuously: on every spec edit, when a hold ends, and every tick, until stopped",
@@ -41,6 +42,10 @@ start at the sim speed (at least real time).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			dbg, err := newDebugConfig(debugAddr, debugTokenFile)
+			if err != nil {
+				return err
+			}
 			l, err := newLoader(ctx, defaultCUELimits())
 			if err != nil {
 				return err
@@ -59,6 +64,7 @@ start at the sim speed (at least real time).`,
 				return err
 			}
 			defer ws.close()
+			dbg.selfMetrics().instrument(ws.eng.Providers)
 			w.Tick = ws.env.Spec.Tick.D()
 			var clk watch.Clock = watch.RealClock{}
 			if ws.virtual() {
@@ -67,6 +73,11 @@ start at the sim speed (at least real time).`,
 			}
 			w.Clock = clk
 			w.Queue = watch.NewQueue(clk)
+			_, stopDebug, err := dbg.serve(ctx, ws.eng.Signals, clk.Now)
+			if err != nil {
+				return err
+			}
+			defer stopDebug()
 			providersAt := providerConfigs(ws.env)
 			tickAt := w.Tick
 			holds := map[string]string{}
@@ -87,7 +98,7 @@ start at the sim speed (at least real time).`,
 					tickAt = set.Env.Spec.Tick.D()
 					w.SetTick(tickAt)
 				}
-				return reconcileKeys(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, holds)
+				return reconcileKeysMetered(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, holds, dbg.selfMetrics())
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
@@ -123,6 +134,8 @@ start at the sim speed (at least real time).`,
 	cmd.Flags().IntVar(&shardCount, "shards", kstate.DefaultShards, "with the state in the cluster: how many shards the specs are spread over (each a Lease, held by one replica)")
 	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "with the state in the cluster: how long a replica that stops renewing keeps its shards")
 	cmd.Flags().StringVar(&healthAddr, "health-addr", "", "serve /healthz and /readyz on this address (e.g. :8081)")
+	cmd.Flags().StringVar(&debugAddr, "debug-addr", "", "serve POST /debug/promql/eval, GET /debug/store and GET /metrics on this address (e.g. 127.0.0.1:8082); loopback only unless --debug-token-file")
+	cmd.Flags().StringVar(&debugTokenFile, "debug-token-file", "", "require \"Authorization: Bearer TOKEN\" on the debug endpoints, TOKEN read from this file; needed to bind --debug-addr beyond loopback")
 	return cmd
 }
 
@@ -245,6 +258,13 @@ func (s *shardSet) fence(specs []string) error {
 // said once at the default level when it starts or changes kind, not at
 // every tick; nil logs none.
 func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, holds map[string]string) map[string]watch.Result {
+	return reconcileKeysMetered(ctx, ws, q, set, keys, reason, clk, lockWait, holds, nil)
+}
+
+// reconcileKeysMetered is reconcileKeys recording into m (nil: nothing),
+// which only watch with its debug endpoints has.
+func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, holds map[string]string, m *selfMetrics) map[string]watch.Result {
+	defer m.observeReconcile(time.Now())
 	var now time.Time
 	ws.mu.Lock()
 	if set.Env != nil {
@@ -263,6 +283,7 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
+		m.observePlan(p)
 		for _, e := range p.Errors {
 			slog.Error("plan", "spec", e.Spec, "at", e.Pos.String(), "error", e.Message)
 			if _, ok := failed[e.Spec]; !ok {
@@ -274,7 +295,9 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
 			return nil
 		}
-		for _, r := range ws.apply(context.WithoutCancel(ctx), now, p, st) {
+		results := ws.apply(context.WithoutCancel(ctx), now, p, st)
+		m.observeApplies(results)
+		for _, r := range results {
 			c := r.Change
 			if r.Err != "" {
 				// Apply logged it with the spec's position; every spec

@@ -8,6 +8,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
+	promscrape "github.com/setpoint-dev/setpoint/engine/signals/scrape"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"io"
@@ -27,7 +28,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	// The kinds the loop reconciles register their deciders.
-	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/confine"
@@ -76,6 +77,10 @@ type workspace struct {
 	// mu guards eng.Specs and eng.Env, which watch replaces per reconcile
 	// while event goroutines read them.
 	mu sync.Mutex
+	// pods finds the annotated pods to scrape (with the kubernetes
+	// provider); stopScrape ends watch's scrape loop and waits for it.
+	pods       *k8sprov.PodDiscovery
+	stopScrape func()
 }
 
 // virtual reports whether the workspace runs on the sim world's virtual
@@ -115,6 +120,7 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 		// owns.
 		return nil, fmt.Errorf("%s: interrupted while loading the specs", dir)
 	}
+	o.oneShot = true
 	return workspaceFrom(dir, r.Documents, r.Diags, o)
 }
 
@@ -123,6 +129,10 @@ type simOptions struct {
 	trace     string
 	rateScale float64
 	fresh     bool // ignore the sim state file: a self-contained run
+	// oneShot says the process plans once (openWorkspace's commands): it
+	// scrapes when its queries first name metrics, where watch runs a
+	// scrape loop beside its reconciles.
+	oneShot bool
 }
 
 // selfPath overrides os.Executable as the binary serving built-in
@@ -286,7 +296,89 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	}
 	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: source, Version: version.Version, Dir: absDir,
 		Incomplete: diags.HasErrors(), ConfirmRelease: confirmRelease}
+	if emb, ok := source.(*embedded.Source); ok {
+		w.wireScraping(emb, o.oneShot)
+	}
 	return w, nil
+}
+
+// wireScraping makes the embedded store scrape the Environment's targets
+// and, with the kubernetes provider, the annotated pods of the namespaces
+// the specs target: on demand in a one-shot command, on a loop of its own
+// beside watch's reconciles (which never wait for it).
+func (w *workspace) wireScraping(src *embedded.Source, oneShot bool) {
+	if w.virtual() {
+		// Samples scraped now would be stamped with the wall clock, which
+		// the sim world's plans never look at.
+		if len(w.env.Spec.Signals.Scrape.Targets) > 0 {
+			slog.Warn("scrape targets are not scraped on the sim world's virtual time", "at", w.env.Src.PosOf("spec.signals.scrape.targets").String())
+		}
+		return
+	}
+	if slices.ContainsFunc(w.env.Spec.Providers, func(p spec.Provider) bool { return p.Name == "kubernetes" }) {
+		rc, err := k8sprov.RestConfig(k8sprov.Config{Kubeconfig: cluster.kubeconfig, Context: cluster.context, InCluster: cluster.inCluster})
+		if err == nil {
+			w.pods, err = k8sprov.NewPodDiscovery(rc)
+		}
+		if err != nil {
+			slog.Warn("annotated pods are not scraped", "err", err)
+		}
+	}
+	scraper := &promscrape.Scraper{Store: w.store}
+	if oneShot {
+		w.eng.Signals = &promscrape.OnDemand{Source: src, Scraper: scraper, Config: w.scrapeConfig}
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	loop := &promscrape.Loop{Scraper: scraper, Config: w.scrapeConfig}
+	go func() {
+		defer close(done)
+		loop.Run(ctx)
+	}()
+	w.stopScrape = func() { cancel(); <-done }
+}
+
+// scrapeConfig is what the store scrapes now: watch applies an edited
+// Environment's targets and follows the specs' namespaces.
+func (w *workspace) scrapeConfig(ctx context.Context) promscrape.Config {
+	w.mu.Lock()
+	sc := w.env.Spec.Signals.Scrape
+	var namespaces []string
+	if w.pods != nil {
+		namespaces = w.namespacesOf("kubernetes")
+	}
+	w.mu.Unlock()
+	cfg := promscrape.Config{Interval: sc.Every(), Timeout: sc.Within()}
+	for _, t := range sc.Targets {
+		cfg.Targets = append(cfg.Targets, promscrape.Target{URL: t.URL, Job: t.Job, Labels: t.Labels})
+	}
+	if len(namespaces) > 0 {
+		for _, p := range w.pods.Targets(ctx, namespaces) {
+			cfg.Targets = append(cfg.Targets, promscrape.Target{URL: p.URL, Job: k8sprov.PodJob, Instance: p.Instance,
+				Labels: map[string]string{"namespace": p.Namespace, "pod": p.Pod}})
+		}
+	}
+	return cfg
+}
+
+// namespacesOf lists the namespaces of the objects the specs read through
+// provider; the caller holds w.mu.
+func (w *workspace) namespacesOf(provider string) []string {
+	def := w.eng.DefaultProvider()
+	set := map[string]bool{}
+	for _, d := range w.eng.Specs {
+		dec, ok := engine.Lookup(d.Head().Kind)
+		if !ok {
+			continue
+		}
+		for _, a := range dec.Reads(d, def) {
+			if a.Provider == provider && a.Namespace != "" {
+				set[a.Namespace] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // readers lists the specs in force that read an object; safe from the
@@ -299,6 +391,9 @@ func (w *workspace) readers(a addrs.Object) []string {
 
 // close stops the provider processes.
 func (w *workspace) close() {
+	if w.stopScrape != nil {
+		w.stopScrape()
+	}
 	if w.mgr != nil {
 		w.mgr.Close()
 	}

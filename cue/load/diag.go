@@ -724,7 +724,8 @@ func scheduleCycles(docs []spec.Document) []Diagnostic {
 		byTarget[k] = s
 		from := s.Metadata.Namespace + "/" + s.Spec.Target.Name
 		for _, dep := range s.Spec.DependsOn {
-			deps[from] = append(deps[from], s.Metadata.Namespace+"/"+dep)
+			_, name := spec.SplitDependency(dep)
+			deps[from] = append(deps[from], s.Metadata.Namespace+"/"+name)
 		}
 	}
 	cycle := spec.DependencyCycle(deps)

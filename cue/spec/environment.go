@@ -4,10 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/internal/confine"
@@ -52,6 +57,46 @@ type KubernetesConfig struct {
 type SignalSources struct {
 	Default    string            `json:"default"`
 	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
+	Scrape     Scrape            `json:"scrape"`
+}
+
+// Scrape mirrors #Scrape: what the embedded store scrapes.
+type Scrape struct {
+	Interval Duration       `json:"interval"`
+	Timeout  Duration       `json:"timeout"`
+	Targets  []ScrapeTarget `json:"targets"`
+}
+
+// ScrapeTarget mirrors #ScrapeTarget.
+type ScrapeTarget struct {
+	URL    string            `json:"url"`
+	Job    string            `json:"job"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Scrape defaults, for Environments made in Go rather than decoded (the
+// schema fills them in otherwise), and the interval's bounds.
+const (
+	DefaultScrapeInterval = 5 * time.Second
+	DefaultScrapeTimeout  = 2 * time.Second
+	MinScrapeInterval     = time.Second
+	MaxScrapeInterval     = time.Hour
+)
+
+// Every is the scrape interval, the default when none was decoded.
+func (s Scrape) Every() time.Duration {
+	if s.Interval <= 0 {
+		return DefaultScrapeInterval
+	}
+	return s.Interval.D()
+}
+
+// Within is the per-target timeout, the default when none was decoded.
+func (s Scrape) Within() time.Duration {
+	if s.Timeout <= 0 {
+		return min(DefaultScrapeTimeout, s.Every())
+	}
+	return s.Timeout.D()
 }
 
 // PrometheusSource is a Prometheus server's HTTP API.
@@ -141,6 +186,10 @@ type SimWorkload struct {
 	// Targets are latency targets the world reports on and puts in its
 	// histogram's buckets; setpoint adds each NFR's p99 target.
 	Targets []Duration `json:"targets,omitempty"`
+	// Gateway is what holds requests while no pod is ready.
+	Gateway struct {
+		Timeout Duration `json:"timeout"`
+	} `json:"gateway"`
 
 	// shareGiven records whether the spec gave Share (see UnmarshalJSON).
 	shareGiven bool
@@ -205,6 +254,7 @@ func (e *Environment) Check() []FieldError {
 	if t := e.Spec.Tick.D(); t < MinTick || t > MaxTick {
 		errs = append(errs, FieldError{Path: "spec.tick", Message: fmt.Sprintf("tick %s is out of range", t), Expected: fmt.Sprintf("between %s and %s", MinTick, MaxTick)})
 	}
+	errs = append(errs, e.Spec.Signals.checkScrape()...)
 	for i, p := range e.Spec.Providers {
 		if p.Name != "sim" {
 			continue
@@ -248,6 +298,90 @@ func (e *Environment) Check() []FieldError {
 }
 
 const shareSlack = 1e-9
+
+// labelName is a Prometheus label name.
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// checkScrape checks what CUE cannot say well: the timeout against the
+// interval, URLs as Go's HTTP client will read them, and label names.
+func (s SignalSources) checkScrape() []FieldError {
+	const at = "spec.signals.scrape"
+	var errs []FieldError
+	sc := s.Scrape
+	// A sub-second interval would keep a core busy scraping; past an hour
+	// the 30-minute store would hold at most one sample of each series.
+	if d := sc.Interval.D(); d < MinScrapeInterval || d > MaxScrapeInterval {
+		errs = append(errs, FieldError{Path: at + ".interval", Message: fmt.Sprintf("interval %s is out of range", d),
+			Expected: fmt.Sprintf("between %s and %s", MinScrapeInterval, MaxScrapeInterval)})
+	}
+	// A timeout past the interval would let one slow target overlap the
+	// next cycle.
+	if d := sc.Timeout.D(); d <= 0 || d > sc.Interval.D() {
+		errs = append(errs, FieldError{Path: at + ".timeout", Message: fmt.Sprintf("timeout %s is out of range", d),
+			Expected: fmt.Sprintf("more than 0s and at most the interval (%s)", sc.Interval.D())})
+	}
+	if len(sc.Targets) > 0 && s.Default == "prometheus" {
+		errs = append(errs, FieldError{Path: at + ".targets", Message: "scrape targets with signals.default prometheus would never be read",
+			Expected: "no targets (the Prometheus server scrapes them), or signals.default embedded"})
+	}
+	first := map[string]int{}
+	for i, t := range sc.Targets {
+		p := fmt.Sprintf("%s.targets.%d", at, i)
+		if msg, want := checkScrapeURL(t.URL); msg != "" {
+			errs = append(errs, FieldError{Path: p + ".url", Message: msg, Expected: want})
+		}
+		key := t.Job + " " + t.URL
+		if f, dup := first[key]; dup {
+			errs = append(errs, FieldError{Path: p + ".url", Message: fmt.Sprintf("target %s of job %s listed twice", t.URL, t.Job),
+				Expected: "each url once per job", Related: fmt.Sprintf("%s.targets.%d.url", at, f)})
+		} else {
+			first[key] = i
+		}
+		for _, name := range slices.Sorted(maps.Keys(t.Labels)) {
+			lp := p + ".labels." + name
+			switch {
+			case !labelName.MatchString(name):
+				errs = append(errs, FieldError{Path: lp, Message: fmt.Sprintf("%q is not a label name", name),
+					Expected: "letters, digits and '_', not starting with a digit"})
+			case strings.HasPrefix(name, "__"):
+				errs = append(errs, FieldError{Path: lp, Message: fmt.Sprintf("label %s is reserved", name),
+					Expected: "a label name not starting with __"})
+			case name == "job":
+				errs = append(errs, FieldError{Path: lp, Message: "label job is the target's job field",
+					Expected: "the job field, not a job label"})
+			}
+		}
+	}
+	return errs
+}
+
+// checkScrapeURL says what is wrong with a target's URL and what was
+// expected, or "".
+func checkScrapeURL(raw string) (msg, expected string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Sprintf("%q is not a URL: %v", raw, err), "an http:// or https:// URL"
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("scheme %q is not http or https", u.Scheme), "an http:// or https:// URL"
+	case u.User != nil:
+		// A spec is read by everyone who reads the repository.
+		return "the URL holds credentials", "a URL without user:password: credentials never go in a spec"
+	case u.Hostname() == "":
+		return fmt.Sprintf("%q has no host", raw), "a URL with a host"
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("port %s is out of range", p), "a port from 1 to 65535"
+		}
+	}
+	return "", ""
+}
 
 func formatShare(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e6, 'f', -1, 64)

@@ -87,6 +87,8 @@ type Throughput struct {
 	// Floor is the share of MinRPS the slo policy never sizes below,
 	// whatever traffic it measures.
 	Floor Percent `json:"floor"`
+	// KeepWarm keeps the bound while a Schedule says idle.
+	KeepWarm bool `json:"keepWarm"`
 }
 
 // Latency is the latency target.
@@ -245,4 +247,11 @@ func CheckPromQL(expr string) string {
 	default:
 		return fmt.Sprintf("PromQL gives a %s, not a number", e.Type())
 	}
+}
+
+// PromQLIsScalar reports whether expr parses to a scalar (a query built
+// around it that needs a vector wraps it in vector()).
+func PromQLIsScalar(expr string) bool {
+	e, err := promqlParser.ParseExpr(expr)
+	return err == nil && e.Type() == parser.ValueTypeScalar
 }

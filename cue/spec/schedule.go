@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	// The zone database is in the binary: a Schedule means the same on a
 	// machine without tzdata.
@@ -31,6 +32,8 @@ type ScheduleSpec struct {
 	Idle struct {
 		After    Duration `json:"after"`
 		Activity string   `json:"activity,omitempty"`
+		Grace    Duration `json:"grace"`
+		Gradual  bool     `json:"gradual"`
 	} `json:"idle"`
 	DependsOn       []string          `json:"dependsOn"`
 	TimeZone        string            `json:"timeZone"`
@@ -132,10 +135,19 @@ func (s *Schedule) Check() []FieldError {
 			errs = append(errs, FieldError{Path: "spec.idle.activity", Message: msg, Expected: "a PromQL instant vector or scalar expression"})
 		}
 	}
-	if slices.Contains(sp.DependsOn, sp.Target.Name) {
+	if slices.ContainsFunc(sp.DependsOn, func(d string) bool { k, n := SplitDependency(d); return k == sp.Target.Kind && n == sp.Target.Name }) {
 		errs = append(errs, FieldError{Path: "spec.dependsOn", Message: "a workload cannot depend on itself", Expected: "other workloads of the namespace"})
 	}
 	return errs
+}
+
+// SplitDependency splits a dependsOn entry into its kind (Deployment
+// when it names none) and name.
+func SplitDependency(d string) (kind, name string) {
+	if k, n, ok := strings.Cut(d, "/"); ok {
+		return k, n
+	}
+	return "Deployment", d
 }
 
 // DependencyCycle returns a cycle among dependencies (names in order, the

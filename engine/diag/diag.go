@@ -22,11 +22,17 @@ type Severity uint8
 const (
 	Error Severity = iota
 	Warning
+	// Info explains a decision that changes nothing (a Schedule awake and
+	// why): plans show it, nothing fails on it.
+	Info
 )
 
 func (s Severity) String() string {
-	if s == Warning {
+	switch s {
+	case Warning:
 		return "warning"
+	case Info:
+		return "info"
 	}
 	return "error"
 }
@@ -36,9 +42,12 @@ func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil
 
 // UnmarshalText reads a severity.
 func (s *Severity) UnmarshalText(b []byte) error {
-	if string(b) == "warning" {
+	switch string(b) {
+	case "warning":
 		*s = Warning
-	} else {
+	case "info":
+		*s = Info
+	default:
 		*s = Error
 	}
 	return nil

@@ -50,6 +50,12 @@ type Intent struct {
 	// too (container memory through the resize subresource); it names
 	// what a refused resize does: "hold" or "rollout".
 	InPlace string
+	// Sleep marks an exact value that puts the target to sleep (a
+	// Schedule's idle decision): the lower bounds of other specs yield to
+	// it, as a minimum is meant for a workload that is awake. A spec that
+	// must keep the target warm says so to the sleeping spec's decider
+	// (NFR's throughput.keepWarm), which then does not ask for sleep.
+	Sleep bool
 }
 
 // Create describes an object to create (an HPA the spec asks for).

@@ -17,9 +17,10 @@ const (
 	BoundStep               // the bounded step: at most Percent of Of
 	BoundCap                // a hard cap: at most Cap, set by Field
 	BoundTakeover           // the field is taken from Manager
+	BoundPolicy             // a kind's policy bounded it, as Field says
 )
 
-var boundNames = [...]string{"none", "step", "cap", "takeover"}
+var boundNames = [...]string{"none", "step", "cap", "takeover", "policy"}
 
 func (k BoundKind) String() string {
 	if int(k) < len(boundNames) {
@@ -50,7 +51,7 @@ type Bound struct {
 	Percent float64
 	Of      values.Value
 	Up      bool
-	// Cap and the Field that sets it.
+	// Cap and the Field that sets it; a policy bound says itself in Field.
 	Cap   values.Value
 	Field string
 	// Manager the field is taken from.
@@ -74,6 +75,8 @@ func (b Bound) String() string {
 		return fmt.Sprintf("capped at %s by %s", b.Cap, b.Field)
 	case BoundTakeover:
 		return "takes the field from " + b.Manager
+	case BoundPolicy:
+		return b.Field
 	}
 	return ""
 }

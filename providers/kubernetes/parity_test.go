@@ -18,7 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
-	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"

@@ -1,6 +1,9 @@
 package sim
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // The queueing model. The world simulates every request: a workload's
 // requests go to one of its ready pods uniformly at random (as kube-proxy's
@@ -17,6 +20,10 @@ import "math"
 // refused (a 503), as a queue-proxy or load balancer with a bounded queue
 // would; it also bounds what a pod keeps.
 const MaxWait = 10.0 // seconds
+
+// MaxGatewayTimeout bounds how long a workload's gateway holds a request
+// for a ready pod, whatever the config says: every held request is kept.
+const MaxGatewayTimeout = 10 * time.Minute
 
 // servers is a pod's servers as a min-heap of the times each is free.
 type servers []float64

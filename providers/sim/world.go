@@ -349,8 +349,13 @@ type workload struct {
 	hpaRecs                 []rec
 	kpaConc                 []float64 // per-second concurrency, last 60 s
 	lastTraffic             int
-	cpuPerReq, cpuReq       float64 // cores
-	startup                 int     // seconds
+	// The gateway in front: how long a request waits for a ready pod
+	// (seconds), what it counted, and its series.
+	maxWait               float64
+	gwArrived, gwTimeouts float64
+	gwSeries              []*ser
+	cpuPerReq, cpuReq     float64 // cores
+	startup               int     // seconds
 }
 
 type memPaths struct {
@@ -395,6 +400,11 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30,
 		src: src, rng: rand.New(rand.NewPCG(src.seed, 0x90d5)), svc: c.ServiceTime.D().Seconds()}
 	wl.servers = concurrency(c.PerPodRPS, wl.svc)
+	wl.maxWait = MaxWait
+	if g := c.Gateway.Timeout.D(); g > 0 {
+		// Bounded: every held request is memory.
+		wl.maxWait = min(g, MaxGatewayTimeout).Seconds()
+	}
 	targets := make([]time.Duration, len(c.Targets))
 	for i, d := range c.Targets {
 		targets[i] = d.D()
@@ -526,7 +536,8 @@ func (wl *workload) step(s int) {
 		kept := wl.pending[:0]
 		for _, a := range wl.pending {
 			switch {
-			case float64(s)-a.at > MaxWait:
+			case float64(s)-a.at > wl.maxWait:
+				wl.gwTimeouts++
 				wl.drop()
 			case len(wl.readyPods) > 0:
 				conc += wl.serve(a, float64(s))
@@ -536,6 +547,7 @@ func (wl *workload) step(s int) {
 		}
 		wl.pending = kept
 	}
+	wl.gwArrived += float64(len(wl.buf))
 	for _, a := range wl.buf {
 		t.arrive(len(wl.readyPods) == 0)
 		if len(wl.readyPods) == 0 {
@@ -572,7 +584,7 @@ const idleCPU = 0.002
 func (wl *workload) serve(a arrival, at float64) float64 {
 	p := wl.readyPods[wl.rng.IntN(len(wl.readyPods))]
 	service := a.cost * wl.svc
-	finish, ok := p.free.take(at, service, a.at+MaxWait)
+	finish, ok := p.free.take(at, service, a.at+wl.maxWait)
 	if !ok {
 		p.failed++
 		wl.tracker.dropped()
@@ -767,6 +779,18 @@ func (wl *workload) emit(t int64) {
 		}
 	}
 	wl.gone = wl.gone[:0]
+	if wl.gwSeries == nil {
+		ns, svc := wl.cfg.Namespace, wl.cfg.Name
+		wl.gwSeries = []*ser{
+			{l: labels.FromStrings("__name__", "gateway_requests_total", "namespace", ns, "service", svc)},
+			{l: labels.FromStrings("__name__", "gateway_queue", "namespace", ns, "service", svc)},
+			{l: labels.FromStrings("__name__", "gateway_timeouts_total", "namespace", ns, "service", svc)},
+		}
+	}
+	for i, v := range []float64{wl.gwArrived, float64(len(wl.pending)), wl.gwTimeouts} {
+		sr := wl.gwSeries[i]
+		_ = wl.w.sink.AppendCached(sr.l, &sr.cache, t, v)
+	}
 	for _, p := range wl.pods {
 		if p.series == nil {
 			p.series = wl.podSeries(p)

@@ -406,15 +406,22 @@ func TestFullTraceReplay(t *testing.T) {
 	for _, wl := range cfg.Workloads {
 		tot, _ := w.Totals(wl.Namespace, wl.Name)
 		// Each request of the superposed trace goes to a workload with
-		// the probability of its share: a binomial count.
-		sd := math.Sqrt(traceTotal * wl.Share * (1 - wl.Share))
-		if !approx(tot.Arrived, traceTotal*wl.Share, 5*sd) {
-			t.Errorf("%s: arrived %v, want %v ± %.0f", wl.Name, tot.Arrived, traceTotal*wl.Share, 5*sd)
+		// the probability of its share, or of its own thinning when it
+		// replays the trace on its own: a binomial count.
+		p := wl.Share
+		if wl.Thin != nil {
+			p = *wl.Thin
+		}
+		sd := math.Sqrt(traceTotal * p * (1 - p))
+		if !approx(tot.Arrived, traceTotal*p, 5*sd+1) {
+			t.Errorf("%s: arrived %v, want %v ± %.0f", wl.Name, tot.Arrived, traceTotal*p, 5*sd+1)
 		}
 		if tot.Arrived != tot.Served+tot.Backlog+tot.Dropped {
 			t.Errorf("%s: %v in, %v served + %v queued + %v dropped", wl.Name, tot.Arrived, tot.Served, tot.Backlog, tot.Dropped)
 		}
-		sum += tot.Arrived
+		if wl.Thin == nil {
+			sum += tot.Arrived
+		}
 	}
 	if !approx(sum, traceTotal, 5*math.Sqrt(traceTotal)) {
 		t.Errorf("shares should cover the trace: %v of %v", sum, traceTotal)

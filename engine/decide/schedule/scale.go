@@ -148,15 +148,15 @@ type Rules struct {
 
 // Event is a change of replicas setpoint made: Delta > 0 up, < 0 down.
 type Event struct {
-	At    time.Time
-	Delta int
+	At    time.Time `json:"at"`
+	Delta int       `json:"delta"`
 }
 
 // Recommendation is one tick's raw recommendation, kept for the
 // stabilization windows.
 type Recommendation struct {
-	At       time.Time
-	Replicas int
+	At       time.Time `json:"at"`
+	Replicas int       `json:"replicas"`
 }
 
 // Stabilize applies the stabilization windows as the HPA does: over the
@@ -327,7 +327,7 @@ func Scale(now time.Time, current, desired, minR, maxR int, b Behavior, h Histor
 		out = minR
 		why += fmt.Sprintf(", min %d", minR)
 	}
-	return out, History{Recommendations: recs, Events: keepEvents(now, h.Events, b)}, why
+	return out, History{Recommendations: recs, Events: KeepEvents(now, h.Events, b)}, why
 }
 
 // Applied records a change that was made.
@@ -341,8 +341,8 @@ func Applied(now time.Time, from, to int, h History) History {
 	return h
 }
 
-// keepEvents drops events older than every policy's period.
-func keepEvents(now time.Time, events []Event, b Behavior) []Event {
+// KeepEvents drops events older than every policy's period.
+func KeepEvents(now time.Time, events []Event, b Behavior) []Event {
 	var longest time.Duration
 	for _, r := range []Rules{b.Up, b.Down} {
 		for _, p := range r.Policies {
@@ -356,6 +356,32 @@ func keepEvents(now time.Time, events []Event, b Behavior) []Event {
 		}
 	}
 	return out
+}
+
+// Want is the replicas the two systems together want before the
+// behavior bounds them, as the design says: only the 0→N decision moves
+// a workload from 0 (metrics run only while it has replicas); while
+// active, max(metrics, atStart); while idle, max(min, metrics), so
+// metrics veto scale-to-zero (at least 1 while they want capacity);
+// always within [min, max]. rec < 0 means no triggers.
+func Want(z Zero, current, minR, maxR, atStart, rec int) (int, string) {
+	if current == 0 || rec < 0 {
+		return min(z.Proposed, maxR), z.Why
+	}
+	if z.Idle {
+		out := max(z.Proposed, rec)
+		why := z.Why
+		if minR == 0 && rec > 0 {
+			why += fmt.Sprintf("; idle, but the triggers want %d: they veto scale to zero", rec)
+		}
+		return min(out, maxR), why
+	}
+	out := max(rec, atStart, minR)
+	why := z.Why
+	if out != rec {
+		why += fmt.Sprintf("; at least atStart %d while active", atStart)
+	}
+	return min(out, maxR), why
 }
 
 // Input is one workload's whole decision at now.
@@ -374,30 +400,63 @@ type Input struct {
 	History   History
 }
 
-// Decide combines the two systems as the design says: only the 0→N
-// decision moves a workload from 0 (metrics run only while it has
-// replicas); while active, max(metrics after the behavior, atStart);
-// while idle, max(min, metrics), so metrics veto scale-to-zero (at least
-// 1 while they want capacity).
+// Decide is the whole decision for one workload: Want from the 0→N
+// decision and the triggers' recommendation, then, between two non-zero
+// counts, the behavior (stabilization and policies). A move from or to
+// 0 is the 0→N decision's own and is not bounded by the behavior.
 func Decide(in Input) (int, History, string) {
-	z := in.Zero
-	if in.Current == 0 || len(in.Triggers) == 0 {
-		return z.Proposed, in.History, z.Why
+	rec := -1
+	why := ""
+	if in.Current > 0 && len(in.Triggers) > 0 {
+		var trig string
+		rec, trig = Recommend(in.Current, in.Triggers, in.Readings, in.Tolerance)
+		why = "; triggers: " + trig
 	}
-	rec, trig := Recommend(in.Current, in.Triggers, in.Readings, in.Tolerance)
-	scaled, h, how := Scale(in.Now, in.Current, rec, in.Min, in.Max, in.Behavior, in.History)
-	why := z.Why + "; triggers: " + trig + "; " + how
-	if z.Idle {
-		out := max(in.Min, scaled)
-		if in.Min == 0 && rec > 0 {
-			out = max(1, scaled)
-			why += fmt.Sprintf("; idle, but the triggers want %d: they veto scale to zero", rec)
+	want, zwhy := Want(in.Zero, in.Current, in.Min, in.Max, in.AtStart, rec)
+	if rec < 0 || want == 0 {
+		return want, in.History, zwhy + why
+	}
+	out, h, how := Scale(in.Now, in.Current, want, in.Min, in.Max, in.Behavior, in.History)
+	return out, h, zwhy + why + "; " + how
+}
+
+// Compact shortens a window's history without changing what Stabilize
+// makes of it: of consecutive recommendations with one count only the
+// latest matters (it stays in every window at least as long). Past max
+// entries, the oldest go.
+func Compact(recs []Recommendation, maxN int) []Recommendation {
+	out := recs[:0:0]
+	for i, r := range recs {
+		if i+1 < len(recs) && recs[i+1].Replicas == r.Replicas {
+			continue
 		}
-		return out, h, why
+		out = append(out, r)
 	}
-	out := max(scaled, in.AtStart)
-	if out != scaled {
-		why += fmt.Sprintf("; at least atStart %d while active", in.AtStart)
+	if len(out) > maxN {
+		out = out[len(out)-maxN:]
 	}
-	return min(out, in.Max), h, why
+	return out
+}
+
+// CompactEvents bounds a change log to maxN events, merging the oldest
+// pair of same-direction neighbours into the later one's time (so the
+// merged change stays in its periods at least as long: never less
+// counted against a policy); with none, the oldest goes.
+func CompactEvents(events []Event, maxN int) []Event {
+	out := append(events[:0:0], events...)
+	for len(out) > maxN {
+		merged := false
+		for i := 0; i+1 < len(out); i++ {
+			if (out[i].Delta > 0) == (out[i+1].Delta > 0) {
+				out[i+1].Delta += out[i].Delta
+				out = append(out[:i], out[i+1:]...)
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			out = out[1:]
+		}
+	}
+	return out
 }

@@ -22,6 +22,9 @@ type Workload struct {
 	// Loc is the zone of the times of day (UTC when nil).
 	Loc       *time.Location
 	DependsOn []string
+	// Gradual steps an idle workload down to 1 replica before the last
+	// step to 0 (min 0), so the behavior's scale-down rules pace it.
+	Gradual bool
 }
 
 // Zero is the 0→N decision for one workload.
@@ -121,6 +124,10 @@ func DecideZero(now time.Time, ws []Workload) map[string]Zero {
 		case z.Idle:
 			z.Proposed = w.Min
 			z.Why = fmt.Sprintf("idle: last activity %s + timeout %s < now", stamp(z.Activity, z.From, loc), z.Timeout)
+			if w.Gradual && w.Min == 0 && w.Current > 1 {
+				z.Proposed = 1
+				z.Why += "; down to 1 before 0 (idle.gradual)"
+			}
 		case w.Current == 0 || w.Current < w.Min:
 			for _, d := range w.DependsOn {
 				if dw, ok := byName[d]; !ok || dw.Ready <= 0 {

@@ -8,7 +8,6 @@ package nfrkind
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -250,35 +249,16 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// restores returns, for each dimension turned off, the user's value of
-// every attribute this spec wrote (another spec's writes are its own), so
-// turning enforcement off hands the workload back as it was.
+// restores hands back what this NFR wrote in each dimension turned off.
 func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.Intent {
-	var out []intent.Intent
-	id := n.ID()
-	for _, o := range objs {
-		if !o.Exists {
-			continue
+	return engine.Restores(n.ID(), n.Src.PosOf("spec.enforcement"), objs, st, func(attr addrs.Path) (intent.Dimension, bool) {
+		dim := nfr.Dimension(attr)
+		mode := n.Spec.Enforcement.Replicas
+		if dim == nfr.Memory {
+			mode = n.Spec.Enforcement.Memory
 		}
-		for attr := range o.Attributes {
-			e, ok := st.Lookup(addrs.Attr{Object: o.Address, Path: attr})
-			if !ok || e.User == nil || e.Applied == nil || !slices.Contains(e.Applied.By, id) {
-				continue
-			}
-			dim := nfr.Dimension(attr)
-			mode := n.Spec.Enforcement.Replicas
-			if dim == nfr.Memory {
-				mode = n.Spec.Enforcement.Memory
-			}
-			if mode != spec.ModeOff {
-				continue
-			}
-			out = append(out, intent.Intent{Attr: addrs.Attr{Object: o.Address, Path: attr}, Kind: intent.Exact, Value: *e.User, Recommended: *e.User,
-				Dimension: dim, Restore: true, Source: id, SourcePos: n.Src.PosOf("spec.enforcement"),
-				Rationale: fmt.Sprintf("enforcement of %s is off: restoring the user's value %s", dim, *e.User)})
-		}
-	}
-	return out
+		return dim, mode == spec.ModeOff
+	})
 }
 
 // Rules are the gate's rules for one dimension of an NFR.

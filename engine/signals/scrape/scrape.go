@@ -30,7 +30,13 @@ type Target struct {
 	// Job names it in the samples' job label; Instance (default the URL's
 	// host) in instance.
 	Job, Instance string
+	// Labels go on every sample of the target, up included (a pod's
+	// namespace and name); they win over job and instance.
+	Labels map[string]string
 }
+
+// key tells targets apart across cycles (their up series).
+func (t Target) key() string { return t.Job + " " + t.URL }
 
 // Result is what one target's scrape gave.
 type Result struct {
@@ -61,6 +67,19 @@ const (
 )
 
 var errTooBig = errors.New("response larger than the limit")
+
+// defaultClient follows no redirect and uses no proxy: a target (a pod,
+// whose owner writes its annotations and runs its server) must not be able
+// to send setpoint to another address than the one it was found at. A
+// redirect is an answer other than 200: the target is down.
+var defaultClient = &http.Client{
+	Transport: func() http.RoundTripper {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		return t
+	}(),
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
 
 // Once scrapes every target once at now (the samples' time) and returns
 // one result per target, in order.
@@ -98,9 +117,15 @@ func (s *Scraper) one(ctx context.Context, t Target, now time.Time, buf []byte) 
 		instance = hostOf(t.URL)
 	}
 	ts := now.UnixMilli()
+	own := labels.NewBuilder(labels.EmptyLabels())
+	own.Set("job", t.Job)
+	own.Set("instance", instance)
+	for k, v := range t.Labels {
+		own.Set(k, v)
+	}
 	body, ctype, err := s.fetch(ctx, t.URL, buf)
 	if err == nil {
-		res.Kept, res.Dropped, err = s.ingest(body, ctype, t.Job, instance, ts)
+		res.Kept, res.Dropped, err = s.ingest(body, ctype, own.Labels(), ts)
 	}
 	res.Err, res.Up = err, err == nil
 	up := 0.0
@@ -108,7 +133,8 @@ func (s *Scraper) one(ctx context.Context, t Target, now time.Time, buf []byte) 
 		up = 1
 	}
 	// up is always kept: it says whether the others could be.
-	_, _ = s.Store.Append(labels.FromStrings("__name__", "up", "job", t.Job, "instance", instance), ts, up)
+	own.Set("__name__", "up")
+	_, _ = s.Store.Append(own.Labels(), ts, up)
 	res.Took = time.Since(start)
 	return res, body[:0]
 }
@@ -127,7 +153,7 @@ func (s *Scraper) fetch(ctx context.Context, url string, buf []byte) ([]byte, st
 	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1")
 	c := s.Client
 	if c == nil {
-		c = http.DefaultClient
+		c = defaultClient
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -157,9 +183,12 @@ type byteWriter struct{ b []byte }
 func (w *byteWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
 // ingest parses an exposition and appends the requested samples, labelled
-// with job and instance (the target's, over any it exposes, as Prometheus
-// does without honor_labels).
-func (s *Scraper) ingest(body []byte, ctype, job, instance string, ts int64) (kept, dropped int, err error) {
+// with the target's own labels (job, instance and its Labels). A label the
+// target exposes under one of those names is kept as exported_NAME, as
+// Prometheus does without honor_labels: a pod cannot pass its samples off
+// as another namespace's, and an exporter's labels (kube-state-metrics
+// names other pods) are not lost.
+func (s *Scraper) ingest(body []byte, ctype string, own labels.Labels, ts int64) (kept, dropped int, err error) {
 	p, err := textparse.New(body, ctype, nil, textparse.ParserOptions{})
 	if err != nil && p == nil {
 		return 0, 0, fmt.Errorf("parsing the exposition: %w", err)
@@ -184,8 +213,12 @@ func (s *Scraper) ingest(body []byte, ctype, job, instance string, ts int64) (ke
 			continue
 		}
 		builder.Reset(lb)
-		builder.Set("job", job)
-		builder.Set("instance", instance)
+		own.Range(func(l labels.Label) {
+			if v := lb.Get(l.Name); v != "" {
+				builder.Set("exported_"+l.Name, v)
+			}
+			builder.Set(l.Name, l.Value)
+		})
 		t := ts
 		if tsp != nil {
 			t = *tsp

@@ -49,8 +49,9 @@ func TestScrapeTextAndOpenMetrics(t *testing.T) {
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")
 	got := query(t, store, "requests_total", now)
-	// The target's instance wins over the one it exposes.
-	if got[fmt.Sprintf(`{app="a", instance=%q, job="apps"}`, host)] != 42 || got[`{app="b", instance="om-1", job="apps"}`] != 7 {
+	// The target's instance wins over the one it exposes, which is kept
+	// aside.
+	if got[fmt.Sprintf(`{app="a", exported_instance="spoofed", instance=%q, job="apps"}`, host)] != 42 || got[`{app="b", instance="om-1", job="apps"}`] != 7 {
 		t.Fatalf("requests_total: %v", got)
 	}
 	if got := query(t, store, "other", now); len(got) != 0 {

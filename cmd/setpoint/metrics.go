@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// selfMetrics are watch's own metrics. They live on a registry of their
+// own: whatever a dependency registers on the global one (the Prometheus
+// engine, client libraries) is not setpoint's to export. A nil
+// *selfMetrics records nothing, so the reconcile path needs no branches
+// when the debug endpoints are off.
+type selfMetrics struct {
+	reg       *prometheus.Registry
+	decisions *prometheus.CounterVec
+	applies   *prometheus.CounterVec
+	holds     *prometheus.CounterVec
+	reconcile prometheus.Histogram
+	calls     *prometheus.HistogramVec
+}
+
+// latencyBuckets span an in-process provider call (well under a
+// millisecond) to a reconcile waiting on a slow API server.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
+
+func newSelfMetrics() *selfMetrics {
+	m := &selfMetrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "setpoint_decisions_total",
+			Help: "Changes planned to be applied, by the kind of the spec that decided them and the dimension (releases have none).",
+		}, []string{"kind", "dimension"}),
+		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "setpoint_applies_total",
+			Help: "Changes applied, by result (ok or failed).",
+		}, []string{"result"}),
+		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "setpoint_holds_total",
+			Help: "Changes held by the gate, counted in every plan that holds them, by the kind of hold.",
+		}, []string{"reason"}),
+		reconcile: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "setpoint_reconcile_duration_seconds",
+			Help:    "Wall time of one reconcile (tick, edit, event or due hold): lock, plan, apply and save.",
+			Buckets: latencyBuckets,
+		}),
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "setpoint_provider_call_duration_seconds",
+			Help:    "Wall time of the engine's calls to a provider, by provider and method.",
+			Buckets: latencyBuckets,
+		}, []string{"provider", "method"}),
+	}
+	m.reg.MustRegister(m.decisions, m.applies, m.holds, m.reconcile, m.calls,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series that exist from the start make rate() and absent() alerts
+	// work before the first apply or hold.
+	for _, r := range []string{"ok", "failed"} {
+		m.applies.WithLabelValues(r)
+	}
+	for k := plan.HoldPaused; k <= plan.HoldRollout; k++ {
+		m.holds.WithLabelValues(k.String())
+	}
+	return m
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *selfMetrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(slog.Default().Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// observePlan counts a plan's changes and holds.
+func (m *selfMetrics) observePlan(p *plan.Plan) {
+	if m == nil || p == nil {
+		return
+	}
+	for _, c := range p.Changes {
+		// A spec's ID is Kind/namespace/name; the kind keeps the label's
+		// cardinality to the number of kinds.
+		kind, _, _ := strings.Cut(c.Spec, "/")
+		m.decisions.WithLabelValues(kind, c.Dimension).Inc()
+	}
+	for _, c := range p.Held {
+		if c.Held != nil {
+			m.holds.WithLabelValues(c.Held.Kind.String()).Inc()
+		}
+	}
+}
+
+// observeApplies counts applied changes by result.
+func (m *selfMetrics) observeApplies(rs []engine.Result) {
+	if m == nil {
+		return
+	}
+	for _, r := range rs {
+		if r.Err != "" {
+			m.applies.WithLabelValues("failed").Inc()
+		} else {
+			m.applies.WithLabelValues("ok").Inc()
+		}
+	}
+}
+
+// observeReconcile records a reconcile that started at start; for defer.
+func (m *selfMetrics) observeReconcile(start time.Time) {
+	if m == nil {
+		return
+	}
+	m.reconcile.Observe(time.Since(start).Seconds())
+}
+
+// instrument times every call the engine makes to the providers. Only the
+// engine's map is wrapped: the event streams and signal feeds use the
+// providers directly, and their calls are long-lived or not the engine's.
+func (m *selfMetrics) instrument(provs map[string]providers.Provider) {
+	if m == nil {
+		return
+	}
+	for name, p := range provs {
+		provs[name] = timedProvider{next: p, seconds: m.calls.MustCurryWith(prometheus.Labels{"provider": name})}
+	}
+}
+
+// timedProvider is a providers.Provider that records how long each call
+// took.
+type timedProvider struct {
+	next    providers.Provider
+	seconds prometheus.ObserverVec // curried with the provider's name
+}
+
+func (t timedProvider) since(method string, start time.Time) {
+	t.seconds.WithLabelValues(method).Observe(time.Since(start).Seconds())
+}
+
+func (t timedProvider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	defer t.since("Read", time.Now())
+	return t.next.Read(ctx, req)
+}
+
+func (t timedProvider) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	defer t.since("List", time.Now())
+	return t.next.List(ctx, req)
+}
+
+func (t timedProvider) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	defer t.since("PlanChange", time.Now())
+	return t.next.PlanChange(ctx, req)
+}
+
+func (t timedProvider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	defer t.since("Apply", time.Now())
+	return t.next.Apply(ctx, req)
+}
+
+var _ providers.Provider = timedProvider{}

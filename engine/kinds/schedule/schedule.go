@@ -1,0 +1,500 @@
+// Package schedulekind plugs the Schedule kind into the loop: what a
+// Schedule reads (its workload, the workload's HPA, its dependencies),
+// the activity and trigger signals, the pure decisions of
+// engine/decide/schedule for every Schedule of a group at once, what it
+// writes per target, and the gate's policy that keeps the HPA behavior's
+// windows and change log in state.
+package schedulekind
+
+import (
+	"fmt"
+	"encoding/json"
+	"math"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/schedule"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/workload"
+)
+
+func init() { engine.Register("Schedule", decider{}) }
+
+// Replicas is a Schedule's one enforcement dimension.
+const Replicas intent.Dimension = "replicas"
+
+// ActivityAnnotation on a target is a provider's activity signal: the
+// last time something asked for the workload (RFC 3339), as a gateway in
+// front of it saw. It counts beside the activity query.
+const ActivityAnnotation = "setpoint.dev/last-activity"
+
+// adoptedKey keeps, in the state entry of the attribute a Schedule
+// writes, when setpoint first planned it: the grace period runs from it.
+const adoptedKey = "schedule.adopted"
+
+// Gateway is the default activity: requests arriving at what is in front
+// of the workload (the sim world's gateway, an ingress relabelled to
+// service), grouped once per tick for every Schedule.
+const (
+	gatewayCounter = "gateway_requests_total"
+	gatewayBy      = "namespace, service"
+)
+
+// maxLookback bounds how far back activity is looked for, whatever the
+// timeouts say.
+const maxLookback = 24 * time.Hour
+
+type decider struct{}
+
+// Address is the workload a Schedule targets.
+func Address(s *spec.Schedule, def string) addrs.Object {
+	prov := s.Spec.Target.Provider
+	if prov == "" {
+		prov = def
+	}
+	return addrs.Object{Provider: prov, Kind: s.Spec.Target.Kind, Namespace: s.Metadata.Namespace, Name: s.Spec.Target.Name}
+}
+
+// Reads: the workload first, then its HPA (a Deployment's), then each
+// dependency. Reading the dependencies joins a Schedule to theirs, so a
+// group's 0→N decision is made once, over all of them.
+func (decider) Reads(doc spec.Document, def string) []addrs.Object {
+	s := doc.(*spec.Schedule)
+	w := Address(s, def)
+	out := []addrs.Object{w}
+	if w.Kind == workload.Deployment {
+		h := w
+		h.Kind = workload.HPA
+		out = append(out, h)
+	}
+	for _, d := range s.Spec.DependsOn {
+		kind, name := spec.SplitDependency(d)
+		out = append(out, addrs.Object{Provider: w.Provider, Kind: kind, Namespace: w.Namespace, Name: name})
+	}
+	return out
+}
+
+// writes is the attribute a Schedule decides on its target.
+func writes(s *spec.Schedule, w addrs.Object) addrs.Attr {
+	if w.Kind == workload.Knative {
+		return addrs.Attr{Object: w, Path: workload.MinScale}
+	}
+	return addrs.Attr{Object: w, Path: workload.Replicas}
+}
+
+// count reads an integer attribute of an object (0 when absent).
+func count(o providers.Object, p addrs.Path) int {
+	if v, ok := o.Attributes[p]; ok {
+		return int(v.Int())
+	}
+	return 0
+}
+
+// current is the workload's replicas: a Deployment's spec.replicas, a
+// Knative Service's ready pods (its own autoscaler sizes it).
+func current(o providers.Object) int {
+	if o.Address.Kind == workload.Knative {
+		return count(o, workload.ReadyReplicas)
+	}
+	return count(o, workload.Replicas)
+}
+
+// groupDecision is every Schedule of a group decided at once.
+type groupDecision struct {
+	zero     map[string]schedule.Zero
+	activity map[string]activitySeen
+}
+
+type activitySeen struct {
+	at  time.Time
+	err string
+}
+
+// Decide runs the group's 0→N decision (once per tick), then this
+// Schedule's N→M recommendation, and says what it writes.
+func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
+	s := doc.(*spec.Schedule)
+	id := s.ID()
+	wAddr := reads[0]
+	for _, a := range reads[:min(2, len(reads))] {
+		if why, failed := obs.Failed[a]; failed {
+			return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", a, why)}}
+		}
+	}
+	w := obs.Objects[wAddr]
+	if !w.Exists {
+		return nil, []plan.Note{{Severity: diag.Warning, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", wAddr)}}, nil
+	}
+	attr := writes(s, wAddr)
+	mode := s.Spec.Enforcement.Replicas
+	if mode == spec.ModeOff {
+		return engine.Restores(id, s.Src.PosOf("spec.enforcement"), []providers.Object{w}, st, func(addrs.Path) (intent.Dimension, bool) { return Replicas, true }), nil, nil
+	}
+	hasHPA := false
+	var hpaAddr addrs.Object
+	if len(reads) > 1 && reads[1].Kind == workload.HPA {
+		hpaAddr = reads[1]
+		hasHPA = obs.Objects[hpaAddr].Exists
+	}
+	if hasHPA && len(s.Spec.Triggers) > 0 {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.triggers"),
+			Message: fmt.Sprintf("two autoscalers on one workload: this Schedule's triggers and %s both size %s; remove the triggers (the Schedule then only sleeps and wakes it, the HPA sizes it) or the HPA", hpaAddr, wAddr)}}
+	}
+
+	gd := t.Memo("schedule-group:"+id, func() any { return decideGroup(t, t.Peers(id), reads[0].Provider, obs) }).(*groupDecision)
+	// Every member of the group stores the same decision under its own
+	// key, so a peer finds it without deciding again.
+	for _, p := range t.Peers(id) {
+		if p.Head().Kind == "Schedule" {
+			t.Memo("schedule-group:"+p.Head().ID(), func() any { return gd })
+		}
+	}
+	z := gd.zero[id]
+	var notes, errs []plan.Note
+	if a := gd.activity[id]; a.err != "" {
+		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: s.Src.PosOf("spec.idle"), Message: "activity: " + a.err + "; the workload is not put to sleep on missing data"})
+		if z.Idle {
+			// No data is not idleness: hold where it is.
+			z.Idle, z.Proposed = false, current(w)
+			z.Why = "activity unknown (" + a.err + "): holding"
+		}
+	}
+	keptWarmBy := keepWarm(t, id, wAddr, reads[0].Provider)
+	cur := current(w)
+	sp := s.Spec
+	rec, trig := -1, ""
+	if cur > 0 && len(sp.Triggers) > 0 {
+		readings := make([]schedule.Reading, len(sp.Triggers))
+		trs := make([]schedule.Trigger, len(sp.Triggers))
+		for i, tr := range sp.Triggers {
+			trs[i] = schedule.Trigger{Name: tr.Name, Type: schedule.TriggerType(tr.Type), Target: tr.Target}
+			r, err := t.Query(tr.Query)
+			if err == nil {
+				var v float64
+				if v, err = r.Value(); err == nil {
+					readings[i] = schedule.Reading{Value: v, OK: true}
+					continue
+				}
+			}
+			if len(r.Samples) > 1 {
+				errs = append(errs, plan.Note{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf(fmt.Sprintf("spec.triggers.%d.query", i)),
+					Message: fmt.Sprintf("trigger %s: the query answers %d series where one is expected: aggregate them (sum, max) or select one by its labels", tr.Name, len(r.Samples))})
+			}
+		}
+		rec, trig = schedule.Recommend(cur, trs, readings, float64(sp.Behavior.Tolerance))
+	}
+	want, why := schedule.Want(z, cur, sp.Replicas.Min, sp.Replicas.Max, sp.Replicas.AtStart, rec)
+	if trig != "" {
+		why += "; triggers: " + trig + fmt.Sprintf("; raw %d", want)
+	}
+	sleep := z.Idle && want == 0
+	if sleep && keptWarmBy != "" {
+		want, sleep = max(want, 1, cur), false
+		why += "; kept warm by " + keptWarmBy + " (throughput.keepWarm)"
+	}
+	adopted := recordAdoption(st, attr, t.Now)
+	if graceEnd := adopted.Add(sp.Idle.Grace.D()); sleep && cur > 0 && t.Now.Before(graceEnd) {
+		// What it has not seen yet (activity before setpoint came)
+		// could still show up: no sleep in the grace period.
+		want, sleep = cur, false
+		why += fmt.Sprintf("; but in the grace period after adoption (idle.grace %s) until %s", sp.Idle.Grace.D(), graceEnd.UTC().Format(time.RFC3339))
+		if z.Due.IsZero() || graceEnd.Before(z.Due) {
+			z.Due = graceEnd
+		}
+	}
+	if !z.Due.IsZero() {
+		why += "; next change due " + z.Due.UTC().Format(time.RFC3339)
+		t.RequeueAt(id, z.Due)
+	}
+
+	var its []intent.Intent
+	base := intent.Intent{Attr: attr, Kind: intent.Exact, Dimension: Replicas, Source: id, SourcePos: s.Src.PosOf("spec.replicas"), Rationale: why}
+	switch {
+	case wAddr.Kind == workload.Knative:
+		// Knative's autoscaler sizes the service between the bounds:
+		// min-scale is the Schedule's floor (atStart awake, min idle),
+		// max-scale its ceiling.
+		if !z.Idle && len(z.Waiting) == 0 {
+			want = min(max(want, sp.Replicas.AtStart), sp.Replicas.Max)
+		}
+		it := base
+		it.Value, it.Recommended, it.Sleep = values.CountOf(int64(want)), values.CountOf(int64(want)), sleep
+		maxIt := base
+		maxIt.Attr = addrs.Attr{Object: wAddr, Path: workload.MaxScale}
+		maxIt.Value, maxIt.Recommended = values.CountOf(int64(sp.Replicas.Max)), values.CountOf(int64(sp.Replicas.Max))
+		maxIt.Rationale = fmt.Sprintf("replicas.max %d", sp.Replicas.Max)
+		its = append(its, it, maxIt)
+	case hasHPA:
+		// The HPA sizes it while it runs; the Schedule moves it only
+		// between 0 and atStart (the HPA is inactive at 0), as KEDA does.
+		switch {
+		case sleep && cur > 0:
+			its = append(its, withValue(base, 0, true))
+		case cur == 0 && want > 0:
+			its = append(its, withValue(base, want, false))
+		}
+	case len(sp.Triggers) > 0:
+		// It sizes the workload: every tick's value feeds the behavior's
+		// windows.
+		its = append(its, withValue(base, want, sleep))
+	default:
+		// Without triggers it only sleeps, wakes and keeps [min, max].
+		if want != cur {
+			its = append(its, withValue(base, want, sleep))
+		}
+	}
+	if !moves(its, w) {
+		// The plan shows no change of it: say why here.
+		notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: s.Src.Pos, Message: fmt.Sprintf("no change at %d replicas: %s", cur, why)})
+	}
+	return its, notes, errs
+}
+
+// moves reports whether an intent asks for another value than the
+// workload's.
+func moves(its []intent.Intent, w providers.Object) bool {
+	for _, it := range its {
+		if v, ok := w.Attributes[it.Attr.Path]; !ok || v != it.Value {
+			return true
+		}
+	}
+	return false
+}
+
+func withValue(it intent.Intent, n int, sleep bool) intent.Intent {
+	it.Value, it.Recommended, it.Sleep = values.CountOf(int64(n)), values.CountOf(int64(n)), sleep
+	return it
+}
+
+// keepWarm names an NFR planned with this Schedule, on the same
+// workload, that keeps it warm while idle ("" when none).
+func keepWarm(t *engine.Tick, id string, w addrs.Object, def string) string {
+	for _, p := range t.Peers(id) {
+		n, ok := p.(*spec.NFR)
+		if !ok || n.Spec.Throughput == nil || !n.Spec.Throughput.KeepWarm {
+			continue
+		}
+		prov := n.Spec.Target.Provider
+		if prov == "" {
+			prov = def
+		}
+		if (addrs.Object{Provider: prov, Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}) == w {
+			return n.ID()
+		}
+	}
+	return ""
+}
+
+// recordAdoption returns when setpoint first planned the attribute,
+// recording now if it never did.
+func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
+	e := st.Entry(a)
+	var at time.Time
+	if b, ok := e.Policy[adoptedKey]; ok && json.Unmarshal(b, &at) == nil {
+		return at
+	}
+	if e.Policy == nil {
+		e.Policy = map[string]json.RawMessage{}
+	}
+	b, _ := json.Marshal(now.UTC())
+	e.Policy[adoptedKey] = b
+	return now
+}
+
+// decideGroup makes the 0→N decision for every Schedule of a group: each
+// one's activity (its query, or the gateway's grouped counter, and the
+// provider's annotation), its dependencies' readiness, then
+// schedule.DecideZero over all of them.
+func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.Observation) *groupDecision {
+	gd := &groupDecision{activity: map[string]activitySeen{}}
+	var scheds []*spec.Schedule
+	var longest time.Duration
+	for _, p := range peers {
+		s, ok := p.(*spec.Schedule)
+		if !ok {
+			continue
+		}
+		scheds = append(scheds, s)
+		longest = max(longest, longestTimeout(s))
+	}
+	lookback := min(longest.Round(time.Minute)+time.Minute, maxLookback)
+	step := stepFor(lookback)
+	ws := make([]schedule.Workload, 0, len(scheds))
+	// A Schedule names its dependencies by workload; the decision keys
+	// workloads by spec ID, so map one to the other.
+	byWorkload := map[addrs.Object]string{}
+	for _, s := range scheds {
+		byWorkload[Address(s, def)] = s.ID()
+	}
+	for _, s := range scheds {
+		sp := s.Spec
+		w := Address(s, def)
+		o := obs.Objects[w]
+		loc, err := s.Location()
+		if err != nil {
+			loc = time.UTC // validation refuses it; never panic on it
+		}
+		seen := activityOf(t, s, o, lookback, step)
+		gd.activity[s.ID()] = seen
+		wl := schedule.Workload{Name: s.ID(), Activity: seen.at, Current: current(o), Ready: count(o, workload.ReadyReplicas),
+			Min: sp.Replicas.Min, AtStart: sp.Replicas.AtStart, Idle: sp.Idle.After.D(), Loc: loc, Gradual: sp.Idle.Gradual}
+		for _, e := range sp.IdleAfterByTime {
+			if tod, err := schedule.ParseTimeOfDay(e.From); err == nil {
+				wl.ByTime = append(wl.ByTime, schedule.TimeoutFrom{From: tod, After: e.After.D()})
+			}
+		}
+		for _, s := range sp.WakeUp {
+			if tod, err := schedule.ParseTimeOfDay(s); err == nil {
+				wl.WakeUps = append(wl.WakeUps, tod)
+			}
+		}
+		for _, d := range sp.DependsOn {
+			kind, name := spec.SplitDependency(d)
+			da := addrs.Object{Provider: w.Provider, Kind: kind, Namespace: w.Namespace, Name: name}
+			if sid, ok := byWorkload[da]; ok {
+				wl.DependsOn = append(wl.DependsOn, sid)
+				continue
+			}
+			// A dependency without a Schedule of its own: a workload of
+			// its own name in the decision, with its readiness and no
+			// activity of its own.
+			key := "dependency " + da.String()
+			wl.DependsOn = append(wl.DependsOn, key)
+			if _, dup := byWorkload[da]; !dup {
+				byWorkload[da] = key
+				do := obs.Objects[da]
+				ws = append(ws, schedule.Workload{Name: key, Current: current(do), Ready: count(do, workload.ReadyReplicas), Idle: math.MaxInt64})
+			}
+		}
+		ws = append(ws, wl)
+	}
+	gd.zero = schedule.DecideZero(t.Now, ws)
+	return gd
+}
+
+// longestTimeout is the longest idle timeout a Schedule ever has in force.
+func longestTimeout(s *spec.Schedule) time.Duration {
+	l := s.Spec.Idle.After.D()
+	for _, e := range s.Spec.IdleAfterByTime {
+		l = max(l, e.After.D())
+	}
+	return l
+}
+
+// stepFor is the resolution activity is looked for at: about 60 points
+// over the lookback, at least 5 s.
+func stepFor(lookback time.Duration) time.Duration {
+	return max((lookback / 60).Round(time.Second), 5*time.Second)
+}
+
+// ActivityQuery is the PromQL that finds the last activity: the latest
+// evaluation time, over lookback at step, at which expr was above 0.
+func ActivityQuery(expr string, lookback, step time.Duration) string {
+	if spec.PromQLIsScalar(expr) {
+		expr = "vector(" + expr + ")"
+	}
+	return fmt.Sprintf("max_over_time(timestamp((%s) > 0)[%s:%s])", expr, promDuration(lookback), promDuration(step))
+}
+
+// defaultActivity is the gateway's counter over a range of at least the
+// step (a shorter range could fall between two steps).
+func defaultActivity(step time.Duration) string {
+	r := max(step, time.Minute)
+	return fmt.Sprintf("sum by (%s) (increase(%s[%s]))", gatewayBy, gatewayCounter, promDuration(r))
+}
+
+func promDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%ds", int(d/time.Second))
+}
+
+// activityOf is a Schedule's last activity: the latest of its query's
+// and the provider's signal. A query that fails is an error said in the
+// plan (and the workload is not put to sleep on it); a query with no
+// activity in the lookback is no activity.
+func activityOf(t *engine.Tick, s *spec.Schedule, o providers.Object, lookback, step time.Duration) activitySeen {
+	var seen activitySeen
+	if a, ok := o.Annotations[ActivityAnnotation]; ok {
+		if at, err := time.Parse(time.RFC3339Nano, a); err == nil && !at.After(t.Now) {
+			seen.at = at
+		}
+	}
+	var v float64
+	var found bool
+	if s.Spec.Idle.Activity != "" {
+		r, err := t.Query(ActivityQuery(s.Spec.Idle.Activity, lookback, step))
+		switch {
+		case err != nil:
+			seen.err = err.Error()
+		case len(r.Samples) > 0:
+			for _, smp := range r.Samples {
+				v, found = max(v, smp.Value), true
+			}
+		}
+	} else {
+		m, _, err := t.By(ActivityQuery(defaultActivity(step), lookback, step), "namespace", "service")
+		if err != nil {
+			seen.err = err.Error()
+		} else {
+			v, found = m[s.Metadata.Namespace+"/"+s.Spec.Target.Name]
+		}
+	}
+	if found && !math.IsNaN(v) && !math.IsInf(v, 0) && v > 0 {
+		if at := time.UnixMilli(int64(v * 1000)); at.After(seen.at) && !at.After(t.Now) {
+			seen.at = at
+		}
+	}
+	return seen
+}
+
+// Rules are the gate's rules for a Schedule: its mode and pause, and its
+// policy (the HPA behavior's windows and change log, the grace period).
+func (decider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimension, obs engine.Observation) gate.Rules {
+	s := doc.(*spec.Schedule)
+	sp := s.Spec
+	r := gate.Rules{Mode: sp.Enforcement.Replicas}
+	switch {
+	case sp.Paused:
+		r.Paused, r.PauseReason = true, "spec.paused at "+s.Src.PosOf("spec.paused").String()
+	case obs.Objects[reads[0]].Annotations[engine.PausedAnnotation] == "true":
+		r.Paused, r.PauseReason = true, engine.PausedAnnotation+` is "true" on the target`
+	}
+	if sp.Enforcement.Replicas == spec.ModeOff {
+		r.Mode = spec.ModeEnforce // restores only, at once
+		return r
+	}
+	r.Cap, r.CapField = values.CountOf(int64(sp.Replicas.Max)), "replicas.max"
+	r.Policy = Policy{Behavior: BehaviorOf(s)}
+	return r
+}
+
+// BehaviorOf is a Schedule's behavior with the HPA's defaults where the
+// spec leaves policies out: up, 100% or 4 pods per 15 s, the larger;
+// down, 100% per 15 s.
+func BehaviorOf(s *spec.Schedule) schedule.Behavior {
+	b := s.Spec.Behavior
+	conv := func(r spec.ScaleRules, def []schedule.Policy) schedule.Rules {
+		out := schedule.Rules{Stabilization: r.Stabilization.D(), Select: schedule.Select(r.Select), Policies: def}
+		if r.Policies != nil {
+			out.Policies = []schedule.Policy{}
+			for _, p := range *r.Policies {
+				out.Policies = append(out.Policies, schedule.Policy{Type: schedule.PolicyType(p.Type), Value: p.Value, Period: p.Period.D()})
+			}
+		}
+		return out
+	}
+	return schedule.Behavior{
+		Up:   conv(b.ScaleUp, []schedule.Policy{{Type: schedule.Percent, Value: 100, Period: 15 * time.Second}, {Type: schedule.Pods, Value: 4, Period: 15 * time.Second}}),
+		Down: conv(b.ScaleDown, []schedule.Policy{{Type: schedule.Percent, Value: 100, Period: 15 * time.Second}}),
+	}
+}

@@ -1,0 +1,498 @@
+package schedulekind_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
+	schedulekind "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/workload"
+)
+
+// objects is an in-memory provider: what Read returns is what the test
+// put there, and Apply writes into it as setpoint's manager.
+type objects struct {
+	objs    map[addrs.Object]providers.Object
+	applies int
+}
+
+func (o *objects) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
+	var r providers.ReadResponse
+	for _, a := range req.Addresses {
+		obj, ok := o.objs[a]
+		if !ok {
+			obj = providers.Object{}
+		}
+		obj.Address = a
+		r.Objects = append(r.Objects, obj)
+	}
+	return r
+}
+
+func (o *objects) List(context.Context, providers.ListRequest) providers.ListResponse {
+	return providers.ListResponse{}
+}
+
+func (o *objects) PlanChange(_ context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	var r providers.PlanChangeResponse
+	for _, c := range req.Changes {
+		r.Results = append(r.Results, providers.ObjectResult{Address: c.Address, After: c.Attributes})
+	}
+	return r
+}
+
+func (o *objects) Apply(_ context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	var r providers.ApplyResponse
+	for _, c := range req.Changes {
+		obj := o.objs[c.Address]
+		obj.Attributes, obj.Managers = maps.Clone(obj.Attributes), maps.Clone(obj.Managers)
+		for _, p := range c.Changed {
+			obj.Attributes[p] = c.Attributes[p]
+			obj.Managers[p] = c.Manager
+		}
+		o.objs[c.Address] = obj
+		o.applies++
+		r.Results = append(r.Results, providers.ObjectResult{Address: c.Address, After: c.Attributes})
+	}
+	return r
+}
+
+const env = `apiVersion: setpoint.dev/v1alpha1
+kind: Environment
+metadata: {name: t}
+spec:
+  providers: [{name: k8s, config: {}}]
+`
+
+// t0 is a whole minute, so activity steps fall on it.
+var t0 = time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	e     *engine.Engine
+	objs  *objects
+	store *embedded.Store
+	st    *state.State
+}
+
+// newFixture loads the specs (YAML documents) beside an Environment whose
+// one provider is the in-memory one holding objs.
+func newFixture(t *testing.T, objs map[addrs.Object]providers.Object, docs ...string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{"env.yaml": env}
+	for i, d := range docs {
+		files[filepath.Join(dir, "spec-"+string(rune('a'+i))+".yaml")] = d
+	}
+	for name, body := range files {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(dir, name)
+		}
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(dir)
+	if len(r.Diags) > 0 {
+		t.Fatalf("specs: %v", r.Diags)
+	}
+	store := embedded.NewStore(time.Hour)
+	f := &fixture{objs: &objects{objs: objs}, store: store, st: state.New()}
+	f.e = &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"k8s": f.objs}, Signals: embedded.NewSource(store)}
+	for _, d := range r.Documents {
+		if d.Head().Kind != "Environment" {
+			f.e.Specs = append(f.e.Specs, d)
+		}
+	}
+	return f
+}
+
+func (f *fixture) plan(t *testing.T, now time.Time) *plan.Plan {
+	t.Helper()
+	return f.e.Plan(context.Background(), now, f.st, nil)
+}
+
+// apply plans and applies at now.
+func (f *fixture) apply(t *testing.T, now time.Time) *plan.Plan {
+	t.Helper()
+	p := f.plan(t, now)
+	for _, r := range f.e.Apply(context.Background(), now, p, f.st) {
+		if r.Err != "" {
+			t.Fatalf("apply: %s", r.Err)
+		}
+	}
+	return p
+}
+
+// requests writes a gateway counter for ns/svc every 15 s over [from,
+// until], increased by one at each of at.
+func (f *fixture) requests(t *testing.T, ns, svc string, from, until time.Time, at ...time.Time) {
+	t.Helper()
+	l := labels.FromStrings("__name__", "gateway_requests_total", "namespace", ns, "service", svc)
+	for ts := from; !ts.After(until); ts = ts.Add(15 * time.Second) {
+		n := 0
+		for _, a := range at {
+			if !a.After(ts) {
+				n++
+			}
+		}
+		if _, err := f.store.Append(l, ts.UnixMilli(), float64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func deployment(ns, name string, replicas, ready int, annotations map[string]string) (addrs.Object, providers.Object) {
+	a := addrs.Object{Provider: "k8s", Kind: workload.Deployment, Namespace: ns, Name: name}
+	return a, providers.Object{Address: a, Exists: true, Generation: 1,
+		Attributes:  map[addrs.Path]values.Value{workload.Replicas: values.CountOf(int64(replicas)), workload.ReadyReplicas: values.CountOf(int64(ready))},
+		Managers:    map[addrs.Path]string{workload.Replicas: "kubectl"},
+		Annotations: annotations}
+}
+
+func hpa(ns, name string) (addrs.Object, providers.Object) {
+	a := addrs.Object{Provider: "k8s", Kind: workload.HPA, Namespace: ns, Name: name}
+	return a, providers.Object{Address: a, Exists: true, Generation: 1,
+		Attributes: map[addrs.Path]values.Value{workload.MinReplicas: values.CountOf(2), workload.MaxReplicas: values.CountOf(10)},
+		Managers:   map[addrs.Path]string{workload.MinReplicas: "kubectl"}}
+}
+
+func lastActivity(at time.Time) map[string]string {
+	return map[string]string{schedulekind.ActivityAnnotation: at.Format(time.RFC3339Nano)}
+}
+
+// change finds the plan's change (applied or held) of an attribute.
+func change(p *plan.Plan, a addrs.Object, path addrs.Path) *plan.Change {
+	for _, cs := range [][]plan.Change{p.Changes, p.Held} {
+		for i := range cs {
+			if cs[i].Address == a && cs[i].Attribute == path {
+				return &cs[i]
+			}
+		}
+	}
+	return nil
+}
+
+func schedule(body string) string {
+	return "apiVersion: setpoint.dev/v1alpha1\nkind: Schedule\nmetadata: {name: api, namespace: shop}\nspec:\n" + body
+}
+
+// TestIdleIsStrict: with the provider's activity signal at t0 and a 5 m
+// timeout, the workload is active at t0+5m (lastActivity + timeout < now
+// is false) and idle one nanosecond later; the due time is that instant.
+func TestIdleIsStrict(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, lastActivity(t0))
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 1, max: 5}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	p := f.plan(t, t0.Add(5*time.Minute))
+	if c := change(p, a, workload.Replicas); c != nil {
+		t.Fatalf("at t0+5m: %s → %s (%s); want no change", c.From, c.To, c.Reason)
+	}
+	if due := p.Due["Schedule/shop/api"]; !due.Equal(t0.Add(5*time.Minute + time.Nanosecond)) {
+		t.Errorf("due %v, want t0+5m+1ns", due)
+	}
+	p = f.plan(t, t0.Add(5*time.Minute+time.Nanosecond))
+	c := change(p, a, workload.Replicas)
+	if c == nil || c.To != "0" || c.Held != nil || !strings.Contains(c.Reason, "idle: last activity") {
+		t.Fatalf("at t0+5m+1ns: %+v; want 2 → 0 applied, idle", c)
+	}
+}
+
+// TestWakeUpIsDue: a wake-up at 08:00 Europe/Paris is the due time of a
+// sleeping workload, and at 08:00:00 exactly it wakes to atStart.
+func TestWakeUpIsDue(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, d := deployment("shop", "api", 0, 0, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 3, max: 5}
+  idle: {after: 30m, activity: "vector(0)"}
+  timeZone: Europe/Paris
+  wakeUp: ["08:00"]
+  enforcement: {replicas: enforce}
+`))
+	eight := time.Date(2026, 3, 30, 8, 0, 0, 0, paris) // the day after the spring change
+	p := f.plan(t, eight.Add(-time.Second))
+	if c := change(p, a, workload.Replicas); c != nil {
+		t.Fatalf("at 07:59:59: %s → %s; want no change", c.From, c.To)
+	}
+	if due := p.Due["Schedule/shop/api"]; !due.Equal(eight) {
+		t.Errorf("due %v, want %v", due, eight)
+	}
+	p = f.apply(t, eight)
+	c := change(p, a, workload.Replicas)
+	if c == nil || c.From != "0" || c.To != "3" || c.Held != nil || !strings.Contains(c.Reason, "wake-up at 08:00") {
+		t.Fatalf("at 08:00: %+v; want 0 → 3 applied for the wake-up", c)
+	}
+	if got := f.objs.objs[a].Attributes[workload.Replicas]; got != values.CountOf(3) {
+		t.Errorf("applied %s, want 3", got)
+	}
+}
+
+// TestActivityFromTheGateway: one request at t0+30s on the gateway's
+// counter (the default activity query) keeps the workload awake for the
+// timeout after it; well past that it sleeps.
+func TestActivityFromTheGateway(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 5m, grace: 0s}
+  enforcement: {replicas: enforce}
+`))
+	f.requests(t, "shop", "api", t0.Add(-10*time.Minute), t0.Add(10*time.Minute), t0.Add(30*time.Second))
+	if c := change(f.plan(t, t0.Add(4*time.Minute)), a, workload.Replicas); c != nil {
+		t.Fatalf("4m after the request: %s → %s (%s); want awake", c.From, c.To, c.Reason)
+	}
+	c := change(f.plan(t, t0.Add(7*time.Minute)), a, workload.Replicas)
+	if c == nil || c.To != "0" {
+		t.Fatalf("7m after the request: %+v; want asleep", c)
+	}
+	// The activity seen is the request's, to the lookback's step.
+	if !strings.Contains(c.Reason, "last activity 2026-03-10 09:00:") && !strings.Contains(c.Reason, "last activity 2026-03-10 09:01:") {
+		t.Errorf("reason %q: want the request's time", c.Reason)
+	}
+}
+
+// TestBesideAnHPA: the Schedule moves spec.replicas only between 0 and
+// atStart and leaves the count between to the HPA; with triggers it is a
+// conflict naming both autoscalers.
+func TestBesideAnHPA(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		replicas, ready   int
+		active            bool
+		wantTo            string // "" for no change
+	}{
+		{"idle running: to 0", 4, 4, false, "0"},
+		{"active at 0: to atStart", 0, 0, true, "2"},
+		{"active running: the HPA's", 4, 4, true, ""},
+		{"idle at 0: nothing", 0, 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			act := "vector(0)"
+			if tc.active {
+				act = "vector(1)"
+			}
+			a, d := deployment("shop", "api", tc.replicas, tc.ready, nil)
+			d.Managers[workload.Replicas] = "horizontal-pod-autoscaler"
+			h, ho := hpa("shop", "api")
+			f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho}, schedule(`  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 2, max: 10}
+  idle: {after: 5m, grace: 0s, activity: "`+act+`"}
+  enforcement: {replicas: enforce}
+`))
+			p := f.plan(t, t0)
+			c := change(p, a, workload.Replicas)
+			switch {
+			case tc.wantTo == "" && c != nil:
+				t.Fatalf("%s → %s (%s); want no change", c.From, c.To, c.Reason)
+			case tc.wantTo != "" && (c == nil || c.To != tc.wantTo || c.Held != nil):
+				t.Fatalf("%+v; want → %s applied", c, tc.wantTo)
+			}
+			if c != nil && !c.Force {
+				t.Errorf("the change takes spec.replicas from the HPA: want Force")
+			}
+			for _, ch := range append(p.Changes, p.Held...) {
+				if ch.Address == h {
+					t.Errorf("the Schedule wrote the HPA: %s", ch.Attribute)
+				}
+			}
+		})
+	}
+	a, d := deployment("shop", "api", 4, 4, nil)
+	h, ho := hpa("shop", "api")
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {activity: "vector(1)"}
+  triggers: [{name: q, query: "vector(50)", target: 10}]
+  enforcement: {replicas: enforce}
+`))
+	p := f.plan(t, t0)
+	if len(p.Changes)+len(p.Held) != 0 {
+		t.Errorf("two autoscalers: want nothing planned, got %+v %+v", p.Changes, p.Held)
+	}
+	if len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "two autoscalers") || !strings.Contains(p.Errors[0].Message, h.String()) || p.Errors[0].Spec != "Schedule/shop/api" {
+		t.Errorf("errors %+v: want one naming the Schedule and %s", p.Errors, h)
+	}
+}
+
+// TestKnative: a Knative Service gets min-scale (atStart awake, min idle)
+// and max-scale (replicas.max).
+func TestKnative(t *testing.T) {
+	for _, tc := range []struct {
+		act     string
+		wantMin string
+	}{{"vector(1)", "2"}, {"vector(0)", "0"}} {
+		a := addrs.Object{Provider: "k8s", Kind: workload.Knative, Namespace: "shop", Name: "api"}
+		o := providers.Object{Address: a, Exists: true, Generation: 1,
+			Attributes: map[addrs.Path]values.Value{workload.MinScale: values.CountOf(1), workload.ReadyReplicas: values.CountOf(1)},
+			Managers:   map[addrs.Path]string{workload.MinScale: "kubectl"}}
+		f := newFixture(t, map[addrs.Object]providers.Object{a: o}, schedule(`  target: {kind: KnativeService, name: api}
+  replicas: {min: 0, atStart: 2, max: 7}
+  idle: {after: 5m, grace: 0s, activity: "`+tc.act+`"}
+  enforcement: {replicas: enforce}
+`))
+		p := f.plan(t, t0)
+		if c := change(p, a, workload.MinScale); c == nil || c.To != tc.wantMin {
+			t.Errorf("%s: min-scale %+v, want → %s", tc.act, c, tc.wantMin)
+		}
+		if c := change(p, a, workload.MaxScale); c == nil || c.To != "7" {
+			t.Errorf("%s: max-scale %+v, want → 7", tc.act, c)
+		}
+	}
+}
+
+// TestDependsOn: api needs db. Asleep both, a request for api wakes db
+// first (it counts api's activity as its own) and api only once db has a
+// ready replica.
+func TestDependsOn(t *testing.T) {
+	a, d := deployment("shop", "api", 0, 0, lastActivity(t0))
+	b, db := deployment("shop", "db", 0, 0, nil)
+	objs := map[addrs.Object]providers.Object{a: d, b: db}
+	f := newFixture(t, objs, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+  dependsOn: [db]
+  enforcement: {replicas: enforce}
+`), `apiVersion: setpoint.dev/v1alpha1
+kind: Schedule
+metadata: {name: db, namespace: shop}
+spec:
+  target: {kind: Deployment, name: db}
+  idle: {after: 3m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`)
+	now := t0.Add(2 * time.Minute) // db has no activity of its own
+	p := f.apply(t, now)
+	if c := change(p, b, workload.Replicas); c == nil || c.To != "1" || !strings.Contains(c.Reason, "dependent Schedule/shop/api") {
+		t.Fatalf("db: %+v; want woken by its dependent", c)
+	}
+	if c := change(p, a, workload.Replicas); c != nil {
+		t.Fatalf("api: %s → %s; want it to wait for db", c.From, c.To)
+	}
+	waiting := false
+	for _, n := range p.Notes {
+		waiting = waiting || strings.Contains(n.Message, "waiting for Schedule/shop/db")
+	}
+	if !waiting {
+		t.Errorf("notes %+v: want api waiting for db", p.Notes)
+	}
+	db = f.objs.objs[b]
+	db.Attributes[workload.ReadyReplicas] = values.CountOf(1)
+	f.objs.objs[b] = db
+	if c := change(f.plan(t, now.Add(time.Second)), a, workload.Replicas); c == nil || c.To != "1" {
+		t.Fatalf("api with db ready: %+v; want woken", c)
+	}
+}
+
+// TestGracePeriod: no sleep within idle.grace of setpoint's first plan of
+// the workload; the end of the grace is the due time; after it, sleep.
+func TestGracePeriod(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 1m, grace: 10m, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	p := f.plan(t, t0)
+	if c := change(p, a, workload.Replicas); c != nil {
+		t.Fatalf("in the grace period: %s → %s", c.From, c.To)
+	}
+	if due := p.Due["Schedule/shop/api"]; !due.Equal(t0.Add(10 * time.Minute)) {
+		t.Errorf("due %v, want the end of the grace", due)
+	}
+	if c := change(f.plan(t, t0.Add(9*time.Minute)), a, workload.Replicas); c != nil {
+		t.Fatalf("still in the grace period: %s → %s", c.From, c.To)
+	}
+	if c := change(f.plan(t, t0.Add(10*time.Minute)), a, workload.Replicas); c == nil || c.To != "0" {
+		t.Fatalf("after the grace: %+v; want → 0", c)
+	}
+}
+
+// TestBehaviorWindowsSurviveARestart: a scale-down waits out the 5m
+// scale-down window of the recommendation 6 seen at t0, also when the
+// state went through its file between two runs.
+func TestBehaviorWindowsSurviveARestart(t *testing.T) {
+	a, d := deployment("shop", "api", 6, 6, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 1, max: 10}
+  idle: {activity: "vector(1)"}
+  triggers: [{name: load, query: "sum(load)", target: 10}]
+  behavior: {scaleDown: {stabilization: 5m}}
+  enforcement: {replicas: enforce}
+`))
+	l := labels.FromStrings("__name__", "load")
+	for ts := t0.Add(-time.Minute); ts.Before(t0.Add(10 * time.Minute)); ts = ts.Add(15 * time.Second) {
+		v := 20.0 // 2 replicas' worth
+		if ts.Before(t0.Add(30 * time.Second)) {
+			v = 60 // 6 replicas' worth
+		}
+		if _, err := f.store.Append(l, ts.UnixMilli(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.plan(t, t0) // recommends 6: the window remembers it
+	c := change(f.plan(t, t0.Add(time.Minute)), a, workload.Replicas)
+	if c == nil || c.Held == nil || c.Held.Kind != plan.HoldPolicy || !strings.Contains(c.Held.Detail, "stabilized 6") {
+		t.Fatalf("at t0+1m: %+v; want held by the scale-down window at 6", c)
+	}
+	// A restart: the state goes to its file and comes back.
+	dir := t.TempDir()
+	be := state.NewFile(filepath.Join(dir, "state.json"))
+	if _, err := be.Save(context.Background(), f.st); err != nil {
+		t.Fatal(err)
+	}
+	st, err := be.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.st = st
+	c = change(f.plan(t, t0.Add(2*time.Minute)), a, workload.Replicas)
+	if c == nil || c.Held == nil || !strings.Contains(c.Held.Detail, "stabilized 6") {
+		t.Fatalf("after the restart: %+v; want still held by the window", c)
+	}
+	c = change(f.plan(t, t0.Add(5*time.Minute+time.Second)), a, workload.Replicas)
+	if c == nil || c.Held != nil || c.To != "2" {
+		t.Fatalf("after the window: %+v; want 6 → 2", c)
+	}
+}
+
+// TestOffRestores: enforcement off hands back the user's value of what
+// the Schedule wrote.
+func TestOffRestores(t *testing.T) {
+	a, d := deployment("shop", "api", 3, 3, nil)
+	body := `  target: {kind: Deployment, name: api}
+  idle: {after: 1m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: %s}
+`
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(strings.Replace(body, "%s", "enforce", 1)))
+	f.apply(t, t0)
+	if got := f.objs.objs[a].Attributes[workload.Replicas]; got != values.CountOf(0) {
+		t.Fatalf("asleep: %s, want 0", got)
+	}
+	off := newFixture(t, f.objs.objs, schedule(strings.Replace(body, "%s", "off", 1)))
+	off.st = f.st
+	c := change(off.apply(t, t0.Add(time.Minute)), a, workload.Replicas)
+	if c == nil || c.To != "3" || !c.Restore {
+		t.Fatalf("%+v; want the user's 3 restored", c)
+	}
+}
