@@ -7,8 +7,8 @@
 package schedulekind
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"math"
 	"time"
 

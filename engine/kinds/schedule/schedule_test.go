@@ -280,10 +280,10 @@ func TestActivityFromTheGateway(t *testing.T) {
 // conflict naming both autoscalers.
 func TestBesideAnHPA(t *testing.T) {
 	for _, tc := range []struct {
-		name              string
-		replicas, ready   int
-		active            bool
-		wantTo            string // "" for no change
+		name            string
+		replicas, ready int
+		active          bool
+		wantTo          string // "" for no change
 	}{
 		{"idle running: to 0", 4, 4, false, "0"},
 		{"active at 0: to atStart", 0, 0, true, "2"},
