@@ -14,17 +14,19 @@ import (
 )
 
 // baselines are the replays --baseline compares setpoint with: each
-// changes every NFR the same way before the run.
+// changes every NFR (and, observing, every Schedule) the same way before
+// the run.
 var baselines = []struct {
-	name   string
-	mutate func(n *spec.NFR)
+	name    string
+	mutate  func(n *spec.NFR)
+	observe bool // Schedules plan but apply nothing
 }{
 	// The reference's formula with the gate it shipped with: an increase
 	// waits for stability and cooldown as a decrease does.
 	{"reference policy", func(n *spec.NFR) {
 		n.Spec.Policy = spec.PolicyReference
 		n.Spec.Safety.ScaleUp = "stable"
-	}},
+	}, false},
 	// setpoint plans but applies nothing: the world's own HPA and Knative
 	// autoscaler act alone.
 	{"autoscalers alone (observe)", func(n *spec.NFR) {
@@ -34,7 +36,7 @@ var baselines = []struct {
 		if n.Spec.Enforcement.Memory == spec.ModeEnforce {
 			n.Spec.Enforcement.Memory = spec.ModeObserve
 		}
-	}},
+	}, true},
 }
 
 // maxFixed bounds the fixed replica counts tried per workload.
@@ -52,6 +54,11 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 		}
 		for _, n := range w.nfrs {
 			b.mutate(n)
+		}
+		for _, d := range w.specs {
+			if s, ok := d.(*spec.Schedule); ok && b.observe && s.Spec.Enforcement.Replicas == spec.ModeEnforce {
+				s.Spec.Enforcement.Replicas = spec.ModeObserve
+			}
 		}
 		res, err := runSim(ctx, w, end, 0, io.Discard)
 		w.close()

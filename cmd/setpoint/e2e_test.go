@@ -500,3 +500,36 @@ func TestReconcileComesBackForTheNextStep(t *testing.T) {
 		t.Fatalf("then at the cooldown's end: %+v", res)
 	}
 }
+
+// TestSimScheduleSleepsAndWakes runs the shipped demo over the whole
+// trace: reports, rarely asked for, sleeps at zero in its idle stretches
+// and wakes on the next request, which its gateway holds meanwhile; no
+// request is lost (each waited less than the gateway's 30 s), and it runs
+// fewer replica-hours than one pod all along.
+func TestSimScheduleSleepsAndWakes(t *testing.T) {
+	out, errOut, code := runCLI(t, "sim", "specs")
+	if code != 0 || errOut != "" {
+		t.Fatalf("%d %s", code, errOut)
+	}
+	sleeps := strings.Count(out, "~ sim:Deployment/shop/reports spec.replicas: 1 → 0 (wanted 0: idle")
+	wakes := strings.Count(out, "~ sim:Deployment/shop/reports spec.replicas: 0 → 1 (wanted 1: wake up to 1")
+	if sleeps < 3 || wakes < 3 {
+		t.Fatalf("%d sleeps, %d wakes; want several of each:\n%s", sleeps, wakes, out)
+	}
+	out, _, code = runCLI(t, "sim", "--json", "specs")
+	var s Summary
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
+		t.Fatalf("json: %d %s", code, out)
+	}
+	for _, w := range s.Workloads {
+		if w.Workload != "shop/reports" {
+			continue
+		}
+		hours, _ := time.ParseDuration(s.Virtual)
+		if w.Dropped != 0 || w.Cold == 0 || w.ReplicaHours >= hours.Hours() {
+			t.Fatalf("reports: %d dropped, %d held while it woke, %.2f replica-hours over %s; want none dropped, some held, less than one pod throughout", w.Dropped, w.Cold, w.ReplicaHours, s.Virtual)
+		}
+		return
+	}
+	t.Fatalf("no report of shop/reports in %s", out)
+}

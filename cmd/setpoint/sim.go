@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -198,7 +199,8 @@ type simWorkload struct {
 }
 
 // simWorkloads lists the workloads the NFRs target, in spec order, each
-// with the tightest p99 target of the NFRs on it.
+// with the tightest p99 target of the NFRs on it, then those only
+// Schedules target.
 func (w *workspace) simWorkloads() []simWorkload {
 	var out []simWorkload
 	seen := map[addrs.Object]int{}
@@ -216,6 +218,19 @@ func (w *workspace) simWorkloads() []simWorkload {
 		}
 		seen[a] = len(out)
 		out = append(out, simWorkload{addr: a, target: t})
+	}
+	// A Schedule's workload too: its cold starts are the requests the
+	// gateway held while it woke, its drops those held past the timeout.
+	for _, d := range w.specs {
+		s, ok := d.(*spec.Schedule)
+		if !ok {
+			continue
+		}
+		a := addrs.Object{Provider: "sim", Kind: s.Spec.Target.Kind, Namespace: s.Metadata.Namespace, Name: s.Spec.Target.Name}
+		if _, ok := seen[a]; !ok {
+			seen[a] = len(out)
+			out = append(out, simWorkload{addr: a})
+		}
 	}
 	return out
 }

@@ -4,7 +4,8 @@
 // (model/textparse: expfmt has no OpenMetrics decoder), keeps only the
 // metric names some query asked for, and records up{job,instance}: 1 for a
 // target that answered, 0 for one that did not. A target that is down is a
-// sample, never a stall of the loop.
+// sample, never a stall of the loop. Loop runs cycles beside a watch's
+// reconciles; OnDemand scrapes for a one-shot command's queries.
 package scrape
 
 import (
