@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	// The zone database is in the binary: a Schedule means the same on a
 	// machine without tzdata.
@@ -91,7 +92,25 @@ func (s *Schedule) TargetKey(defaultProvider string) string {
 
 // Location is the Schedule's time zone.
 func (s *Schedule) Location() (*time.Location, error) {
-	return time.LoadLocation(s.Spec.TimeZone)
+	return LoadLocation(s.Spec.TimeZone)
+}
+
+// zones caches loaded time zones: time.LoadLocation reads and parses the
+// zone's file on every call, which 10,000 Schedules a tick would pay for.
+var zones sync.Map // name → *time.Location
+
+// LoadLocation is time.LoadLocation, cached; an unknown zone is not
+// cached (the error says so each time).
+func LoadLocation(name string) (*time.Location, error) {
+	if l, ok := zones.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	zones.Store(name, l)
+	return l, nil
 }
 
 // Check: the time zone exists, min ≤ atStart ≤ max, no two time-of-day

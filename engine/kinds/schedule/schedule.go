@@ -149,14 +149,10 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 			Message: fmt.Sprintf("two autoscalers on one workload: this Schedule's triggers and %s both size %s; remove the triggers (the Schedule then only sleeps and wakes it, the HPA sizes it) or the HPA", hpaAddr, wAddr)}}
 	}
 
-	gd := t.Memo("schedule-group:"+id, func() any { return decideGroup(t, t.Peers(id), reads[0].Provider, obs) }).(*groupDecision)
-	// Every member of the group stores the same decision under its own
-	// key, so a peer finds it without deciding again.
-	for _, p := range t.Peers(id) {
-		if p.Head().Kind == "Schedule" {
-			t.Memo("schedule-group:"+p.Head().ID(), func() any { return gd })
-		}
-	}
+	// Every member of a group has the same peers, in one order: the first
+	// names the group's decision.
+	peers := t.Peers(id)
+	gd := t.Memo("schedule-group:"+peers[0].Head().ID(), func() any { return decideGroup(t, peers, reads[0].Provider, obs) }).(*groupDecision)
 	z := gd.zero[id]
 	var notes, errs []plan.Note
 	if a := gd.activity[id]; a.err != "" {

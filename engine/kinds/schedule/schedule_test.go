@@ -2,6 +2,7 @@ package schedulekind_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ import (
 type objects struct {
 	objs    map[addrs.Object]providers.Object
 	applies int
+	// applied, if set, hears the wall time of each Apply call.
+	applied chan time.Time
 }
 
 func (o *objects) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
@@ -57,6 +60,9 @@ func (o *objects) PlanChange(_ context.Context, req providers.PlanChangeRequest)
 }
 
 func (o *objects) Apply(_ context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	if o.applied != nil {
+		o.applied <- time.Now()
+	}
 	var r providers.ApplyResponse
 	for _, c := range req.Changes {
 		obj := o.objs[c.Address]
@@ -91,12 +97,12 @@ type fixture struct {
 
 // newFixture loads the specs (YAML documents) beside an Environment whose
 // one provider is the in-memory one holding objs.
-func newFixture(t *testing.T, objs map[addrs.Object]providers.Object, docs ...string) *fixture {
+func newFixture(t testing.TB, objs map[addrs.Object]providers.Object, docs ...string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{"env.yaml": env}
 	for i, d := range docs {
-		files[filepath.Join(dir, "spec-"+string(rune('a'+i))+".yaml")] = d
+		files[filepath.Join(dir, fmt.Sprintf("spec-%04d.yaml", i))] = d
 	}
 	for name, body := range files {
 		if !filepath.IsAbs(name) {
@@ -125,13 +131,13 @@ func newFixture(t *testing.T, objs map[addrs.Object]providers.Object, docs ...st
 	return f
 }
 
-func (f *fixture) plan(t *testing.T, now time.Time) *plan.Plan {
+func (f *fixture) plan(t testing.TB, now time.Time) *plan.Plan {
 	t.Helper()
 	return f.e.Plan(context.Background(), now, f.st, nil)
 }
 
 // apply plans and applies at now.
-func (f *fixture) apply(t *testing.T, now time.Time) *plan.Plan {
+func (f *fixture) apply(t testing.TB, now time.Time) *plan.Plan {
 	t.Helper()
 	p := f.plan(t, now)
 	for _, r := range f.e.Apply(context.Background(), now, p, f.st) {
