@@ -47,7 +47,7 @@ func BenchmarkWakeUpLatency(b *testing.B) {
 			p := f.e.Plan(ctx, now, f.st, nil)
 			f.e.Apply(ctx, now, p, f.st)
 			if at, ok := p.Due["Schedule/shop/api"]; ok && len(p.Changes) == 0 {
-				q.AddAfter(keys[0], at.Sub(time.Now()))
+				q.AddAfter(keys[0], time.Until(at))
 			}
 			q.Done(keys...)
 			select {
