@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 )
 
@@ -67,5 +68,27 @@ func TestLogHoldsSaysEachHoldOnce(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "msg=held"); n != 3 {
 		t.Fatalf("want 3 hold lines (stability, cooldown, cooldown again after it ended), got %d:\n%s", n, out.String())
+	}
+}
+
+// TestWarningsSaidOnce: a source that stays down is said once, not every
+// reconcile; once it is back that is said, and a new outage is said again.
+func TestWarningsSaidOnce(t *testing.T) {
+	var out bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
+	defer slog.SetDefault(prev)
+	const id = "Schedule/shop/api"
+	down := &plan.Plan{Specs: map[string]string{id: "x"}, Notes: []plan.Note{{Severity: diag.Warning, Spec: id, Message: "activity: querying prometheus: connection refused"}}}
+	up := &plan.Plan{Specs: map[string]string{id: "x"}}
+	holds := map[string]string{}
+	for _, p := range []*plan.Plan{down, down, down, up, up, down} {
+		logWarnings(p, holds)
+	}
+	if n := strings.Count(out.String(), "connection refused"); n != 2 {
+		t.Fatalf("want the outage said twice (once per outage), got %d:\n%s", n, out.String())
+	}
+	if n := strings.Count(out.String(), "notes cleared"); n != 1 {
+		t.Fatalf("want its end said once, got %d:\n%s", n, out.String())
 	}
 }

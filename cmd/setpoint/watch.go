@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/watch"
@@ -291,6 +292,7 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 			}
 		}
 		logHolds(p, holds, reason)
+		logWarnings(p, holds)
 		if p.Empty() {
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
 			return nil
@@ -394,6 +396,39 @@ func logHolds(p *plan.Plan, holds map[string]string, reason string) {
 		obj, _, _ := strings.Cut(k, " ")
 		if _, looked := p.Observed[obj]; looked && !now[k] {
 			delete(holds, k)
+		}
+	}
+}
+
+// logWarnings says a spec's warnings (a signal source down, activity that
+// cannot be read: the decision holds) once when they start or change, and
+// that they ended, as logHolds does for holds; it shares holds' map under
+// keys of their own.
+func logWarnings(p *plan.Plan, holds map[string]string) {
+	if holds == nil {
+		return
+	}
+	now := map[string]string{}
+	for _, n := range p.Notes {
+		if n.Severity == diag.Warning {
+			now[n.Spec] += n.Message + "\n"
+		}
+	}
+	for id, msg := range now {
+		k := "warning " + id
+		if holds[k] == msg {
+			continue
+		}
+		holds[k] = msg
+		for _, line := range strings.Split(strings.TrimSuffix(msg, "\n"), "\n") {
+			slog.Warn("note", "spec", id, "message", line)
+		}
+	}
+	for id := range p.Specs {
+		k := "warning " + id
+		if _, was := holds[k]; was && now[id] == "" {
+			delete(holds, k)
+			slog.Info("notes cleared", "spec", id)
 		}
 	}
 }
