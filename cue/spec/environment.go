@@ -259,6 +259,12 @@ func (e *Environment) Check() []FieldError {
 		if p.Name != "sim" {
 			continue
 		}
+		if e.Spec.Signals.Default == "prometheus" {
+			// One-shot runs happen at the trace's time, where a server
+			// has no samples: every decision would hold on no data.
+			errs = append(errs, FieldError{Path: "spec.signals.default", Message: "a Prometheus server cannot answer for the sim world: it runs on the trace's virtual time, where the server has no samples",
+				Expected: "embedded with the sim provider (the sim world's metrics go into it)", Related: fmt.Sprintf("spec.providers.%d.name", i)})
+		}
 		var c SimConfig
 		if json.Unmarshal(p.Config, &c) != nil {
 			continue
