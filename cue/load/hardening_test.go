@@ -269,7 +269,8 @@ func TestDirectoryRules(t *testing.T) {
 			map[string]string{"env.yaml": okEnv, "traces/t.csv": "second,rate\n0,1\n", "a.yaml": nfrDoc("a", "  memory: {window: 30m}\n")},
 			nil},
 		{"a memory window with a Prometheus source",
-			map[string]string{"env.yaml": okEnv + "  signals: {default: prometheus, prometheus: {url: 'http://p:9090'}}\n", "traces/t.csv": "second,rate\n0,1\n", "a.yaml": nfrDoc("a", "  memory: {window: 2h}\n")},
+			// (On a cluster: the sim world cannot be served by a server.)
+			map[string]string{"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: demo}\nspec:\n  providers: [{name: kubernetes, config: {}}]\n  signals: {default: prometheus, prometheus: {url: 'http://p:9090'}}\n", "a.yaml": nfrDoc("a", "  memory: {window: 2h}\n")},
 			nil},
 		{"a missing trace",
 			map[string]string{"env.yaml": okEnv},
