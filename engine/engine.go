@@ -233,7 +233,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		p.Observed = obs.fingerprintable()
 		p.Specs = e.digests(ds)
 	})
-	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals, peers: peersOf(ds)}
+	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals, DefaultProvider: e.DefaultProvider(), peers: peersOf(ds)}
 
 	var intents []intent.Intent
 	bySpec := map[string]decided{}

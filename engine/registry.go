@@ -88,7 +88,9 @@ type Tick struct {
 	Ctx    context.Context
 	Now    time.Time
 	Source signals.Source
-	cache  map[string]tickResult
+	// DefaultProvider serves a spec's target unless it names one.
+	DefaultProvider string
+	cache           map[string]tickResult
 	// peers are the specs planned with each spec (its group).
 	peers map[string][]spec.Document
 	memo  map[string]any

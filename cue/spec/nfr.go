@@ -255,3 +255,13 @@ func PromQLIsScalar(expr string) bool {
 	e, err := promqlParser.ParseExpr(expr)
 	return err == nil && e.Type() == parser.ValueTypeScalar
 }
+
+// ParsePromQL returns expr as the parser prints it back: without comments
+// or redundant space, safe to embed in a larger query.
+func ParsePromQL(expr string) (string, error) {
+	e, err := promqlParser.ParseExpr(expr)
+	if err != nil {
+		return "", err
+	}
+	return e.String(), nil
+}

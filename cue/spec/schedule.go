@@ -90,6 +90,10 @@ func (s *Schedule) TargetKey(defaultProvider string) string {
 	return p + ":" + s.Spec.Target.Kind + "/" + s.Metadata.Namespace + "/" + s.Spec.Target.Name
 }
 
+// MaxIdleTimeout bounds an idle timeout: activity is looked for over
+// the longest one.
+const MaxIdleTimeout = 24 * time.Hour
+
 // Location is the Schedule's time zone.
 func (s *Schedule) Location() (*time.Location, error) {
 	return LoadLocation(s.Spec.TimeZone)
@@ -120,6 +124,16 @@ func (s *Schedule) Check() []FieldError {
 	sp := s.Spec
 	if _, err := s.Location(); err != nil || sp.TimeZone == "Local" {
 		errs = append(errs, FieldError{Path: "spec.timeZone", Message: fmt.Sprintf("unknown time zone %q", sp.TimeZone), Expected: "an IANA zone such as Europe/Paris or UTC"})
+	}
+	// Activity is looked for over the longest timeout: bounded, so is
+	// the lookback.
+	if d := sp.Idle.After.D(); d > MaxIdleTimeout {
+		errs = append(errs, FieldError{Path: "spec.idle.after", Message: fmt.Sprintf("idle timeout %s is too long", d), Expected: fmt.Sprintf("at most %s", MaxIdleTimeout)})
+	}
+	for i, e := range sp.IdleAfterByTime {
+		if d := e.After.D(); d > MaxIdleTimeout {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.idleAfterByTime.%d.after", i), Message: fmt.Sprintf("idle timeout %s is too long", d), Expected: fmt.Sprintf("at most %s", MaxIdleTimeout)})
+		}
 	}
 	r := sp.Replicas
 	if r.Min > r.Max {

@@ -186,6 +186,11 @@ func PodScrapeTarget(p *corev1.Pod, allowLoopback bool) (t PodTarget, ok bool, e
 		// A pod that is not running may have handed its IP to another.
 		return PodTarget{}, false, nil
 	}
+	if p.Spec.HostNetwork {
+		// Its IP is the node's: the annotations would choose a port of
+		// the node (its kubelet, anything listening there).
+		return PodTarget{}, false, fmt.Errorf("the pod uses the host's network: its address is the node's")
+	}
 	ip, err := netip.ParseAddr(p.Status.PodIP)
 	if err != nil {
 		return PodTarget{}, false, fmt.Errorf("status.podIP %q is not an IP address", p.Status.PodIP)

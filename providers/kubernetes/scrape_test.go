@@ -55,6 +55,11 @@ func TestPodScrapeTarget(t *testing.T) {
 		{"IPv6", annotated("fd00::7", on(AnnotationPort, "9090")), "http://[fd00::7]:9090/metrics", ""},
 		{"IPv4 in IPv6", annotated("::ffff:10.1.2.3", on(AnnotationPort, "9090")), "http://10.1.2.3:9090/metrics", ""},
 		{"the one declared port", annotated("10.1.2.3", on(), 8080), "http://10.1.2.3:8080/metrics", ""},
+		{"host network", func() *corev1.Pod {
+			p := annotated("10.1.2.3", on(AnnotationPort, "10250"))
+			p.Spec.HostNetwork = true
+			return p
+		}(), "", "host's network"},
 		{"not annotated", annotated("10.1.2.3", map[string]string{AnnotationPort: "9090"}), "", ""},
 		{"scrape not exactly true", annotated("10.1.2.3", map[string]string{AnnotationScrape: "True", AnnotationPort: "9090"}), "", ""},
 		{"no IP yet", annotated("", on(AnnotationPort, "9090")), "", ""},

@@ -531,7 +531,7 @@ func (wl *workload) step(s int) {
 	t.begin(s)
 	var conc float64
 	// Those waiting for a pod go first, from the second a pod is ready;
-	// past MaxWait they are refused.
+	// past the gateway's timeout they are refused.
 	if len(wl.pending) > 0 {
 		kept := wl.pending[:0]
 		for _, a := range wl.pending {
@@ -584,7 +584,9 @@ const idleCPU = 0.002
 func (wl *workload) serve(a arrival, at float64) float64 {
 	p := wl.readyPods[wl.rng.IntN(len(wl.readyPods))]
 	service := a.cost * wl.svc
-	finish, ok := p.free.take(at, service, a.at+wl.maxWait)
+	// A pod's own queue refuses past MaxWait from when the request
+	// reached it (the gateway's hold, if any, came before).
+	finish, ok := p.free.take(at, service, at+MaxWait)
 	if !ok {
 		p.failed++
 		wl.tracker.dropped()

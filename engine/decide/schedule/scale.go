@@ -64,14 +64,14 @@ func Recommend(current int, triggers []Trigger, readings []Reading, tolerance fl
 		switch t.Type {
 		case Value:
 			ratio = r.Value / t.Target
-			n = int(math.Ceil(float64(max(current, 1)) * ratio))
+			n = count(float64(max(current, 1)) * ratio)
 		default: // AverageValue
 			if current > 0 {
 				ratio = r.Value / float64(current) / t.Target
 			} else {
 				ratio = math.Inf(1)
 			}
-			n = int(math.Ceil(r.Value / t.Target))
+			n = count(r.Value / t.Target)
 		}
 		if current > 0 && math.Abs(ratio-1) <= tolerance {
 			n = current
@@ -88,6 +88,17 @@ func Recommend(current int, triggers []Trigger, readings []Reading, tolerance fl
 		rec = current
 	}
 	return rec, strings.Join(parts, "; ")
+}
+
+// maxCount bounds a recommendation before it becomes an int: a huge
+// value (or a tiny target) is "as many as allowed", never an overflow.
+const maxCount = 1 << 30
+
+func count(f float64) int {
+	if f >= maxCount {
+		return maxCount
+	}
+	return int(math.Ceil(f))
 }
 
 func describe(r Reading) string {
@@ -421,16 +432,27 @@ func Decide(in Input) (int, History, string) {
 }
 
 // Compact shortens a window's history without changing what Stabilize
-// makes of it: of consecutive recommendations with one count only the
-// latest matters (it stays in every window at least as long). Past max
-// entries, the oldest go.
+// makes of it: a recommendation matters only while it can be the largest
+// of the scale-down window or the smallest of the scale-up window, that
+// is, while no later one is at least as large (resp. at least as small):
+// a later one stays in every window at least as long. What is left is a
+// descending and an ascending run, at most two entries per count. Past
+// maxN entries (counts over thousands of values), the oldest go.
 func Compact(recs []Recommendation, maxN int) []Recommendation {
+	keep := make([]bool, len(recs))
+	hi, lo := math.MinInt, math.MaxInt // over the later entries
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i].Replicas
+		if r > hi || r < lo {
+			keep[i] = true
+		}
+		hi, lo = max(hi, r), min(lo, r)
+	}
 	out := recs[:0:0]
 	for i, r := range recs {
-		if i+1 < len(recs) && recs[i+1].Replicas == r.Replicas {
-			continue
+		if keep[i] {
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
 	if len(out) > maxN {
 		out = out[len(out)-maxN:]

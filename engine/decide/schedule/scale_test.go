@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -204,6 +205,50 @@ func TestDecideCombines(t *testing.T) {
 			Triggers: avg, Readings: c.readings, Tolerance: 0.1, Behavior: b})
 		if got != c.want {
 			t.Errorf("%s: %d, want %d (%s)", c.name, got, c.want, why)
+		}
+	}
+}
+
+// TestCompactChangesNothing: over random histories, Stabilize gives the
+// same count from the compacted history as from the whole one, at every
+// later time, and the compacted history holds at most two entries per
+// count.
+func TestCompactChangesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for run := 0; run < 200; run++ {
+		var full []Recommendation
+		at := t0
+		for i := 0; i < 300; i++ {
+			at = at.Add(time.Duration(1+rng.IntN(20)) * time.Second)
+			full = append(full, Recommendation{At: at, Replicas: 1 + rng.IntN(12)})
+		}
+		short := Compact(full, 1000)
+		if len(short) > 2*12 {
+			t.Fatalf("run %d: %d entries kept for 12 counts", run, len(short))
+		}
+		for _, later := range []time.Duration{0, 30 * time.Second, 2 * time.Minute, 5 * time.Minute, 20 * time.Minute} {
+			now := at.Add(later)
+			for cur := 1; cur <= 12; cur += 3 {
+				for des := 1; des <= 12; des += 4 {
+					a, _ := Stabilize(now, cur, des, 3*time.Minute, 5*time.Minute, full)
+					b, _ := Stabilize(now, cur, des, 3*time.Minute, 5*time.Minute, short)
+					if a != b {
+						t.Fatalf("run %d, +%s, %d → %d: %d from the whole history, %d compacted", run, later, cur, des, a, b)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRecommendHugeValues: a value far beyond any count (or a tiny
+// target) recommends as many as allowed, never an overflowed negative.
+func TestRecommendHugeValues(t *testing.T) {
+	for _, tr := range []Trigger{{Name: "a", Type: AverageValue, Target: 1e-9}, {Name: "v", Type: Value, Target: 1}} {
+		rec, why := Recommend(2, []Trigger{tr}, []Reading{{Value: 1e19, OK: true}}, 0.1)
+		if rec != maxCount {
+			t.Errorf("%s: %d (%s); want %d", tr.Type, rec, why, maxCount)
 		}
 	}
 }

@@ -143,17 +143,43 @@ func TestBesideAnNFR(t *testing.T) {
 		}
 	})
 	t.Run("idle, keepWarm: the NFR's bound stays", func(t *testing.T) {
-		e, now := simWorld(t, 4, ", keepWarm: true", `{after: 5m, grace: 0s, activity: "vector(0)"}`)
+		e, now := simWorld(t, 1, ", keepWarm: true", `{after: 5m, grace: 0s, activity: "vector(0)"}`)
 		p := e.Plan(context.Background(), now, state.New(), nil)
-		if c := change(p, apiAddr, workload.Replicas); c != nil && c.Wanted == "0" {
-			t.Fatalf("%s → %s: want it kept warm", c.From, c.To)
+		c := replicasChange(t, p)
+		if c.Wanted == "0" || c.To == "1" || contributor(c, "NFR") == nil && c.Spec != "NFR/shop/api" {
+			t.Fatalf("%s → %s (wanted %s, by %s): want the NFR's bound above 1", c.From, c.To, c.Wanted, c.Spec)
+		}
+		warm := false
+		for _, n := range p.Notes {
+			warm = warm || strings.Contains(n.Message, "kept warm by NFR/shop/api")
+		}
+		if !warm && !strings.Contains(c.Reason, "kept warm by NFR/shop/api") {
+			t.Errorf("nothing says it is kept warm: %+v %s", p.Notes, c.Reason)
+		}
+	})
+	t.Run("asleep at 0: the NFR does not wake it", func(t *testing.T) {
+		// Its signals say it needs pods even at 0 (as a Prometheus
+		// server's would, from what is in front of it).
+		e, now := simWorld(t, 4, "}\n  signals: {rps: \"vector(300)\", cpu: \"vector(3000)\"", `{after: 5m, grace: 0s, activity: "vector(0)"}`)
+		st := state.New()
+		for i := 0; i < 3; i++ {
+			at := now.Add(time.Duration(i) * 10 * time.Second)
+			p := e.Plan(context.Background(), at, st, nil)
+			e.Apply(context.Background(), at, p, st)
+			if c := change(p, apiAddr, workload.Replicas); i > 0 && c != nil && c.Held == nil {
+				t.Fatalf("tick %d: %s → %s (%s): want it left asleep", i, c.From, c.To, c.Reason)
+			}
 		}
 	})
 	t.Run("wake-up: not delayed by the NFR's window", func(t *testing.T) {
-		e, now := simWorld(t, 0, "}\n  safety: {scaleUp: stable", `{after: 5m, grace: 0s, activity: "vector(1)"}`)
+		// The NFR's own increase waits for its stability window.
+		e, now := simWorld(t, 0, "}\n  safety: {scaleUp: stable}\n  signals: {rps: \"vector(300)\", cpu: \"vector(3000)\"", `{after: 5m, grace: 0s, activity: "vector(1)"}`)
 		c := replicasChange(t, e.Plan(context.Background(), now, state.New(), nil))
 		if c.From != "0" || c.To == "0" || c.Held != nil {
 			t.Fatalf("%s → %s held %v: want the wake-up applied now", c.From, c.To, c.Held)
+		}
+		if contributor(c, "NFR") == nil {
+			t.Fatalf("%+v: want the NFR contributing (its window holds its own increase)", c)
 		}
 	})
 }

@@ -69,10 +69,9 @@ func (p Policy) Evaluate(in gate.Input, prev json.RawMessage) (gate.Verdict, jso
 	if cur == 0 || des == 0 {
 		// Sleep and wake are the schedule's; the windows start afresh
 		// from the next count it runs at.
-		m.Recommendations = nil
-		if des != cur {
-			m.Pass = &Pass{From: cur, To: des}
-		}
+		// Nor do they count in the change log: the HPA never sees
+		// KEDA's activations either.
+		m.Recommendations, m.Pass = nil, nil
 		return v, save(m)
 	}
 	stab, recs := schedule.Stabilize(in.Now, cur, des, p.Behavior.Up.Stabilization, p.Behavior.Down.Stabilization, m.Recommendations)

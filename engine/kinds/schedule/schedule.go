@@ -50,7 +50,7 @@ const (
 
 // maxLookback bounds how far back activity is looked for, whatever the
 // timeouts say.
-const maxLookback = 24 * time.Hour
+const maxLookback = spec.MaxIdleTimeout + time.Minute
 
 type decider struct{}
 
@@ -111,6 +111,10 @@ func current(o providers.Object) int {
 type groupDecision struct {
 	zero     map[string]schedule.Zero
 	activity map[string]activitySeen
+	// unknown is why some member's activity could not be read: nothing
+	// of the group sleeps then (a dependency's activity is its
+	// dependents').
+	unknown string
 }
 
 type activitySeen struct {
@@ -124,7 +128,13 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	s := doc.(*spec.Schedule)
 	id := s.ID()
 	wAddr := reads[0]
-	for _, a := range reads[:min(2, len(reads))] {
+	// The workload and its HPA must have been read (an HPA that could not
+	// be read is not one that does not exist); a dependency that could
+	// not be read is a dependency without ready replicas.
+	for i, a := range reads {
+		if i > 0 && a.Kind != workload.HPA {
+			break
+		}
 		if why, failed := obs.Failed[a]; failed {
 			return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", a, why)}}
 		}
@@ -152,18 +162,22 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	// Every member of a group has the same peers, in one order: the first
 	// names the group's decision.
 	peers := t.Peers(id)
-	gd := t.Memo("schedule-group:"+peers[0].Head().ID(), func() any { return decideGroup(t, peers, reads[0].Provider, obs) }).(*groupDecision)
+	def := t.DefaultProvider
+	gd := t.Memo("schedule-group:"+peers[0].Head().ID(), func() any { return decideGroup(t, peers, def, obs, st) }).(*groupDecision)
 	z := gd.zero[id]
 	var notes, errs []plan.Note
-	if a := gd.activity[id]; a.err != "" {
+	a := gd.activity[id]
+	if a.err != "" {
 		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: s.Src.PosOf("spec.idle"), Message: "activity: " + a.err + "; the workload is not put to sleep on missing data"})
-		if z.Idle {
-			// No data is not idleness: hold where it is.
-			z.Idle, z.Proposed = false, current(w)
-			z.Why = "activity unknown (" + a.err + "): holding"
-		}
 	}
-	keptWarmBy := keepWarm(t, id, wAddr, reads[0].Provider)
+	if z.Idle && gd.unknown != "" {
+		// No data is not idleness, for this workload nor for what its
+		// activity keeps awake: hold where it is.
+		z.Idle, z.Proposed = false, current(w)
+		z.Why = "activity unknown (" + gd.unknown + "): holding"
+	}
+	recordActivity(st, attr, a.at)
+	keptWarmBy := keepWarm(t, id, wAddr, def)
 	cur := current(w)
 	sp := s.Spec
 	rec, trig := -1, ""
@@ -191,13 +205,15 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	if trig != "" {
 		why += "; triggers: " + trig + fmt.Sprintf("; raw %d", want)
 	}
-	sleep := z.Idle && want == 0
+	// At 0 while idle or waiting for its dependencies, it stays at 0:
+	// other specs' minimums yield to that as to the sleep itself.
+	sleep := want == 0 && (z.Idle || len(z.Waiting) > 0)
 	if sleep && keptWarmBy != "" {
 		want, sleep = max(want, 1, cur), false
 		why += "; kept warm by " + keptWarmBy + " (throughput.keepWarm)"
 	}
 	adopted := recordAdoption(st, attr, t.Now)
-	if graceEnd := adopted.Add(sp.Idle.Grace.D()); sleep && cur > 0 && t.Now.Before(graceEnd) {
+	if graceEnd := adopted.Add(sp.Idle.Grace.D()); z.Idle && want < cur && t.Now.Before(graceEnd) {
 		// What it has not seen yet (activity before setpoint came)
 		// could still show up: no sleep in the grace period.
 		want, sleep = cur, false
@@ -218,7 +234,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		// Knative's autoscaler sizes the service between the bounds:
 		// min-scale is the Schedule's floor (atStart awake, min idle),
 		// max-scale its ceiling.
-		if !z.Idle && len(z.Waiting) == 0 {
+		if !z.Idle && len(z.Waiting) == 0 && gd.unknown == "" {
 			want = min(max(want, sp.Replicas.AtStart), sp.Replicas.Max)
 		}
 		it := base
@@ -232,7 +248,8 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		// The HPA sizes it while it runs; the Schedule moves it only
 		// between 0 and atStart (the HPA is inactive at 0), as KEDA does.
 		switch {
-		case sleep && cur > 0:
+		case sleep:
+			// Also at 0: nothing else may raise it while it sleeps.
 			its = append(its, withValue(base, 0, true))
 		case cur == 0 && want > 0:
 			its = append(its, withValue(base, want, false))
@@ -243,7 +260,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		its = append(its, withValue(base, want, sleep))
 	default:
 		// Without triggers it only sleeps, wakes and keeps [min, max].
-		if want != cur {
+		if want != cur || sleep {
 			its = append(its, withValue(base, want, sleep))
 		}
 	}
@@ -289,6 +306,35 @@ func keepWarm(t *engine.Tick, id string, w addrs.Object, def string) string {
 	return ""
 }
 
+// activityKey keeps the last activity seen, in the state entry of the
+// attribute a Schedule writes: a restarted process, or a store that has
+// not refilled its history, does not take an active workload for idle.
+const activityKey = "schedule.activity"
+
+// remembered is the last activity the state has for the attribute.
+func remembered(st *state.State, a addrs.Attr) time.Time {
+	var at time.Time
+	if e, ok := st.Lookup(a); ok {
+		if b, ok := e.Policy[activityKey]; ok && json.Unmarshal(b, &at) == nil {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// recordActivity keeps the later of at and what the state has.
+func recordActivity(st *state.State, a addrs.Attr, at time.Time) {
+	if at.IsZero() || !at.After(remembered(st, a)) {
+		return
+	}
+	e := st.Entry(a)
+	if e.Policy == nil {
+		e.Policy = map[string]json.RawMessage{}
+	}
+	b, _ := json.Marshal(at.UTC())
+	e.Policy[activityKey] = b
+}
+
 // recordAdoption returns when setpoint first planned the attribute,
 // recording now if it never did.
 func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
@@ -309,7 +355,7 @@ func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
 // one's activity (its query, or the gateway's grouped counter, and the
 // provider's annotation), its dependencies' readiness, then
 // schedule.DecideZero over all of them.
-func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.Observation) *groupDecision {
+func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.Observation, st *state.State) *groupDecision {
 	gd := &groupDecision{activity: map[string]activitySeen{}}
 	var scheds []*spec.Schedule
 	var longest time.Duration
@@ -338,10 +384,16 @@ func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.O
 		if err != nil {
 			loc = time.UTC // validation refuses it; never panic on it
 		}
-		seen := activityOf(t, s, o, lookback, step)
+		seen := activityOf(t, s, o, remembered(st, writes(s, w)), lookback, step)
 		gd.activity[s.ID()] = seen
+		if seen.err != "" && gd.unknown == "" {
+			gd.unknown = s.ID() + ": " + seen.err
+		}
 		wl := schedule.Workload{Name: s.ID(), Activity: seen.at, Current: current(o), Ready: count(o, workload.ReadyReplicas),
-			Min: sp.Replicas.Min, AtStart: sp.Replicas.AtStart, Idle: sp.Idle.After.D(), Loc: loc, Gradual: sp.Idle.Gradual}
+			Min: sp.Replicas.Min, AtStart: sp.Replicas.AtStart, Idle: sp.Idle.After.D(), Loc: loc,
+			// Beside an HPA it writes only 0 and atStart: a step to 1
+			// would never be taken, and it would never sleep.
+			Gradual: sp.Idle.Gradual && !hasHPA(w, obs)}
 		for _, e := range sp.IdleAfterByTime {
 			if tod, err := schedule.ParseTimeOfDay(e.From); err == nil {
 				wl.ByTime = append(wl.ByTime, schedule.TimeoutFrom{From: tod, After: e.After.D()})
@@ -376,6 +428,15 @@ func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.O
 	return gd
 }
 
+// hasHPA reports whether a Deployment has an HPA of its name.
+func hasHPA(w addrs.Object, obs engine.Observation) bool {
+	if w.Kind != workload.Deployment {
+		return false
+	}
+	w.Kind = workload.HPA
+	return obs.Objects[w].Exists
+}
+
 // longestTimeout is the longest idle timeout a Schedule ever has in force.
 func longestTimeout(s *spec.Schedule) time.Duration {
 	l := s.Spec.Idle.After.D()
@@ -394,10 +455,23 @@ func stepFor(lookback time.Duration) time.Duration {
 // ActivityQuery is the PromQL that finds the last activity: the latest
 // evaluation time, over lookback at step, at which expr was above 0.
 func ActivityQuery(expr string, lookback, step time.Duration) string {
+	return fmt.Sprintf("max_over_time(timestamp(%s > 0)[%s:%s])", wrappable(expr), promDuration(lookback), promDuration(step))
+}
+
+// NowQuery is above 0 for each series of expr that is above 0 now.
+func NowQuery(expr string) string { return wrappable(expr) + " > 0" }
+
+// wrappable is expr as one parenthesised vector expression: re-printed
+// by the parser (no comment can swallow what follows it), a scalar made
+// a vector.
+func wrappable(expr string) string {
+	if e, err := spec.ParsePromQL(expr); err == nil {
+		expr = e
+	}
 	if spec.PromQLIsScalar(expr) {
 		expr = "vector(" + expr + ")"
 	}
-	return fmt.Sprintf("max_over_time(timestamp((%s) > 0)[%s:%s])", expr, promDuration(lookback), promDuration(step))
+	return "(" + expr + ")"
 }
 
 // defaultActivity is the gateway's counter over a range of at least the
@@ -414,41 +488,53 @@ func promDuration(d time.Duration) string {
 	return fmt.Sprintf("%ds", int(d/time.Second))
 }
 
-// activityOf is a Schedule's last activity: the latest of its query's
-// and the provider's signal. A query that fails is an error said in the
-// plan (and the workload is not put to sleep on it); a query with no
-// activity in the lookback is no activity.
-func activityOf(t *engine.Tick, s *spec.Schedule, o providers.Object, lookback, step time.Duration) activitySeen {
-	var seen activitySeen
+// activityOf is a Schedule's last activity: the latest of the provider's
+// signal, the activity remembered in the state (a restarted process, or
+// a store that has not refilled yet), the latest lookback step the query
+// was above 0, and now if it is above 0 now (the lookback knows activity
+// only to its step; a request must wake a workload at once). A query
+// that fails is an error said in the plan (nothing is put to sleep on
+// it); a query with no activity in the lookback is no activity.
+func activityOf(t *engine.Tick, s *spec.Schedule, o providers.Object, remembered time.Time, lookback, step time.Duration) activitySeen {
+	seen := activitySeen{at: remembered}
 	if a, ok := o.Annotations[ActivityAnnotation]; ok {
-		if at, err := time.Parse(time.RFC3339Nano, a); err == nil && !at.After(t.Now) {
+		if at, err := time.Parse(time.RFC3339Nano, a); err == nil && !at.After(t.Now) && at.After(seen.at) {
 			seen.at = at
 		}
 	}
-	var v float64
-	var found bool
-	if s.Spec.Idle.Activity != "" {
-		r, err := t.Query(ActivityQuery(s.Spec.Idle.Activity, lookback, step))
-		switch {
-		case err != nil:
-			seen.err = err.Error()
-		case len(r.Samples) > 0:
-			for _, smp := range r.Samples {
-				v, found = max(v, smp.Value), true
-			}
+	expr, grouped := s.Spec.Idle.Activity, false
+	if expr == "" {
+		expr, grouped = defaultActivity(step), true
+	}
+	key := s.Metadata.Namespace + "/" + s.Spec.Target.Name
+	// latest reads one query's answer for this workload: the largest
+	// value of its series (the grouped default: this workload's).
+	latest := func(q string) (float64, bool, error) {
+		if grouped {
+			m, _, err := t.By(q, "namespace", "service")
+			v, ok := m[key]
+			return v, ok, err
 		}
-	} else {
-		m, _, err := t.By(ActivityQuery(defaultActivity(step), lookback, step), "namespace", "service")
-		if err != nil {
-			seen.err = err.Error()
-		} else {
-			v, found = m[s.Metadata.Namespace+"/"+s.Spec.Target.Name]
+		r, err := t.Query(q)
+		var v float64
+		found := false
+		for _, smp := range r.Samples {
+			v, found = max(v, smp.Value), true
 		}
+		return v, found, err
+	}
+	v, found, err := latest(ActivityQuery(expr, lookback, step))
+	if err != nil {
+		seen.err = err.Error()
+		return seen
 	}
 	if found && !math.IsNaN(v) && !math.IsInf(v, 0) && v > 0 {
 		if at := time.UnixMilli(int64(v * 1000)); at.After(seen.at) && !at.After(t.Now) {
 			seen.at = at
 		}
+	}
+	if _, active, err := latest(NowQuery(expr)); err == nil && active {
+		seen.at = t.Now
 	}
 	return seen
 }

@@ -2,6 +2,7 @@ package schedulekind_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -18,6 +19,7 @@ import (
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	schedulekind "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
 	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
@@ -500,5 +502,68 @@ func TestOffRestores(t *testing.T) {
 	c := change(off.apply(t, t0.Add(time.Minute)), a, workload.Replicas)
 	if c == nil || c.To != "3" || !c.Restore {
 		t.Fatalf("%+v; want the user's 3 restored", c)
+	}
+}
+
+// TestActivityRemembered: activity seen once is kept in the state, so a
+// restarted process whose store has no history yet (here: the provider's
+// signal gone) does not take the workload for idle within its timeout.
+func TestActivityRemembered(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, lastActivity(t0))
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	f.plan(t, t0.Add(time.Minute))
+	o := f.objs.objs[a]
+	o.Annotations = nil
+	f.objs.objs[a] = o
+	if c := change(f.plan(t, t0.Add(4*time.Minute)), a, workload.Replicas); c != nil {
+		t.Fatalf("%s → %s (%s): want it awake on the remembered activity", c.From, c.To, c.Reason)
+	}
+	if c := change(f.plan(t, t0.Add(6*time.Minute)), a, workload.Replicas); c == nil || c.To != "0" {
+		t.Fatalf("%+v: want asleep once the remembered activity is 5m old", c)
+	}
+}
+
+// failing is a signal source that fails every query naming the gateway.
+type failing struct{ signals.Source }
+
+func (f failing) Query(ctx context.Context, expr string, at time.Time) (signals.Result, error) {
+	if strings.Contains(expr, "gateway") {
+		return signals.Result{}, errors.New("connection refused")
+	}
+	return f.Source.Query(ctx, expr, at)
+}
+
+// TestActivityUnknownHolds: when api's activity cannot be read nothing
+// of its group sleeps: not api, nor db, whose activity is api's too (its
+// own query answers: never active), and the plan says why.
+func TestActivityUnknownHolds(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, nil)
+	b, db := deployment("shop", "db", 1, 1, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d, b: db}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 5m, grace: 0s}
+  dependsOn: [db]
+  enforcement: {replicas: enforce}
+`), `apiVersion: setpoint.dev/v1alpha1
+kind: Schedule
+metadata: {name: db, namespace: shop}
+spec:
+  target: {kind: Deployment, name: db}
+  idle: {after: 1m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`)
+	f.e.Signals = failing{f.e.Signals}
+	p := f.plan(t, t0.Add(time.Hour))
+	if len(p.Changes)+len(p.Held) != 0 {
+		t.Fatalf("changes %+v %+v: want nothing put to sleep", p.Changes, p.Held)
+	}
+	said := false
+	for _, n := range p.Notes {
+		said = said || strings.Contains(n.Message, "connection refused") && n.Spec == "Schedule/shop/api"
+	}
+	if !said {
+		t.Errorf("notes %+v: want the outage said", p.Notes)
 	}
 }

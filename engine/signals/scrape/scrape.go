@@ -224,6 +224,15 @@ func (s *Scraper) ingest(body []byte, ctype string, own labels.Labels, ts int64)
 		if tsp != nil {
 			t = *tsp
 		}
+		if t > ts+maxFuture.Milliseconds() || t < ts-maxPast.Milliseconds() {
+			// A target's own timestamp far from the scrape's: the store
+			// would move its time (and drop what it holds) for it.
+			dropped++
+			continue
+		}
+		if kept >= MaxSamplesPerTarget {
+			return kept, dropped, fmt.Errorf("over %d samples of requested metrics in one scrape", MaxSamplesPerTarget)
+		}
 		if _, err := s.Store.AppendScraped(builder.Labels(), t, v); err != nil {
 			dropped++
 			continue
@@ -231,6 +240,15 @@ func (s *Scraper) ingest(body []byte, ctype string, own labels.Labels, ts int64)
 		kept++
 	}
 }
+
+// Bounds on what one target's scrape may put in the store: timestamps
+// near the scrape's own, and a number of samples (as Prometheus'
+// sample_limit, the target counts as down beyond it).
+const (
+	maxFuture           = time.Minute
+	maxPast             = 10 * time.Minute
+	MaxSamplesPerTarget = 100_000
+)
 
 func hostOf(url string) string {
 	rest := url

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 )
 
@@ -154,3 +156,28 @@ func usage() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestForeignTimestamps: a target exposing samples a day ahead (or an
+// hour behind) does not move the store's time, so what it holds stays.
+func TestForeignTimestamps(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	ahead, behind := now.Add(24*time.Hour).UnixMilli(), now.Add(-time.Hour).UnixMilli()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "x 1 %d\nx{a=\"old\"} 2 %d\ny 3\n", ahead, behind)
+	}))
+	defer srv.Close()
+	store := embedded.NewStore(0)
+	store.Request("x", "y", "kept")
+	if _, err := store.Append(labelsOf("kept"), now.Add(-time.Minute).UnixMilli(), 7); err != nil {
+		t.Fatal(err)
+	}
+	res := (&Scraper{Store: store}).Once(context.Background(), []Target{{URL: srv.URL, Job: "j"}}, now)
+	if !res[0].Up || res[0].Kept != 1 || res[0].Dropped != 2 {
+		t.Fatalf("result %+v: want y kept, both foreign x dropped", res[0])
+	}
+	if got := query(t, store, "kept", now); len(got) != 1 {
+		t.Fatalf("the store lost what it held: %v", got)
+	}
+}
+
+func labelsOf(name string) labels.Labels { return labels.FromStrings("__name__", name) }
