@@ -1,0 +1,210 @@
+package fleet
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+
+// dims are the reference's two: connections and partitions.
+var dims = []Dimension{{Name: "connections", PerInstance: 3000, PerNode: 1000}, {Name: "partitions", PerInstance: 1000, PerNode: 500}}
+
+func TestRounding(t *testing.T) {
+	for _, c := range []struct {
+		fn      func(int, bool) int
+		name    string
+		in      int
+		multiAZ bool
+		want    int
+	}{
+		{RestrictedCeiling, "ceiling 31 multi-AZ", 31, true, 30},
+		{RestrictedCeiling, "ceiling 30 multi-AZ", 30, true, 30},
+		{RestrictedCeiling, "ceiling 2 multi-AZ", 2, true, 0},
+		{RestrictedCeiling, "ceiling 31", 31, false, 31},
+		{RestrictedFloor, "floor 4 multi-AZ", 4, true, 6},
+		{RestrictedFloor, "floor 6 multi-AZ", 6, true, 6},
+		{RestrictedFloor, "floor 0 multi-AZ", 0, true, 0},
+		{RestrictedFloor, "floor 4", 4, false, 4},
+		{StepSize, "step 2 multi-AZ", 2, true, 3},
+		{StepSize, "step 3 multi-AZ", 3, true, 3},
+		{StepSize, "step 4 multi-AZ", 4, true, 6},
+		{StepSize, "step 2", 2, false, 2},
+	} {
+		if got := c.fn(c.in, c.multiAZ); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func cluster(nodes int, conn, part float64) Cluster {
+	return Cluster{Name: "c1", Cloud: "aws", Region: "us-east-1", MultiAZ: true, Nodes: nodes, Floor: 3, Ceiling: 31, WorkloadMinimum: 3, Step: 2,
+		Remaining: map[string]float64{"connections": conn, "partitions": part}, Status: Ready}
+}
+
+// TestDecideCluster: multi-AZ, ceiling 31 → 30, floor 3, step 2 → 3,
+// workload minimum 3; an instance needs 3000 connections and 1000
+// partitions; a step frees 3 × 1000 = 3000 connections and 3 × 500 =
+// 1500 partitions.
+func TestDecideCluster(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		c      Cluster
+		status Status
+		action Action
+		nodes  int
+		why    string
+	}{
+		{"both short: up by the rounded step", cluster(9, 2999, 999), ScalingUp, ScaleUp, 12, "scale up 9 → 12"},
+		{"one short is enough to scale up", cluster(9, 2999, 5000), ScalingUp, ScaleUp, 12, "connections 2999 < 3000"},
+		{"exactly one instance's need is capacity", cluster(9, 3000, 1000), Ready, None, 9, "none to spare"},
+		{"a step would cross the ceiling: 28 + 3 > 30", func() Cluster { c := cluster(28, 0, 0); c.MultiAZ = false; c.Ceiling = 30; c.Step = 3; return c }(), ScalingUp, None, 28, "> restricted ceiling 30"},
+		{"at the restricted ceiling: full", cluster(30, 0, 0), Full, None, 30, "full"},
+		{"over the restricted ceiling: full", cluster(31, 0, 0), Full, None, 31, "full"},
+		{"27 + 3 = 30 reaches it", cluster(27, 0, 0), ScalingUp, ScaleUp, 30, "scale up 27 → 30"},
+		{"all spare: down by a step", cluster(12, 3001, 1501), Ready, ScaleDown, 9, "scale down 12 → 9"},
+		{"one not spare: no scale down", cluster(12, 3001, 1500), Ready, None, 12, "none to spare"},
+		{"down to the workload minimum is not above it", func() Cluster { c := cluster(9, 1e6, 1e6); c.WorkloadMinimum = 6; return c }(), Ready, None, 9, "not above the workload minimum 6"},
+		{"at the workload minimum: no scale down", func() Cluster { c := cluster(6, 1e6, 1e6); c.WorkloadMinimum = 6; return c }(), Ready, None, 6, "6 nodes is not above the workload minimum 6"},
+		{"down to the restricted floor is not above it: floor 4 → 6", func() Cluster { c := cluster(9, 1e6, 1e6); c.Floor = 4; c.WorkloadMinimum = 0; return c }(), Ready, None, 9, "not above the restricted floor 6"},
+		{"down to 3 multi-AZ, floor and minimum below", func() Cluster { c := cluster(6, 1e6, 1e6); c.Floor = 0; c.WorkloadMinimum = 0; return c }(), Ready, ScaleDown, 3, "scale down 6 → 3"},
+		{"below 3 multi-AZ", func() Cluster {
+			c := cluster(3, 1e6, 1e6)
+			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = true, 0, 0, 1
+			return c
+		}(), Ready, None, 3, "not above"},
+		{"single-AZ down to 1", func() Cluster {
+			c := cluster(2, 1e6, 1e6)
+			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = false, 0, 0, 1
+			return c
+		}(), Ready, ScaleDown, 1, "scale down 2 → 1"},
+		{"single-AZ never to 0", func() Cluster {
+			c := cluster(1, 1e6, 1e6)
+			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = false, 0, -1, 1
+			return c
+		}(), Ready, None, 1, "0 after the step is not above the restricted floor 0"},
+		{"in progress: status, no action", func() Cluster { c := cluster(9, 0, 0); c.InProgress = true; return c }(), ScalingUp, None, 9, "in progress"},
+		{"failed: nothing", func() Cluster { c := cluster(9, 0, 0); c.Status = Failed; return c }(), Failed, None, 9, "failed"},
+	} {
+		d := DecideCluster(t0, c.c, dims)
+		if d.Status != c.status || d.Action != c.action || d.Nodes != c.nodes || !strings.Contains(d.Why, c.why) {
+			t.Errorf("%s: %s %q %d (%s); want %s %q %d (%q)", c.name, d.Status, d.Action, d.Nodes, d.Why, c.status, c.action, c.nodes, c.why)
+		}
+	}
+}
+
+// TestMissingHoldsEverything: a dimension missing or NaN holds every
+// action and leaves the status as it was.
+func TestMissingHoldsEverything(t *testing.T) {
+	for _, rem := range []map[string]float64{{"connections": 0}, {"connections": 0, "partitions": math.NaN()}, {"connections": math.Inf(1), "partitions": 0}} {
+		c := cluster(9, 0, 0)
+		c.Remaining = rem
+		c.Status = Full
+		d := DecideCluster(t0, c, dims)
+		if d.Action != None || d.Hold == "" || d.Status != Full {
+			t.Errorf("%v: %+v; want held, status kept", rem, d)
+		}
+	}
+}
+
+func TestPlanClusters(t *testing.T) {
+	east, west := Place{"aws", "us-east-1"}, Place{"aws", "us-west-2"}
+	p := PlanClusters([]Place{east, west, {"gcp", "europe-west1"}}, []Member{
+		{Name: "e1", Place: east, Status: Full},
+		{Name: "e2", Place: east, Status: Failed},
+		{Name: "w1", Place: west, Status: Full},
+		{Name: "w2", Place: west, Status: Ready},
+		{Name: "w3", Place: west, Status: Ready, Empty: true},
+		{Name: "w4", Place: west, Status: Ready, Empty: true},
+	})
+	want := map[Place]bool{east: true, {"gcp", "europe-west1"}: true}
+	if len(p.Create) != 2 || !want[p.Create[0]] || !want[p.Create[1]] {
+		t.Errorf("creates %v: want us-east-1 (all full or failed) and europe-west1 (none)", p.Create)
+	}
+	// Three ready in us-west-2, two empty: both go, w2 stays.
+	if strings.Join(p.Delete, ",") != "w3,w4" {
+		t.Errorf("deletes %v: want w3, w4", p.Delete)
+	}
+	// Two empty ready, nothing else ready: one goes, one stays.
+	p = PlanClusters(nil, []Member{{Name: "a", Place: west, Status: Ready, Empty: true}, {Name: "b", Place: west, Status: Ready, Empty: true}})
+	if strings.Join(p.Delete, ",") != "a" {
+		t.Errorf("deletes %v: want only a (b is the last ready)", p.Delete)
+	}
+	// A sibling that is full, not ready: no delete.
+	p = PlanClusters(nil, []Member{{Name: "a", Place: west, Status: Ready, Empty: true}, {Name: "b", Place: west, Status: Full}})
+	if len(p.Delete) != 0 {
+		t.Errorf("deletes %v: want none (no ready sibling)", p.Delete)
+	}
+	// A sibling in another region does not count.
+	p = PlanClusters(nil, []Member{{Name: "a", Place: west, Status: Ready, Empty: true}, {Name: "b", Place: east, Status: Ready}})
+	if len(p.Delete) != 0 {
+		t.Errorf("deletes %v: want none (the ready sibling is elsewhere)", p.Delete)
+	}
+	// One being provisioned: no second create.
+	p = PlanClusters([]Place{east}, []Member{{Name: "e1", Place: east, Status: Full}, {Name: "e3", Place: east, Status: Provisioning}})
+	if len(p.Create) != 0 {
+		t.Errorf("creates %v: want none while one is provisioning", p.Create)
+	}
+}
+
+// TestProperties: over random fleets, a place never loses its last ready
+// cluster, a step never crosses the restricted floor or ceiling, and no
+// cluster gets two actions.
+func TestProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	statuses := []Status{Ready, Full, Failed, Provisioning, ScalingUp}
+	for run := 0; run < 2000; run++ {
+		var places []Place
+		var cs []Cluster
+		for p := 0; p < 1+rng.IntN(4); p++ {
+			pl := Place{"aws", string(rune('a' + p))}
+			places = append(places, pl)
+			for i := 0; i < rng.IntN(5); i++ {
+				c := Cluster{Name: pl.Region + string(rune('0'+i)), Cloud: pl.Cloud, Region: pl.Region, MultiAZ: rng.IntN(2) == 0,
+					Nodes: rng.IntN(40), Floor: rng.IntN(10), Ceiling: 5 + rng.IntN(40), WorkloadMinimum: rng.IntN(10), Step: 1 + rng.IntN(5),
+					Remaining:  map[string]float64{"connections": float64(rng.IntN(20000)), "partitions": float64(rng.IntN(6000))},
+					Instances:  float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0,
+					InProgress: rng.IntN(5) == 0, Status: statuses[rng.IntN(len(statuses))]}
+				cs = append(cs, c)
+			}
+		}
+		r := Decide(t0, places, cs, dims)
+		deleted := map[string]bool{}
+		for _, n := range r.Plan.Delete {
+			deleted[n] = true
+		}
+		readyLeft := map[Place]int{}
+		readyBefore := map[Place]int{}
+		for _, c := range cs {
+			d := r.Clusters[c.Name]
+			pl := Place{c.Cloud, c.Region}
+			if d.Status == Ready {
+				readyBefore[pl]++
+				if !deleted[c.Name] {
+					readyLeft[pl]++
+				}
+			}
+			switch d.Action {
+			case ScaleUp:
+				if d.Nodes > d.Ceiling || c.InProgress {
+					t.Fatalf("run %d: %s up to %d over ceiling %d (in progress %v)", run, c.Name, d.Nodes, d.Ceiling, c.InProgress)
+				}
+			case ScaleDown:
+				if d.Nodes <= d.Floor || d.Nodes <= c.WorkloadMinimum || d.Nodes <= 0 || c.MultiAZ && d.Nodes < AZs || c.InProgress {
+					t.Fatalf("run %d: %s down to %d (floor %d, minimum %d)", run, c.Name, d.Nodes, d.Floor, c.WorkloadMinimum)
+				}
+			}
+			if deleted[c.Name] && (d.Action != None || d.Nodes != c.Nodes) {
+				t.Fatalf("run %d: %s deleted and %s", run, c.Name, d.Action)
+			}
+		}
+		for pl, n := range readyBefore {
+			if n > 0 && readyLeft[pl] == 0 {
+				t.Fatalf("run %d: %s lost its last ready cluster", run, pl)
+			}
+		}
+	}
+}
