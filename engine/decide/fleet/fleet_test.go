@@ -165,8 +165,8 @@ func TestProperties(t *testing.T) {
 			for i := 0; i < rng.IntN(5); i++ {
 				c := Cluster{Name: pl.Region + string(rune('0'+i)), Cloud: pl.Cloud, Region: pl.Region, MultiAZ: rng.IntN(2) == 0,
 					Nodes: rng.IntN(40), Floor: rng.IntN(10), Ceiling: 5 + rng.IntN(40), WorkloadMinimum: rng.IntN(10), Step: 1 + rng.IntN(5),
-					Remaining:  map[string]float64{"connections": float64(rng.IntN(20000)), "partitions": float64(rng.IntN(6000))},
-					Instances:  float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0,
+					Remaining: map[string]float64{"connections": float64(rng.IntN(20000)), "partitions": float64(rng.IntN(6000))},
+					Instances: float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0,
 					InProgress: rng.IntN(5) == 0, Status: statuses[rng.IntN(len(statuses))]}
 				cs = append(cs, c)
 			}
