@@ -1,0 +1,110 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+func init() {
+	Register(Kind{Name: "Fleet", New: func() Document { return &Fleet{} }})
+}
+
+// Fleet sizes a pool of clusters and their nodes by capacity dimensions.
+type Fleet struct {
+	Header
+	Spec FleetSpec `json:"spec"`
+}
+
+// FleetSpec mirrors #FleetSpec.
+type FleetSpec struct {
+	Target struct {
+		Provider string `json:"provider,omitempty"`
+	} `json:"target"`
+	Cloud           string           `json:"cloud"`
+	Regions         []string         `json:"regions"`
+	MultiAZ         bool             `json:"multiAZ"`
+	ClusterTemplate string           `json:"clusterTemplate"`
+	Capacity        []FleetDimension `json:"capacity"`
+	Nodes           struct {
+		Step            int `json:"step"`
+		Floor           int `json:"floor"`
+		Ceiling         int `json:"ceiling"`
+		WorkloadMinimum int `json:"workloadMinimum"`
+	} `json:"nodes"`
+	Remaining map[string]string `json:"remaining"`
+	Instances string            `json:"instances,omitempty"`
+	Overrides struct {
+		Floor           string `json:"floor,omitempty"`
+		Ceiling         string `json:"ceiling,omitempty"`
+		WorkloadMinimum string `json:"workloadMinimum,omitempty"`
+	} `json:"overrides"`
+	Clusters struct {
+		CreateWhenAllFull bool `json:"createWhenAllFull"`
+		Delete            bool `json:"delete"`
+	} `json:"clusters"`
+	Paused      bool `json:"paused"`
+	Enforcement struct {
+		Nodes    Mode `json:"nodes"`
+		Clusters Mode `json:"clusters"`
+	} `json:"enforcement"`
+}
+
+// FleetDimension is one capacity dimension.
+type FleetDimension struct {
+	Name        string  `json:"name"`
+	PerInstance float64 `json:"perInstance"`
+	PerNode     float64 `json:"perNode"`
+}
+
+// Check: dimensions unique; remaining names exactly the dimensions; floor
+// ≤ ceiling; every query parses.
+func (f *Fleet) Check() []FieldError {
+	var errs []FieldError
+	sp := f.Spec
+	names := map[string]int{}
+	for i, d := range sp.Capacity {
+		if j, dup := names[d.Name]; dup {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.capacity.%d.name", i), Message: "a second dimension named " + d.Name,
+				Expected: "unique dimension names", Related: fmt.Sprintf("spec.capacity.%d.name", j)})
+			continue
+		}
+		names[d.Name] = i
+		if _, ok := sp.Remaining[d.Name]; !ok {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.capacity.%d.name", i), Message: "dimension " + d.Name + " has no remaining query",
+				Expected: "a query under spec.remaining." + d.Name})
+		}
+	}
+	keys := make([]string, 0, len(sp.Remaining))
+	for k := range sp.Remaining {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := "spec.remaining." + k
+		if _, ok := names[k]; !ok {
+			errs = append(errs, FieldError{Path: path, Message: "remaining names dimension " + k + ", which spec.capacity does not declare",
+				Expected: "one of " + fmt.Sprint(slices.Sorted(maps.Keys(names)))})
+			continue
+		}
+		if msg := CheckPromQL(sp.Remaining[k]); msg != "" {
+			errs = append(errs, FieldError{Path: path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
+		}
+	}
+	if sp.Nodes.Floor > sp.Nodes.Ceiling {
+		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("floor %d is above ceiling %d", sp.Nodes.Floor, sp.Nodes.Ceiling), Expected: "floor <= ceiling"})
+	}
+	for _, q := range []struct{ path, expr string }{
+		{"spec.instances", sp.Instances}, {"spec.overrides.floor", sp.Overrides.Floor},
+		{"spec.overrides.ceiling", sp.Overrides.Ceiling}, {"spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum},
+	} {
+		if q.expr == "" {
+			continue
+		}
+		if msg := CheckPromQL(q.expr); msg != "" {
+			errs = append(errs, FieldError{Path: q.path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
+		}
+	}
+	return errs
+}
