@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -124,6 +125,12 @@ func Combine(intents []intent.Intent, current func(addrs.Attr, values.Type) (val
 				its[i].Rationale += " (yields: " + exact.Source + " puts the target to sleep)"
 			}
 			d.Intents = kept
+		}
+		if del := slices.IndexFunc(its, func(it intent.Intent) bool { return it.Delete }); del >= 0 {
+			// A deletion is of the whole object: no value to combine.
+			d.Primary, d.Set = its[del], true
+			out = append(out, d)
+			continue
 		}
 		cur, has := current(k, its[0].Value.Type())
 		switch {

@@ -144,6 +144,10 @@ type Observation struct {
 	Objects map[addrs.Object]providers.Object
 	// Failed holds a provider error per address that could not be read.
 	Failed map[addrs.Object]string
+	// Listed holds each list query's objects by ListKey, ListFailed why
+	// one could not be answered.
+	Listed     map[string][]providers.Object
+	ListFailed map[string]string
 }
 
 // Value returns an attribute's observed value. An absent attribute of an
@@ -212,7 +216,53 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 			}
 		}
 	}
+	e.list(ctx, now, ds, &obs)
 	return obs
+}
+
+// list answers the list queries of the specs that discover their
+// objects, each query once.
+func (e *Engine) list(ctx context.Context, now time.Time, ds []decided, obs *Observation) {
+	def := e.DefaultProvider()
+	for _, d := range ds {
+		l, ok := d.decider.(Lister)
+		if !ok {
+			continue
+		}
+		for _, q := range l.Lists(d.doc, def) {
+			k := ListKey(q)
+			if _, done := obs.Listed[k]; done {
+				continue
+			}
+			if _, done := obs.ListFailed[k]; done {
+				continue
+			}
+			if obs.Listed == nil {
+				obs.Listed, obs.ListFailed = map[string][]providers.Object{}, map[string]string{}
+			}
+			p, ok := e.Providers[q.Provider]
+			if !ok {
+				obs.ListFailed[k] = fmt.Sprintf("provider %q is not configured", q.Provider)
+				continue
+			}
+			q.Now = now
+			resp := p.List(ctx, q)
+			var why []string
+			for _, dg := range resp.Diagnostics {
+				if dg.Severity == providers.Error {
+					why = append(why, dg.Message)
+				}
+			}
+			if len(why) > 0 {
+				obs.ListFailed[k] = strings.Join(why, "; ")
+				continue
+			}
+			obs.Listed[k] = resp.Objects
+			for _, o := range resp.Objects {
+				obs.Objects[o.Address] = o
+			}
+		}
+	}
 }
 
 // Plan runs observe → decide → diff → gate → dry run at now for the specs
@@ -259,6 +309,16 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			continue
 		}
 		o := obs.Objects[d.Attr.Object]
+		if d.Primary.Delete {
+			if pc, ok := e.deletion(d, o, bySpec, obs); ok {
+				if pc.Held != nil {
+					p.Held = append(p.Held, pc)
+				} else {
+					p.Changes = append(p.Changes, pc)
+				}
+			}
+			continue
+		}
 		cur, has := obs.Value(d.Attr, d.Value.Type())
 		if has && cur.Type() != d.Value.Type() {
 			p.Errors = append(p.Errors, plan.Note{Severity: diag.Error, Spec: d.Primary.Source, Pos: d.Primary.SourcePos,
@@ -362,6 +422,29 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	sortChanges(p.Changes)
 	sortChanges(p.Held)
 	return p
+}
+
+// deletion is the plan's change for a delete intent: the whole object
+// goes, held by a pause, a mode other than enforce, or the spec's rules
+// (deletes not enabled). Nothing to do for an object that is gone.
+func (e *Engine) deletion(d Desired, o providers.Object, bySpec map[string]decided, obs Observation) (plan.Change, bool) {
+	if !o.Exists {
+		return plan.Change{}, false
+	}
+	it := d.Primary
+	sp := bySpec[it.Source]
+	r := sp.decider.Rules(sp.doc, sp.reads, it.Dimension, obs)
+	pc := plan.Change{Address: d.Attr.Object, Action: action.Delete, Dimension: string(it.Dimension), Reason: it.Rationale,
+		Spec: it.Source, SpecPos: it.SourcePos.String(), By: []string{it.Source}}
+	switch {
+	case r.Paused:
+		pc.Held = &plan.Hold{Kind: plan.HoldPaused, Detail: r.PauseReason}
+	case r.Mode != spec.ModeEnforce:
+		pc.Held = &plan.Hold{Kind: plan.HoldMode, Mode: string(r.Mode)}
+	case r.NoDelete != "":
+		pc.Held = &plan.Hold{Kind: plan.HoldPolicy, Policy: "delete", Detail: r.NoDelete}
+	}
+	return pc, true
 }
 
 // peersOf lists, for each spec, the specs of its group.
@@ -514,7 +597,10 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 			}
 		}
 		if c.Action == action.Delete {
+			// The whole object: no attribute moves.
 			oc.Action = action.Delete
+			oc.Reason = "deleted: " + c.Reason
+			continue
 		}
 		oc.Attributes[c.Attribute] = c.Value
 		oc.Changed = append(oc.Changed, c.Attribute)
@@ -666,6 +752,15 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				case why != "":
 					r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, why)
 					e.logger().Error("apply failed", "address", c.Address.String(), "attribute", c.Attribute.String(), "error", why)
+				case c.Action == action.Delete:
+					// The object is gone: so is what setpoint knew of it.
+					if o, ok := st.Object(c.Address); ok {
+						for k := range o.Attrs {
+							if path, err := addrs.ParsePath(k); err == nil {
+								st.Delete(addrs.Attr{Object: c.Address, Path: path})
+							}
+						}
+					}
 				case c.Restore, c.Release:
 					// The user's value is back, or the field was handed
 					// back: setpoint no longer owns it.

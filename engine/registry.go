@@ -16,6 +16,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Decider adapts one kind's pure decision function to the loop: which
@@ -31,6 +32,24 @@ type Decider interface {
 	// Rules are the gate's rules for one dimension of the spec: the common
 	// core's parameters and the kind's policy.
 	Rules(doc spec.Document, reads []addrs.Object, d intent.Dimension, obs Observation) gate.Rules
+}
+
+// Lister is a Decider whose specs discover their objects (a Fleet's
+// clusters): the engine lists them each tick and hands them to Decide in
+// Observation.Listed, under the query's key.
+type Lister interface {
+	Lists(doc spec.Document, defaultProvider string) []providers.ListRequest
+}
+
+// ListKey names a list query's answer in Observation.Listed.
+func ListKey(q providers.ListRequest) string {
+	keys := slices.Sorted(maps.Keys(q.Selector))
+	var b strings.Builder
+	b.WriteString(q.Provider + ":" + q.Kind + "/" + q.Namespace + "?")
+	for _, k := range keys {
+		b.WriteString(k + "=" + q.Selector[k] + ",")
+	}
+	return b.String()
 }
 
 var (

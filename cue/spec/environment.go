@@ -126,6 +126,38 @@ type SimConfig struct {
 	ServiceTimes string        `json:"serviceTimes,omitempty"`
 	Seed         int64         `json:"seed"`
 	Workloads    []SimWorkload `json:"workloads"`
+	Fleets       []SimFleet    `json:"fleets"`
+}
+
+// SimFleet mirrors #SimFleet.
+type SimFleet struct {
+	Namespace     string             `json:"namespace"`
+	Name          string             `json:"name"`
+	Cloud         string             `json:"cloud"`
+	Clusters      []SimCluster       `json:"clusters"`
+	PerNode       map[string]float64 `json:"perNode"`
+	PerInstance   map[string]float64 `json:"perInstance"`
+	Templates     []string           `json:"templates"`
+	JoinTime      Duration           `json:"joinTime"`
+	DrainTime     Duration           `json:"drainTime"`
+	ProvisionTime Duration           `json:"provisionTime"`
+	Arrivals      struct {
+		PerHour  float64  `json:"perHour"`
+		Swing    float64  `json:"swing"`
+		Period   Duration `json:"period"`
+		PeakAt   float64  `json:"peakAt"`
+		Lifetime Duration `json:"lifetime"`
+	} `json:"arrivals"`
+	InitialInstances int `json:"initialInstances"`
+}
+
+// SimCluster mirrors #SimCluster.
+type SimCluster struct {
+	Name    string `json:"name"`
+	Region  string `json:"region"`
+	Nodes   int    `json:"nodes"`
+	MultiAZ bool   `json:"multiAZ"`
+	Failed  bool   `json:"failed"`
 }
 
 // TraceFor is the trace a workload replays and its transformations: the

@@ -39,6 +39,9 @@ type Rules struct {
 	// Policy is the kind's own rules; nil lets every change through
 	// unbounded (restoring a user's value).
 	Policy Policy
+	// NoDelete, when set, holds the deletion of a whole object and says
+	// why (the spec has not enabled deletes).
+	NoDelete string
 }
 
 // Policy is one kind's rules, with the state it persists per attribute.

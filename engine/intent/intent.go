@@ -56,6 +56,9 @@ type Intent struct {
 	// must keep the target warm says so to the sleeping spec's decider
 	// (NFR's throughput.keepWarm), which then does not ask for sleep.
 	Sleep bool
+	// Delete asks for the whole object to go (a Fleet's empty cluster):
+	// Attr names the object (its path is only a key), Value is unset.
+	Delete bool
 }
 
 // Create describes an object to create (an HPA the spec asks for).

@@ -39,6 +39,9 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	}
 	o := w.byKey[c.Address.Key()]
 	p := &pending{c: c, o: o}
+	if c.Address.Kind == KindCluster {
+		return w.checkCluster(p, res)
+	}
 	switch c.Action {
 	case action.Delete:
 		return w.checkDelete(p, res)
@@ -219,6 +222,9 @@ func (w *World) creatable(a providers.Address) (*workload, error) {
 // moved (a value, a manager, an object created or deleted).
 func (w *World) commit(p *pending) bool {
 	c := p.c
+	if c.Address.Kind == KindCluster {
+		return w.commitCluster(p)
+	}
 	if c.Action == action.Delete {
 		if p.o == nil {
 			return false

@@ -97,7 +97,9 @@ type World struct {
 	sink  Sink
 	rng   *rand.Rand
 	wls   []*workload
-	byKey map[string]*object
+	// fleets are pools of clusters Fleet specs size.
+	fleets []*simFleet
+	byKey  map[string]*object
 	// traces are the workloads' traces, kept for a rebuild: the world
 	// replays what it loaded, not the file as it is now.
 	traces  map[string]*Trace
@@ -187,6 +189,13 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 			return nil, err
 		}
 		w.wls = append(w.wls, wl)
+	}
+	for _, fc := range cfg.Fleets {
+		f, err := newFleet(w, fc)
+		if err != nil {
+			return nil, err
+		}
+		w.fleets = append(w.fleets, f)
 	}
 	w.changes = append(w.changes, o.Changes...)
 	sort.SliceStable(w.changes, func(i, j int) bool { return w.changes[i].At < w.changes[j].At })
@@ -293,11 +302,17 @@ func (w *World) step() {
 	for _, wl := range w.wls {
 		wl.step(s)
 	}
+	for _, f := range w.fleets {
+		f.step(s)
+	}
 	w.sec++
 	if w.sec%ScrapeInterval == 0 && w.sink != nil {
 		t := w.Now().UnixMilli()
 		for _, wl := range w.wls {
 			wl.emit(t)
+		}
+		for _, f := range w.fleets {
+			f.emit(t)
 		}
 	}
 }

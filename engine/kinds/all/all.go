@@ -4,6 +4,7 @@ package all
 
 import (
 	// Each registers its decider in an init.
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/fleet"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
 )

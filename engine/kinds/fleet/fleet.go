@@ -1,0 +1,257 @@
+// Package fleetkind plugs the Fleet kind into the loop: it lists the
+// fleet's clusters (by their fleet label), reads each dimension's
+// remaining capacity per cluster from grouped queries, runs the pure
+// decisions of engine/decide/fleet, and says what to write: a cluster's
+// node count, a new cluster from the template, an empty cluster deleted.
+package fleetkind
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/fleet"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/cluster"
+)
+
+func init() { engine.Register("Fleet", decider{}) }
+
+// A Fleet's enforcement dimensions.
+const (
+	Nodes    intent.Dimension = "nodes"
+	Clusters intent.Dimension = "clusters"
+)
+
+// ClusterLabel is the label every per-cluster query groups by.
+const ClusterLabel = "cluster"
+
+type decider struct{}
+
+func provider(f *spec.Fleet, def string) string {
+	if f.Spec.Target.Provider != "" {
+		return f.Spec.Target.Provider
+	}
+	return def
+}
+
+// Reads: nothing known in advance; the clusters are listed.
+func (decider) Reads(spec.Document, string) []addrs.Object { return nil }
+
+// Lists the fleet's clusters by their fleet label.
+func (decider) Lists(doc spec.Document, def string) []providers.ListRequest {
+	f := doc.(*spec.Fleet)
+	return []providers.ListRequest{listOf(f, def)}
+}
+
+func listOf(f *spec.Fleet, def string) providers.ListRequest {
+	return providers.ListRequest{Provider: provider(f, def), Kind: cluster.Kind, Namespace: f.Metadata.Namespace,
+		Selector: map[string]string{cluster.LabelFleet: f.Metadata.Name}}
+}
+
+// perCluster reads a grouped query as values by cluster; an error or a
+// query without the cluster label is said at its field.
+func perCluster(t *engine.Tick, f *spec.Fleet, field, expr string) (map[string]float64, *plan.Note) {
+	m, r, err := t.By(expr, ClusterLabel)
+	if err != nil {
+		return nil, &plan.Note{Severity: diag.Warning, Spec: f.ID(), Pos: f.Src.PosOf(field), Message: fmt.Sprintf("%s: %v: every cluster's actions that need it hold", field, err)}
+	}
+	if len(r.Samples) > 0 {
+		if _, ok := m[""]; ok {
+			return nil, &plan.Note{Severity: diag.Error, Spec: f.ID(), Pos: f.Src.PosOf(field), Message: field + ": the query's series carry no cluster label: group it by (cluster)"}
+		}
+	}
+	return m, nil
+}
+
+// Decide lists, reads and decides the whole fleet.
+func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
+	f := doc.(*spec.Fleet)
+	id, sp := f.ID(), f.Spec
+	q := listOf(f, t.DefaultProvider)
+	key := engine.ListKey(q)
+	if why, failed := obs.ListFailed[key]; failed {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: f.Src.PosOf("spec.target"), Message: fmt.Sprintf("listing the clusters of fleet %s: %s", f.Metadata.Name, why)}}
+	}
+	objs := obs.Listed[key]
+	var notes, errs []plan.Note
+	say := func(n *plan.Note) {
+		if n == nil {
+			return
+		}
+		if n.Severity == diag.Error {
+			errs = append(errs, *n)
+		} else {
+			notes = append(notes, *n)
+		}
+	}
+	dims := make([]fleet.Dimension, len(sp.Capacity))
+	remaining := map[string]map[string]float64{}
+	for i, d := range sp.Capacity {
+		dims[i] = fleet.Dimension{Name: d.Name, PerInstance: d.PerInstance, PerNode: d.PerNode}
+		m, n := perCluster(t, f, "spec.remaining."+d.Name, sp.Remaining[d.Name])
+		say(n)
+		remaining[d.Name] = m
+	}
+	grouped := func(field, expr string) map[string]float64 {
+		if expr == "" {
+			return nil
+		}
+		m, n := perCluster(t, f, field, expr)
+		say(n)
+		return m
+	}
+	instances := grouped("spec.instances", sp.Instances)
+	floors := grouped("spec.overrides.floor", sp.Overrides.Floor)
+	ceilings := grouped("spec.overrides.ceiling", sp.Overrides.Ceiling)
+	minimums := grouped("spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum)
+	override := func(m map[string]float64, name string, def int) int {
+		if v, ok := m[name]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= 1e6 {
+			return int(v)
+		}
+		return def
+	}
+
+	cs := make([]fleet.Cluster, 0, len(objs))
+	byName := map[string]providers.Object{}
+	for _, o := range objs {
+		name := o.Address.Name
+		byName[name] = o
+		c := fleet.Cluster{Name: name, Cloud: orDefault(o.Labels[cluster.LabelCloud], sp.Cloud), Region: o.Labels[cluster.LabelRegion],
+			MultiAZ: sp.MultiAZ, Nodes: count(o, cluster.Nodes), Step: sp.Nodes.Step,
+			Floor:           override(floors, name, sp.Nodes.Floor),
+			Ceiling:         override(ceilings, name, sp.Nodes.Ceiling),
+			WorkloadMinimum: override(minimums, name, sp.Nodes.WorkloadMinimum),
+			Remaining:       map[string]float64{}, Status: fleet.Ready}
+		if v, ok := o.Labels[cluster.LabelMultiAZ]; ok {
+			c.MultiAZ = v == "true"
+		}
+		for _, d := range sp.Capacity {
+			if v, ok := remaining[d.Name][name]; ok {
+				c.Remaining[d.Name] = v
+			}
+		}
+		if v, ok := instances[name]; ok && !math.IsNaN(v) {
+			c.Instances, c.InstancesKnown = v, true
+		}
+		phase := o.Attributes[cluster.Phase].String()
+		switch phase {
+		case cluster.PhaseFailed:
+			c.Status = fleet.Failed
+		case cluster.PhaseProvisioning, cluster.PhaseDeleting:
+			c.Status = fleet.Provisioning
+		}
+		// A scaling action is in progress until what exists is what was
+		// asked for.
+		c.InProgress = phase == cluster.PhaseScalingUp || phase == cluster.PhaseScalingDown ||
+			count(o, cluster.StatusNodes) != c.Nodes || count(o, cluster.ReadyNodes) != c.Nodes
+		cs = append(cs, c)
+	}
+	places := make([]fleet.Place, len(sp.Regions))
+	for i, r := range sp.Regions {
+		places[i] = fleet.Place{Cloud: sp.Cloud, Region: r}
+	}
+	res := fleet.Decide(t.Now, places, cs, dims)
+
+	var its []intent.Intent
+	prov := q.Provider
+	var statuses []string
+	for _, c := range cs {
+		d := res.Clusters[c.Name]
+		statuses = append(statuses, c.Name+" "+string(d.Status))
+		a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: c.Name}
+		switch {
+		case d.Hold != "":
+			notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.remaining"), Message: c.Name + ": " + d.Hold})
+		case d.Action != fleet.None:
+			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Nodes,
+				Value: values.CountOf(int64(d.Nodes)), Recommended: values.CountOf(int64(d.Nodes)), Rationale: d.Why, Source: id, SourcePos: f.Src.PosOf("spec.nodes")})
+		}
+	}
+	for _, name := range res.Plan.Delete {
+		a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: name}
+		its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters, Delete: true,
+			Rationale: res.Plan.Why[name], Source: id, SourcePos: f.Src.PosOf("spec.clusters.delete")})
+	}
+	if sp.Clusters.CreateWhenAllFull {
+		for _, pl := range res.Plan.Create {
+			name := newName(f.Metadata.Name, pl.Region, byName)
+			a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: name}
+			n := initialNodes(sp)
+			multi := "false"
+			if sp.MultiAZ {
+				multi = "true"
+			}
+			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters,
+				Value: values.CountOf(int64(n)), Recommended: values.CountOf(int64(n)), Source: id, SourcePos: f.Src.PosOf("spec.clusterTemplate"),
+				Rationale: fmt.Sprintf("%s: a new cluster from template %s with %d nodes (the restricted floor, at least one step)", res.Plan.Why[pl.String()], sp.ClusterTemplate, n),
+				Create: &intent.Create{Attributes: map[addrs.Path]values.Value{
+					cluster.Template:                        values.StringOf(sp.ClusterTemplate),
+					cluster.LabelPath(cluster.LabelFleet):   values.StringOf(f.Metadata.Name),
+					cluster.LabelPath(cluster.LabelCloud):   values.StringOf(pl.Cloud),
+					cluster.LabelPath(cluster.LabelRegion):  values.StringOf(pl.Region),
+					cluster.LabelPath(cluster.LabelMultiAZ): values.StringOf(multi),
+				}}})
+		}
+	}
+	sort.Strings(statuses)
+	notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: f.Src.Pos, Message: fmt.Sprintf("%d clusters: %s", len(cs), strings.Join(statuses, ", "))})
+	return its, notes, errs
+}
+
+// initialNodes is a new cluster's node count: the restricted floor, at
+// least one rounded step.
+func initialNodes(sp spec.FleetSpec) int {
+	return max(fleet.RestrictedFloor(sp.Nodes.Floor, sp.MultiAZ), fleet.StepSize(sp.Nodes.Step, sp.MultiAZ))
+}
+
+// newName is the first FLEET-REGION-N not taken.
+func newName(fleetName, region string, taken map[string]providers.Object) string {
+	for i := 1; ; i++ {
+		n := fmt.Sprintf("%s-%s-%d", fleetName, region, i)
+		if _, ok := taken[n]; !ok {
+			return n
+		}
+	}
+}
+
+func count(o providers.Object, p addrs.Path) int {
+	if v, ok := o.Attributes[p]; ok && v.Type() == values.Count {
+		return int(v.Int())
+	}
+	return 0
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Rules: each dimension's mode, pause, and deletes held unless enabled.
+func (decider) Rules(doc spec.Document, _ []addrs.Object, d intent.Dimension, _ engine.Observation) gate.Rules {
+	f := doc.(*spec.Fleet)
+	sp := f.Spec
+	r := gate.Rules{Mode: sp.Enforcement.Nodes}
+	if d == Clusters {
+		r.Mode = sp.Enforcement.Clusters
+		if !sp.Clusters.Delete {
+			r.NoDelete = "spec.clusters.delete is false at " + f.Src.PosOf("spec.clusters").String() + ": deleting a cluster must be asked for"
+		}
+	}
+	if sp.Paused {
+		r.Paused, r.PauseReason = true, "spec.paused at "+f.Src.PosOf("spec.paused").String()
+	}
+	return r
+}
