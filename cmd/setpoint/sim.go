@@ -14,6 +14,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -301,7 +302,14 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 				if c.Dimension == "replicas" {
 					markers[k] = append(markers[k], simreport.Marker{At: now.Sub(start), Applied: true, Text: fmt.Sprintf("%s %s → %s", shortAttr(c.Attribute), c.From, c.To)})
 				}
-				fmt.Fprintf(out, "[%s] %s %s %s: %s → %s (wanted %s: %s)\n", at, c.Action.Symbol(), c.Address, shortAttr(c.Attribute), c.From, c.To, c.Wanted, c.Reason)
+				switch c.Action {
+				case action.Delete:
+					fmt.Fprintf(out, "[%s] %s %s (%s)\n", at, c.Action.Symbol(), c.Address, c.Reason)
+				case action.Create:
+					fmt.Fprintf(out, "[%s] %s %s %s: %s (%s)\n", at, c.Action.Symbol(), c.Address, shortAttr(c.Attribute), c.To, c.Reason)
+				default:
+					fmt.Fprintf(out, "[%s] %s %s %s: %s → %s (wanted %s: %s)\n", at, c.Action.Symbol(), c.Address, shortAttr(c.Attribute), c.From, c.To, c.Wanted, c.Reason)
+				}
 			}
 		}
 		if err := lost(now); err != nil {

@@ -41,8 +41,9 @@ type FleetSpec struct {
 		WorkloadMinimum string `json:"workloadMinimum,omitempty"`
 	} `json:"overrides"`
 	Clusters struct {
-		CreateWhenAllFull bool `json:"createWhenAllFull"`
-		Delete            bool `json:"delete"`
+		CreateWhenAllFull bool     `json:"createWhenAllFull"`
+		Delete            bool     `json:"delete"`
+		EmptyFor          Duration `json:"emptyFor"`
 	} `json:"clusters"`
 	Paused      bool `json:"paused"`
 	Enforcement struct {

@@ -312,6 +312,21 @@ func (w *World) fleetNamed(namespace, name string) *simFleet {
 	return nil
 }
 
+var labelsPath = addrs.MustPath("metadata.labels")
+
+// currentOf is a cluster object's template or one of its labels.
+func currentOf(o *object, path addrs.Path) (string, bool) {
+	if path == cluster.Template {
+		v, ok := o.attrs[cluster.Template]
+		return v.String(), ok
+	}
+	if last := path.Last(); last.Kind == addrs.MapKey {
+		v, ok := o.labels[last.Name]
+		return v, ok
+	}
+	return "", false
+}
+
 // checkCluster checks a change of a cluster as Cluster API would: the
 // node count (0 to 1000) of a cluster that is neither provisioning nor
 // being deleted; a new cluster of a known fleet from one of its
@@ -328,9 +343,16 @@ func (w *World) checkCluster(p *pending, res providers.ObjectResult) (*pending, 
 			if v.Type() != values.Count || v.Int() < 0 || v.Int() > 1000 {
 				return fail("%s: %s is not a node count (0 to 1000)", path, v)
 			}
-		case path == cluster.Template || path.HasPrefix(addrs.MustPath("metadata.labels")):
-			if c.Action != action.Create || v.Type() != values.String {
-				return fail("%s is set only when the cluster is created, as a string", path)
+		case path == cluster.Template || path.HasPrefix(labelsPath):
+			// Set at creation; a later change may carry them unchanged
+			// (setpoint carries what it owns), never move them.
+			if v.Type() != values.String {
+				return fail("%s: %s is not a string", path, v)
+			}
+			if p.o != nil && c.Action != action.Delete {
+				if cur, ok := currentOf(p.o, path); !ok || cur != v.String() {
+					return fail("%s is set only when the cluster is created", path)
+				}
 			}
 		default:
 			return fail("%s: a Cluster has no such attribute", path)

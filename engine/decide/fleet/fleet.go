@@ -53,6 +53,9 @@ type Cluster struct {
 	// empty).
 	Instances      float64
 	InstancesKnown bool
+	// EmptyLongEnough: it has had no instance for as long as the spec
+	// asks before a delete (the caller keeps that time).
+	EmptyLongEnough bool
 	// InProgress: a scaling action has not finished.
 	InProgress bool
 	// Status is the provider's (Failed, Provisioning) or the last one
@@ -285,7 +288,7 @@ func Decide(now time.Time, places []Place, clusters []Cluster, dims []Dimension)
 	for _, c := range clusters {
 		d := DecideCluster(now, c, dims)
 		r.Clusters[c.Name] = d
-		members = append(members, Member{Name: c.Name, Place: Place{c.Cloud, c.Region}, Status: d.Status, Empty: c.InstancesKnown && c.Instances == 0 && d.Hold == ""})
+		members = append(members, Member{Name: c.Name, Place: Place{c.Cloud, c.Region}, Status: d.Status, Empty: c.InstancesKnown && c.Instances == 0 && c.EmptyLongEnough && d.Hold == ""})
 	}
 	r.Plan = PlanClusters(places, members)
 	for _, name := range r.Plan.Delete {

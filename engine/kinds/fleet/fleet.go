@@ -6,10 +6,12 @@
 package fleetkind
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
@@ -144,6 +146,8 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		if v, ok := instances[name]; ok && !math.IsNaN(v) {
 			c.Instances, c.InstancesKnown = v, true
 		}
+		since := emptySince(st, addrs.Attr{Object: o.Address, Path: cluster.Nodes}, t.Now, c.InstancesKnown && c.Instances == 0)
+		c.EmptyLongEnough = !since.IsZero() && t.Now.Sub(since) >= sp.Clusters.EmptyFor.D()
 		phase := o.Attributes[cluster.Phase].String()
 		switch phase {
 		case cluster.PhaseFailed:
@@ -207,6 +211,33 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	sort.Strings(statuses)
 	notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: f.Src.Pos, Message: fmt.Sprintf("%d clusters: %s", len(cs), strings.Join(statuses, ", "))})
 	return its, notes, errs
+}
+
+// emptySinceKey keeps, in the state entry of a cluster's node count, when
+// it was first seen empty: a delete waits until it has been empty for
+// clusters.emptyFor.
+const emptySinceKey = "fleet.emptySince"
+
+// emptySince records or clears when the cluster became empty and returns
+// it (zero when it is not empty).
+func emptySince(st *state.State, a addrs.Attr, now time.Time, empty bool) time.Time {
+	if !empty {
+		if e, ok := st.Lookup(a); ok && e.Policy[emptySinceKey] != nil {
+			delete(st.Entry(a).Policy, emptySinceKey)
+		}
+		return time.Time{}
+	}
+	e := st.Entry(a)
+	var at time.Time
+	if b, ok := e.Policy[emptySinceKey]; ok && json.Unmarshal(b, &at) == nil {
+		return at
+	}
+	if e.Policy == nil {
+		e.Policy = map[string]json.RawMessage{}
+	}
+	b, _ := json.Marshal(now.UTC())
+	e.Policy[emptySinceKey] = b
+	return now
 }
 
 // initialNodes is a new cluster's node count: the restricted floor, at

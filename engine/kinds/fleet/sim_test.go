@@ -1,0 +1,183 @@
+package fleetkind_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/sim"
+)
+
+// run loads dir's specs on the real sim world and reconciles every 5 s
+// of virtual time from its start to until, returning every plan.
+func run(t *testing.T, dir string, until time.Duration) []*plan.Plan {
+	t.Helper()
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(dir)
+	if len(r.Diags) > 0 {
+		t.Fatalf("specs: %v", r.Diags)
+	}
+	store := embedded.NewStore(0)
+	p, err := sim.Open(r.Environment(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
+	for _, d := range r.Documents {
+		if d.Head().Kind != "Environment" {
+			e.Specs = append(e.Specs, d)
+		}
+	}
+	st := state.New()
+	var plans []*plan.Plan
+	start := p.World.Start()
+	for at := start.Add(5 * time.Second); !at.After(start.Add(until)); at = at.Add(5 * time.Second) {
+		pl := e.Plan(context.Background(), at, st, nil)
+		for _, res := range e.Apply(context.Background(), at, pl, st) {
+			if res.Err != "" {
+				t.Fatalf("%s: apply: %s", at.Sub(start), res.Err)
+			}
+		}
+		plans = append(plans, pl)
+	}
+	return plans
+}
+
+func writeDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const fleetEnv = `apiVersion: setpoint.dev/v1alpha1
+kind: Environment
+metadata: {name: fl}
+spec:
+  providers:
+    - name: sim
+      config:
+        trace: trace.csv
+        workloads:
+          - {kind: Deployment, name: a, perPodRPS: 100, containers: [{name: c, request: 64Mi, limit: 64Mi, workingSet: 32Mi}]}
+        fleets:
+          - name: streaming
+            cloud: aws
+            perNode: {connections: 3000, partitions: 1000}
+            perInstance: {connections: 3000, partitions: 1000}
+            templates: [streaming-standard]
+            joinTime: 2m
+            drainTime: 1m
+            provisionTime: 5m
+            clusters:
+              - {name: east-a, region: us-east-1, nodes: 6}
+              - {name: east-b, region: us-east-1, nodes: 3}
+            arrivals: {perHour: 150, swing: 0.9, period: 1h, peakAt: 0.4, lifetime: 8m}
+            initialInstances: 6
+`
+
+const fleetSpec = `apiVersion: setpoint.dev/v1alpha1
+kind: Fleet
+metadata: {name: streaming}
+spec:
+  cloud: aws
+  regions: [us-east-1]
+  clusterTemplate: streaming-standard
+  capacity:
+    - {name: connections, perInstance: 3000, perNode: 3000}
+    - {name: partitions, perInstance: 1000, perNode: 1000}
+  nodes: {step: 2, floor: 3, ceiling: 13, workloadMinimum: 3}
+  remaining:
+    connections: sum by (cluster) (fleet_remaining{fleet="streaming", dimension="connections"})
+    partitions: sum by (cluster) (fleet_remaining{fleet="streaming", dimension="partitions"})
+  instances: sum by (cluster) (fleet_instances{fleet="streaming"})
+  clusters: {createWhenAllFull: true, delete: DELETE, emptyFor: 10m}
+  enforcement: {nodes: enforce, clusters: enforce}
+`
+
+// trace is an hour of one request a second (the fleet has its own
+// arrivals; the world needs a trace to run).
+func trace() string {
+	var b strings.Builder
+	b.WriteString("second,rate\n")
+	for i := 0; i < 3600; i++ {
+		fmt.Fprintf(&b, "%d,1\n", i)
+	}
+	return b.String()
+}
+
+// TestFleetOnTheSimWorld: over an hour whose arrivals peak at 24 min, the
+// fleet steps its clusters' nodes in multiples of 3 (step 2 rounded up)
+// within the restricted ceiling 12 (13 rounded down), one step at a time
+// per cluster, adds a cluster when both are full, and deletes an empty
+// one only when deletes are enabled (held otherwise); the world refuses
+// nothing setpoint asks.
+func TestFleetOnTheSimWorld(t *testing.T) {
+	for _, del := range []bool{true, false} {
+		spec := strings.Replace(fleetSpec, "DELETE", fmt.Sprint(del), 1)
+		dir := writeDir(t, map[string]string{"env.yaml": fleetEnv, "fleet.yaml": spec, "trace.csv": trace()})
+		creates, deletes, heldDeletes := 0, 0, 0
+		last := map[string]time.Time{}
+		for _, p := range run(t, dir, 58*time.Minute) {
+			for _, c := range p.Changes {
+				switch c.Action {
+				case action.Create:
+					creates++
+				case action.Delete:
+					deletes++
+				case action.Update:
+					n := c.Value.Int()
+					if n%3 != 0 || n > 12 || n < 3 {
+						t.Fatalf("%s: %s → %s: want a multiple of 3 within [3, 12]", p.At, c.Address, c.To)
+					}
+					// Nodes take 2m to join, 1m to drain: no step while
+					// one is in progress.
+					if at, ok := last[c.Address.String()]; ok && p.At.Sub(at) < time.Minute {
+						t.Fatalf("%s: %s stepped again %s after its last step", p.At, c.Address, p.At.Sub(at))
+					}
+					last[c.Address.String()] = p.At
+				}
+			}
+			for _, h := range p.Held {
+				switch {
+				case h.Held.Kind == plan.HoldRejected:
+					t.Fatalf("%s: the world refuses %s: %s", p.At, h.Address, h.Held)
+				case h.Action == action.Delete && h.Held.Kind == plan.HoldPolicy:
+					heldDeletes++
+				}
+			}
+		}
+		if creates == 0 {
+			t.Errorf("delete %v: no cluster created at the peak", del)
+		}
+		switch {
+		case del && (deletes == 0 || heldDeletes != 0):
+			t.Errorf("delete enabled: %d deletes, %d held; want some applied", deletes, heldDeletes)
+		case !del && (deletes != 0 || heldDeletes == 0):
+			t.Errorf("delete disabled: %d deletes applied, %d held; want them held", deletes, heldDeletes)
+		}
+	}
+}
