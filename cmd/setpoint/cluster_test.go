@@ -169,7 +169,9 @@ func clusterSpecs(t *testing.T, env *kubetest.Env, edits ...[3]string) string {
 	t.Helper()
 	dir := copySpecs(t, append([][3]string{{stableUp[0], stableUp[2], stableUp[1]},
 		{"setpoint.yaml", "  providers:\n    - name: sim\n", "  providers:\n    - name: kubernetes\n    - name: sim\n"},
-		{"setpoint.yaml", "state: {backend: file, path: .setpoint/state.json}", "state: {backend: kubernetes}"}}, edits...)...)
+		{"setpoint.yaml", "state: {backend: file, path: .setpoint/state.json}", "state: {backend: kubernetes}"},
+		// The fleet's clusters stay on the sim world.
+		{"streaming.fleet.yaml", "  cloud: aws\n", "  target: {provider: sim}\n  cloud: aws\n"}}, edits...)...)
 	ctx := context.Background()
 	if _, err := env.Clientset(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -158,7 +158,7 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 		t.Fatalf("apply --lock-timeout never said it was waiting for the lock")
 	}
 	unlock()
-	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 4 applied, 0 failed") {
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 6 applied, 0 failed") {
 		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
 	}
 	// The world moved: the saved plan is refused, naming what moved.
@@ -245,8 +245,8 @@ func TestConcurrentApplies(t *testing.T) {
 			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
 		}
 	}
-	if applied != 4 {
-		t.Fatalf("the plan's 4 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
+	if applied != 6 {
+		t.Fatalf("the plan's 6 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
 	}
 	if locked == 0 {
 		t.Fatal("no apply ran while another held the lock: the test proved nothing")
@@ -437,7 +437,7 @@ func TestApplyConfirmsOnATerminal(t *testing.T) {
 		code         int
 	}{
 		{"no\n", "apply cancelled", 1},
-		{"yes\n", "Apply complete: 4 applied, 0 failed", 0},
+		{"yes\n", "Apply complete: 6 applied, 0 failed", 0},
 	} {
 		dir := copySpecs(t, quick...)
 		cmd := exec.Command("script", "-q", "-e", "-c", binary+" apply "+dir, "/dev/null")

@@ -53,7 +53,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func TestValidateSpecs(t *testing.T) {
 	out, errOut, code := runCLI(t, "validate", "specs")
-	if code != 0 || !strings.Contains(out, "5 documents in 5 files are valid") || errOut != "" {
+	if code != 0 || !strings.Contains(out, "6 documents in 6 files are valid") || errOut != "" {
 		t.Fatalf("code %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }
@@ -109,7 +109,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		APIVersion string
 		Kinds      []string
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.APIVersion != "setpoint.dev/v1alpha1" || strings.Join(v.Kinds, ",") != "Environment,NFR,Schedule" {
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.APIVersion != "setpoint.dev/v1alpha1" || strings.Join(v.Kinds, ",") != "Environment,Fleet,NFR,Schedule" {
 		t.Fatalf("version: %d %s", code, out)
 	}
 	out, _, code = runCLI(t, "completion", "bash")

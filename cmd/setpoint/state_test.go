@@ -20,7 +20,7 @@ func TestStateCommand(t *testing.T) {
 	if out, err := sp("plan", dir); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if out, err := sp("state", "verify", dir); err != nil || !strings.Contains(out, "5 objects read, every checksum matches") {
+	if out, err := sp("state", "verify", dir); err != nil || !strings.Contains(out, "7 objects read, every checksum matches") {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if out, err := sp("state", "show", dir); err != nil || !strings.Contains(out, "spec.minReplicas: user 2; policies nfr") {
@@ -39,7 +39,7 @@ func TestStateCommand(t *testing.T) {
 	if err == nil || !strings.Contains(out, "setpoint state verify "+dir) || !strings.Contains(out, "setpoint state reseal "+dir+" SHARD") {
 		t.Fatalf("plan on a corrupt shard must say what to run: %v\n%s", err, out)
 	}
-	if out, err := sp("state", "verify", dir); err == nil || !strings.Contains(out, name+": state shard is corrupt: checksum") || !strings.Contains(out, "1 shard cannot be read; 4 objects read") {
+	if out, err := sp("state", "verify", dir); err == nil || !strings.Contains(out, name+": state shard is corrupt: checksum") || !strings.Contains(out, "1 shard cannot be read; 6 objects read") {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
 	if out, err := sp("state", "reset", dir, name); err == nil || !strings.Contains(out, "run again with --yes") {

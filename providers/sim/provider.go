@@ -219,7 +219,7 @@ func (c Change) check() error {
 		return fmt.Errorf("%s: the sim world's objects are namespaced", c.Address)
 	}
 	switch c.Address.Kind {
-	case KindDeployment, KindHPA, KindKnative:
+	case KindDeployment, KindHPA, KindKnative, KindCluster:
 	default:
 		return fmt.Errorf("%s: the sim world has no kind %s", c.Address, c.Address.Kind)
 	}
@@ -235,6 +235,8 @@ func (c Change) check() error {
 			return errors.New("an attribute without a path")
 		case !v.IsValid():
 			return fmt.Errorf("%s: no value", p)
+		case v.Type() == values.String && c.Address.Kind == KindCluster:
+			// A cluster's template and labels.
 		case v.Type() != values.Count && v.Type() != values.Bytes:
 			return fmt.Errorf("%s: the sim world has no attribute of type %s", p, v.Type())
 		case v.Int() < 0:
