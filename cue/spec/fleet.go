@@ -93,8 +93,20 @@ func (f *Fleet) Check() []FieldError {
 			errs = append(errs, FieldError{Path: path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
 		}
 	}
-	if sp.Nodes.Floor > sp.Nodes.Ceiling {
-		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("floor %d is above ceiling %d", sp.Nodes.Floor, sp.Nodes.Ceiling), Expected: "floor <= ceiling"})
+	n := sp.Nodes
+	// Compared as the decisions use them: rounded to the multi-AZ 3.
+	floor, ceiling := n.Floor, n.Ceiling
+	if sp.MultiAZ {
+		floor, ceiling = (floor+2)/3*3, ceiling/3*3
+	}
+	switch {
+	case n.Floor > n.Ceiling:
+		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("floor %d is above ceiling %d", n.Floor, n.Ceiling), Expected: "floor <= ceiling"})
+	case floor > ceiling:
+		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("multi-AZ, floor %d rounds up to %d, above ceiling %d rounded down to %d", n.Floor, floor, n.Ceiling, ceiling), Expected: "a floor and a ceiling with a multiple of 3 between them"})
+	}
+	if n.WorkloadMinimum > n.Ceiling {
+		errs = append(errs, FieldError{Path: "spec.nodes.workloadMinimum", Message: fmt.Sprintf("workload minimum %d is above ceiling %d", n.WorkloadMinimum, n.Ceiling), Expected: "workloadMinimum <= ceiling"})
 	}
 	for _, q := range []struct{ path, expr string }{
 		{"spec.instances", sp.Instances}, {"spec.overrides.floor", sp.Overrides.Floor},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -58,8 +59,13 @@ type simCluster struct {
 }
 
 func newFleet(w *World, cfg spec.SimFleet) (*simFleet, error) {
-	f := &simFleet{w: w, cfg: cfg, rng: rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(len(cfg.Name))*0x9e37)),
+	h := fnv.New64a()
+	h.Write([]byte(cfg.Namespace + "/" + cfg.Name))
+	f := &simFleet{w: w, cfg: cfg, rng: rand.New(rand.NewPCG(uint64(w.cfg.Seed), h.Sum64())),
 		join: secs(cfg.JoinTime.D()), drain: secs(cfg.DrainTime.D()), prov: secs(cfg.ProvisionTime.D())}
+	if cfg.Arrivals.Lifetime.D() <= 0 {
+		return nil, fmt.Errorf("sim fleet %s: arrivals.lifetime must be above 0 (instances that never leave grow without bound)", cfg.Name)
+	}
 	seen := map[string]bool{}
 	for d := range cfg.PerNode {
 		seen[d] = true
@@ -156,6 +162,10 @@ func (f *simFleet) lifetime() int {
 // place puts an instance on the fullest cluster it fits on (so quiet
 // clusters empty out), or counts it refused.
 func (f *simFleet) place(s, life int) {
+	if f.instances() >= MaxFleetInstances {
+		f.rejected++
+		return
+	}
 	var best *simCluster
 	bestLeft := math.Inf(1)
 	for _, c := range f.clusters {
@@ -180,6 +190,22 @@ func (f *simFleet) place(s, life int) {
 		return
 	}
 	best.instances = append(best.instances, s+life)
+}
+
+// MaxFleetInstances bounds the instances a sim fleet runs at once (and so
+// its memory and its time per second); arrivals beyond are refused.
+const MaxFleetInstances = 50_000
+
+// MaxFleetClusters bounds the clusters a sim fleet has; creates beyond
+// are refused.
+const MaxFleetClusters = 500
+
+func (f *simFleet) instances() int {
+	n := 0
+	for _, c := range f.clusters {
+		n += len(c.instances)
+	}
+	return n
 }
 
 // rate is the arrivals per second at second s, on the daily pattern.
@@ -278,7 +304,12 @@ func (f *simFleet) emit(t int64) {
 				&ser{l: labels.FromStrings("__name__", "fleet_nodes_ready", "namespace", ns, "fleet", name, "cluster", c.obj.name)})
 		}
 		for i, d := range f.dims {
-			_ = f.w.sink.AppendCached(c.series[i].l, &c.series[i].cache, t, f.remaining(c, d))
+			// A cluster that takes no instance has nothing to offer.
+			left := 0.0
+			if c.takes() {
+				left = f.remaining(c, d)
+			}
+			_ = f.w.sink.AppendCached(c.series[i].l, &c.series[i].cache, t, left)
 		}
 		k := len(f.dims)
 		_ = f.w.sink.AppendCached(c.series[k].l, &c.series[k].cache, t, float64(len(c.instances)))
@@ -379,6 +410,9 @@ func (w *World) checkCluster(p *pending, res providers.ObjectResult) (*pending, 
 		f := w.fleetNamed(c.Address.Namespace, fleetName)
 		if f == nil {
 			return fail("no fleet %q in namespace %s to create a cluster in", fleetName, c.Address.Namespace)
+		}
+		if len(f.clusters) >= MaxFleetClusters {
+			return fail("fleet %s has %d clusters, the sim world's most", fleetName, len(f.clusters))
 		}
 		tmpl := c.Attributes[cluster.Template].String()
 		if !slices.Contains(f.cfg.Templates, tmpl) {

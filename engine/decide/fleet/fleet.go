@@ -26,6 +26,9 @@ const (
 	Full         Status = "full"
 	Failed       Status = "failed"
 	Provisioning Status = "provisioning"
+	// Unknown: its numbers are missing; it is neither a ready sibling
+	// nor full.
+	Unknown Status = "unknown"
 )
 
 // Dimension is one named capacity: what one instance needs of it and
@@ -56,6 +59,9 @@ type Cluster struct {
 	// EmptyLongEnough: it has had no instance for as long as the spec
 	// asks before a delete (the caller keeps that time).
 	EmptyLongEnough bool
+	// Hold, when the caller sets it, is why nothing can be decided for
+	// the cluster (a number it could not read).
+	Hold string
 	// InProgress: a scaling action has not finished.
 	InProgress bool
 	// Status is the provider's (Failed, Provisioning) or the last one
@@ -129,11 +135,16 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 		d.Why = "cluster is " + string(c.Status)
 		return d
 	}
+	if c.Hold != "" {
+		d.Status, d.Hold = Unknown, c.Hold
+		return d
+	}
 	var short, spare []string
 	allSpare := true
 	for _, dim := range dims {
 		r, ok := c.Remaining[dim.Name]
 		if !ok || math.IsNaN(r) || math.IsInf(r, 0) {
+			d.Status = Unknown
 			d.Hold = fmt.Sprintf("remaining %s is missing: every action on this cluster holds", dim.Name)
 			return d
 		}
@@ -146,11 +157,13 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 			allSpare = false
 		}
 	}
-	// Status first, from what was reported.
+	// Status first, from what was reported. A cluster no step fits in
+	// any more is full (the reference's "below the ceiling" would leave
+	// it scaling up for ever, and its region without a new cluster).
 	switch {
 	case len(short) == 0:
 		d.Status = Ready
-	case c.Nodes < d.Ceiling:
+	case c.Nodes+d.Step <= d.Ceiling:
 		d.Status = ScalingUp
 	default:
 		d.Status = Full
@@ -164,7 +177,7 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 		case c.Nodes >= d.Ceiling:
 			d.Why = fmt.Sprintf("full: %s; at the restricted ceiling (%s)", strings.Join(short, ", "), bounds)
 		case c.Nodes+d.Step > d.Ceiling:
-			d.Why = fmt.Sprintf("%s, but %d + step %d > restricted ceiling %d (%s)", strings.Join(short, ", "), c.Nodes, d.Step, d.Ceiling, bounds)
+			d.Why = fmt.Sprintf("full: %s, and %d + step %d > restricted ceiling %d (%s)", strings.Join(short, ", "), c.Nodes, d.Step, d.Ceiling, bounds)
 		default:
 			d.Action, d.Nodes = ScaleUp, c.Nodes+d.Step
 			d.Why = fmt.Sprintf("scale up %d → %d: %s (%s)", c.Nodes, d.Nodes, strings.Join(short, ", "), bounds)
@@ -207,8 +220,11 @@ type Member struct {
 	Name   string
 	Place  Place
 	Status Status
-	// Empty: its instance count is known and 0.
+	// Empty: its instance count is known and 0 (long enough), and no
+	// scaling action is in progress.
 	Empty bool
+	// Why is its decision's reason, quoted by the plan's creates.
+	Why string
 }
 
 // ClusterPlan is what to create and delete, and why.
@@ -244,7 +260,11 @@ func PlanClusters(places []Place, members []Member) ClusterPlan {
 		if len(ms) == 0 {
 			p.Why[pl.String()] = "no cluster in " + pl.String()
 		} else {
-			p.Why[pl.String()] = fmt.Sprintf("all %d clusters in %s are full or failed", len(ms), pl)
+			whys := make([]string, len(ms))
+			for i, m := range ms {
+				whys[i] = m.Name + ": " + orStatus(m.Why, m.Status)
+			}
+			p.Why[pl.String()] = fmt.Sprintf("all %d clusters in %s are full or failed (%s)", len(ms), pl, strings.Join(whys, "; "))
 		}
 	}
 	pls := make([]Place, 0, len(byPlace))
@@ -267,7 +287,7 @@ func PlanClusters(places []Place, members []Member) ClusterPlan {
 			}
 			ready--
 			p.Delete = append(p.Delete, m.Name)
-			p.Why[m.Name] = fmt.Sprintf("empty and ready, with %d ready sibling(s) left in %s", ready, pl)
+			p.Why[m.Name] = fmt.Sprintf("empty (0 instances) and ready, with %d ready sibling(s) left in %s", ready, pl)
 		}
 	}
 	return p
@@ -288,7 +308,8 @@ func Decide(now time.Time, places []Place, clusters []Cluster, dims []Dimension)
 	for _, c := range clusters {
 		d := DecideCluster(now, c, dims)
 		r.Clusters[c.Name] = d
-		members = append(members, Member{Name: c.Name, Place: Place{c.Cloud, c.Region}, Status: d.Status, Empty: c.InstancesKnown && c.Instances == 0 && c.EmptyLongEnough && d.Hold == ""})
+		members = append(members, Member{Name: c.Name, Place: Place{c.Cloud, c.Region}, Status: d.Status, Why: d.Why,
+			Empty: c.InstancesKnown && c.Instances == 0 && c.EmptyLongEnough && !c.InProgress && d.Hold == ""})
 	}
 	r.Plan = PlanClusters(places, members)
 	for _, name := range r.Plan.Delete {
@@ -303,6 +324,13 @@ func Decide(now time.Time, places []Place, clusters []Cluster, dims []Dimension)
 		r.Clusters[name] = d
 	}
 	return r
+}
+
+func orStatus(why string, s Status) string {
+	if why == "" {
+		return string(s)
+	}
+	return why
 }
 
 func num(f float64) string {

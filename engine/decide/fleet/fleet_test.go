@@ -61,7 +61,13 @@ func TestDecideCluster(t *testing.T) {
 		{"both short: up by the rounded step", cluster(9, 2999, 999), ScalingUp, ScaleUp, 12, "scale up 9 → 12"},
 		{"one short is enough to scale up", cluster(9, 2999, 5000), ScalingUp, ScaleUp, 12, "connections 2999 < 3000"},
 		{"exactly one instance's need is capacity", cluster(9, 3000, 1000), Ready, None, 9, "none to spare"},
-		{"a step would cross the ceiling: 28 + 3 > 30", func() Cluster { c := cluster(28, 0, 0); c.MultiAZ = false; c.Ceiling = 30; c.Step = 3; return c }(), ScalingUp, None, 28, "> restricted ceiling 30"},
+		{"a step would cross the ceiling: 28 + 3 > 30, full", func() Cluster { c := cluster(28, 0, 0); c.MultiAZ = false; c.Ceiling = 30; c.Step = 3; return c }(), Full, None, 28, "> restricted ceiling 30"},
+		{"multi-AZ never below 3: 4 - 3", func() Cluster {
+			c := cluster(4, 1e6, 1e6)
+			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = true, 0, 0, 3
+			return c
+		}(), Ready, None, 4, "1 after the step is below the multi-AZ 3"},
+		{"held by the caller: unknown", func() Cluster { c := cluster(9, 0, 0); c.Hold = "ceiling override failed"; return c }(), Unknown, None, 9, ""},
 		{"at the restricted ceiling: full", cluster(30, 0, 0), Full, None, 30, "full"},
 		{"over the restricted ceiling: full", cluster(31, 0, 0), Full, None, 31, "full"},
 		{"27 + 3 = 30 reaches it", cluster(27, 0, 0), ScalingUp, ScaleUp, 30, "scale up 27 → 30"},
@@ -97,15 +103,15 @@ func TestDecideCluster(t *testing.T) {
 }
 
 // TestMissingHoldsEverything: a dimension missing or NaN holds every
-// action and leaves the status as it was.
+// action; the status is unknown (neither a ready sibling nor full).
 func TestMissingHoldsEverything(t *testing.T) {
 	for _, rem := range []map[string]float64{{"connections": 0}, {"connections": 0, "partitions": math.NaN()}, {"connections": math.Inf(1), "partitions": 0}} {
 		c := cluster(9, 0, 0)
 		c.Remaining = rem
 		c.Status = Full
 		d := DecideCluster(t0, c, dims)
-		if d.Action != None || d.Hold == "" || d.Status != Full {
-			t.Errorf("%v: %+v; want held, status kept", rem, d)
+		if d.Action != None || d.Hold == "" || d.Status != Unknown {
+			t.Errorf("%v: %+v; want held, status unknown", rem, d)
 		}
 	}
 }
@@ -166,7 +172,7 @@ func TestProperties(t *testing.T) {
 				c := Cluster{Name: pl.Region + string(rune('0'+i)), Cloud: pl.Cloud, Region: pl.Region, MultiAZ: rng.IntN(2) == 0,
 					Nodes: rng.IntN(40), Floor: rng.IntN(10), Ceiling: 5 + rng.IntN(40), WorkloadMinimum: rng.IntN(10), Step: 1 + rng.IntN(5),
 					Remaining: map[string]float64{"connections": float64(rng.IntN(20000)), "partitions": float64(rng.IntN(6000))},
-					Instances: float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0,
+					Instances: float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0, EmptyLongEnough: rng.IntN(3) > 0,
 					InProgress: rng.IntN(5) == 0, Status: statuses[rng.IntN(len(statuses))]}
 				cs = append(cs, c)
 			}
@@ -206,5 +212,32 @@ func TestProperties(t *testing.T) {
 				t.Fatalf("run %d: %s lost its last ready cluster", run, pl)
 			}
 		}
+	}
+}
+
+// TestHeldClusterIsNoSibling: an empty ready cluster beside one whose
+// numbers are missing is not deleted (the other may be full), nor is an
+// empty one while it scales; a cluster both spare and empty is deleted
+// with no node action.
+func TestHeldClusterIsNoSibling(t *testing.T) {
+	empty := func(name string) Cluster {
+		c := cluster(6, 1e6, 1e6)
+		c.Name, c.Instances, c.InstancesKnown, c.EmptyLongEnough, c.Floor, c.WorkloadMinimum = name, 0, true, true, 0, 0
+		return c
+	}
+	held := cluster(30, 0, 0)
+	held.Name, held.Remaining = "held", map[string]float64{"connections": 0}
+	r := Decide(t0, nil, []Cluster{empty("a"), held}, dims)
+	if len(r.Plan.Delete) != 0 {
+		t.Errorf("deleted %v beside a cluster with missing numbers", r.Plan.Delete)
+	}
+	scaling := empty("b")
+	scaling.InProgress = true
+	r = Decide(t0, nil, []Cluster{empty("a"), scaling}, dims)
+	if strings.Join(r.Plan.Delete, ",") != "a" {
+		t.Errorf("deletes %v: want a only (b is scaling)", r.Plan.Delete)
+	}
+	if d := r.Clusters["a"]; d.Action != None || d.Nodes != 6 {
+		t.Errorf("a deleted and %s to %d: want no node action", d.Action, d.Nodes)
 	}
 }

@@ -72,6 +72,10 @@ func perCluster(t *engine.Tick, f *spec.Fleet, field, expr string) (map[string]f
 		if _, ok := m[""]; ok {
 			return nil, &plan.Note{Severity: diag.Error, Spec: f.ID(), Pos: f.Src.PosOf(field), Message: field + ": the query's series carry no cluster label: group it by (cluster)"}
 		}
+		if len(m) < len(r.Samples) {
+			// Two series for one cluster: which one counts is not known.
+			return nil, &plan.Note{Severity: diag.Error, Spec: f.ID(), Pos: f.Src.PosOf(field), Message: fmt.Sprintf("%s: %d series for %d clusters: aggregate by (cluster)", field, len(r.Samples), len(m))}
+		}
 	}
 	return m, nil
 }
@@ -105,12 +109,18 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		say(n)
 		remaining[d.Name] = m
 	}
+	// An override that cannot be read holds every cluster: its bound is
+	// not known.
+	overrideHold := ""
 	grouped := func(field, expr string) map[string]float64 {
 		if expr == "" {
 			return nil
 		}
 		m, n := perCluster(t, f, field, expr)
 		say(n)
+		if n != nil && field != "spec.instances" && overrideHold == "" {
+			overrideHold = field + " could not be read"
+		}
 		return m
 	}
 	instances := grouped("spec.instances", sp.Instances)
@@ -118,7 +128,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	ceilings := grouped("spec.overrides.ceiling", sp.Overrides.Ceiling)
 	minimums := grouped("spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum)
 	override := func(m map[string]float64, name string, def int) int {
-		if v, ok := m[name]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= 1e6 {
+		if v, ok := m[name]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= 10000 {
 			return int(v)
 		}
 		return def
@@ -146,8 +156,10 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		if v, ok := instances[name]; ok && !math.IsNaN(v) {
 			c.Instances, c.InstancesKnown = v, true
 		}
-		since := emptySince(st, addrs.Attr{Object: o.Address, Path: cluster.Nodes}, t.Now, c.InstancesKnown && c.Instances == 0)
-		c.EmptyLongEnough = !since.IsZero() && t.Now.Sub(since) >= sp.Clusters.EmptyFor.D()
+		c.Hold = overrideHold
+		if v, ok := o.Attributes[cluster.Nodes]; !ok || v.Type() != values.Count {
+			c.Hold = "its node count (" + cluster.Nodes.String() + ") is not reported"
+		}
 		phase := o.Attributes[cluster.Phase].String()
 		switch phase {
 		case cluster.PhaseFailed:
@@ -159,6 +171,10 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		// asked for.
 		c.InProgress = phase == cluster.PhaseScalingUp || phase == cluster.PhaseScalingDown ||
 			count(o, cluster.StatusNodes) != c.Nodes || count(o, cluster.ReadyNodes) != c.Nodes
+		// Empty time counts only for a cluster that could take instances.
+		since := emptySince(st, addrs.Attr{Object: o.Address, Path: cluster.Nodes}, t.Now,
+			c.Status == fleet.Ready && c.InstancesKnown && c.Instances == 0)
+		c.EmptyLongEnough = !since.IsZero() && t.Now.Sub(since) >= sp.Clusters.EmptyFor.D()
 		cs = append(cs, c)
 	}
 	places := make([]fleet.Place, len(sp.Regions))
@@ -173,7 +189,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	for _, c := range cs {
 		d := res.Clusters[c.Name]
 		statuses = append(statuses, c.Name+" "+string(d.Status))
-		a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: c.Name}
+		a := byName[c.Name].Address
 		switch {
 		case d.Hold != "":
 			notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.remaining"), Message: c.Name + ": " + d.Hold})
@@ -183,7 +199,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		}
 	}
 	for _, name := range res.Plan.Delete {
-		a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: name}
+		a := byName[name].Address
 		its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters, Delete: true,
 			Rationale: res.Plan.Why[name], Source: id, SourcePos: f.Src.PosOf("spec.clusters.delete")})
 	}

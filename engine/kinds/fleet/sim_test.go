@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,7 +116,7 @@ spec:
     connections: sum by (cluster) (fleet_remaining{fleet="streaming", dimension="connections"})
     partitions: sum by (cluster) (fleet_remaining{fleet="streaming", dimension="partitions"})
   instances: sum by (cluster) (fleet_instances{fleet="streaming"})
-  clusters: {createWhenAllFull: true, delete: DELETE, emptyFor: 10m}
+  clusters: {createWhenAllFull: true, delete: DELETE, emptyFor: 5m}
   enforcement: {nodes: enforce, clusters: enforce}
 `
 
@@ -131,53 +133,90 @@ func trace() string {
 
 // TestFleetOnTheSimWorld: over an hour whose arrivals peak at 24 min, the
 // fleet steps its clusters' nodes in multiples of 3 (step 2 rounded up)
-// within the restricted ceiling 12 (13 rounded down), one step at a time
-// per cluster, adds a cluster when both are full, and deletes an empty
-// one only when deletes are enabled (held otherwise); the world refuses
-// nothing setpoint asks.
+// within the restricted ceiling 12 (13 rounded down), never while a step
+// is in progress (nodes take 2m to join, 1m to drain), and adds a cluster
+// when both are full; the world refuses nothing setpoint asks.
 func TestFleetOnTheSimWorld(t *testing.T) {
+	spec := strings.Replace(fleetSpec, "DELETE", "true", 1)
+	dir := writeDir(t, map[string]string{"env.yaml": fleetEnv, "fleet.yaml": spec, "trace.csv": trace()})
+	creates := 0
+	last := map[string]time.Time{}
+	for _, p := range run(t, dir, 58*time.Minute) {
+		for _, c := range p.Changes {
+			switch c.Action {
+			case action.Create:
+				creates++
+			case action.Update:
+				n := c.Value.Int()
+				if n%3 != 0 || n > 12 || n < 3 {
+					t.Fatalf("%s: %s → %s: want a multiple of 3 within [3, 12]", p.At, c.Address, c.To)
+				}
+				if c.From != "" && abs(n-mustInt(t, c.From)) != 3 {
+					t.Fatalf("%s: %s %s → %s: want one step of 3", p.At, c.Address, c.From, c.To)
+				}
+				if at, ok := last[c.Address.String()]; ok && p.At.Sub(at) < time.Minute {
+					t.Fatalf("%s: %s stepped again %s after its last step", p.At, c.Address, p.At.Sub(at))
+				}
+				last[c.Address.String()] = p.At
+			}
+		}
+		for _, h := range p.Held {
+			if h.Held.Kind == plan.HoldRejected {
+				t.Fatalf("%s: the world refuses %s: %s", p.At, h.Address, h.Held)
+			}
+		}
+	}
+	if creates != 1 {
+		t.Errorf("%d clusters created; want one at the peak", creates)
+	}
+}
+
+// TestFleetDeletesOnlyWhenAsked: three clusters and few instances, each
+// placed on the fullest cluster that fits (the smallest first): east-a,
+// the biggest, stays empty, and 5 minutes after it was first seen empty
+// it is deleted when deletes are enabled, held otherwise; the others
+// never are.
+func TestFleetDeletesOnlyWhenAsked(t *testing.T) {
+	env := strings.Replace(fleetEnv, "              - {name: east-b, region: us-east-1, nodes: 3}",
+		"              - {name: east-b, region: us-east-1, nodes: 3}\n              - {name: east-c, region: us-east-1, nodes: 3}", 1)
+	env = strings.Replace(env, "arrivals: {perHour: 150, swing: 0.9, period: 1h, peakAt: 0.4, lifetime: 8m}", "arrivals: {perHour: 1, swing: 0, lifetime: 10h}", 1)
 	for _, del := range []bool{true, false} {
 		spec := strings.Replace(fleetSpec, "DELETE", fmt.Sprint(del), 1)
-		dir := writeDir(t, map[string]string{"env.yaml": fleetEnv, "fleet.yaml": spec, "trace.csv": trace()})
-		creates, deletes, heldDeletes := 0, 0, 0
-		last := map[string]time.Time{}
-		for _, p := range run(t, dir, 58*time.Minute) {
+		dir := writeDir(t, map[string]string{"env.yaml": env, "fleet.yaml": spec, "trace.csv": trace()})
+		var deleted, held []string
+		for _, p := range run(t, dir, 20*time.Minute) {
 			for _, c := range p.Changes {
-				switch c.Action {
-				case action.Create:
-					creates++
-				case action.Delete:
-					deletes++
-				case action.Update:
-					n := c.Value.Int()
-					if n%3 != 0 || n > 12 || n < 3 {
-						t.Fatalf("%s: %s → %s: want a multiple of 3 within [3, 12]", p.At, c.Address, c.To)
-					}
-					// Nodes take 2m to join, 1m to drain: no step while
-					// one is in progress.
-					if at, ok := last[c.Address.String()]; ok && p.At.Sub(at) < time.Minute {
-						t.Fatalf("%s: %s stepped again %s after its last step", p.At, c.Address, p.At.Sub(at))
-					}
-					last[c.Address.String()] = p.At
+				if c.Action == action.Delete {
+					deleted = append(deleted, fmt.Sprintf("%s at %s", c.Address.Name, p.At.Format("15:04")))
 				}
 			}
 			for _, h := range p.Held {
-				switch {
-				case h.Held.Kind == plan.HoldRejected:
-					t.Fatalf("%s: the world refuses %s: %s", p.At, h.Address, h.Held)
-				case h.Action == action.Delete && h.Held.Kind == plan.HoldPolicy:
-					heldDeletes++
+				if h.Action == action.Delete && h.Held.Kind == plan.HoldPolicy && !slices.Contains(held, h.Address.Name) {
+					held = append(held, h.Address.Name)
 				}
 			}
 		}
-		if creates == 0 {
-			t.Errorf("delete %v: no cluster created at the peak", del)
-		}
 		switch {
-		case del && (deletes == 0 || heldDeletes != 0):
-			t.Errorf("delete enabled: %d deletes, %d held; want some applied", deletes, heldDeletes)
-		case !del && (deletes != 0 || heldDeletes == 0):
-			t.Errorf("delete disabled: %d deletes applied, %d held; want them held", deletes, heldDeletes)
+		case del && (len(deleted) != 1 || !strings.HasPrefix(deleted[0], "east-a at 00:05") || len(held) != 0):
+			t.Errorf("deletes enabled: deleted %v, held %v; want east-a deleted 5m after it was first seen empty", deleted, held)
+		case !del && (len(deleted) != 0 || len(held) != 1 || held[0] != "east-a"):
+			t.Errorf("deletes disabled: deleted %v, held %v; want east-a held", deleted, held)
 		}
 	}
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
