@@ -24,6 +24,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/cluster"
 )
 
 // applyWorkers is how many objects' changes are sent at once.
@@ -60,6 +61,10 @@ func (p *Provider) changes(ctx context.Context, now time.Time, cs []providers.Ob
 		go func() {
 			defer wg.Done()
 			for i := range next {
+				if cs[i].Address.Kind == cluster.Kind {
+					out[i] = p.capiChange(ctx, dyn, core, cs[i], dryRun)
+					continue
+				}
 				out[i] = p.change(ctx, dyn, core, now, cs[i], dryRun)
 			}
 		}()

@@ -33,6 +33,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/cluster"
 )
 
 // Config is the provider's configuration. The kubeconfig and context come
@@ -222,6 +223,17 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	sort.Slice(keys, func(i, j int) bool { return keys[i].kind+"/"+keys[i].ns < keys[j].kind+"/"+keys[j].ns })
 	for _, g := range keys {
 		idx := groups[g]
+		if g.kind == cluster.Kind {
+			for _, i := range idx {
+				o, err := p.capiRead(ctx, dyn, req.Addresses[i])
+				if err != nil {
+					fail(i, err)
+					continue
+				}
+				resp.Objects[i] = o
+			}
+			continue
+		}
 		k, err := kindOf(g.kind)
 		if err == nil && g.ns == "" && g.kind != "" {
 			err = fmt.Errorf("a %s address needs a namespace", g.kind)
@@ -285,6 +297,9 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 func (p *Provider) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
 	var resp providers.ListResponse
 	dyn, core, err := p.clients()
+	if err == nil && req.Kind == cluster.Kind {
+		return p.capiList(ctx, dyn, req)
+	}
 	kn := p.knativePods(core)
 	if err == nil {
 		var k *kind

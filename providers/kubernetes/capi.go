@@ -1,0 +1,315 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	k8s "k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/cluster"
+)
+
+// A fleet's cluster on Cluster API is two objects: the Cluster (its
+// labels, its phase) and its one MachineDeployment (its node count, in
+// spec.replicas). A new one is made from a template: a ConfigMap of the
+// fleet's namespace named as the spec's clusterTemplate, holding the
+// Cluster's and the MachineDeployment's manifests under TemplateCluster
+// and TemplateMachineDeployment; setpoint fills in names, labels, the
+// cluster name and the replicas.
+var (
+	gvrCAPICluster = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "clusters"}
+	gvrMachineDep  = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinedeployments"}
+)
+
+// Template keys and labels.
+const (
+	TemplateCluster           = "cluster"
+	TemplateMachineDeployment = "machineDeployment"
+	// LabelCAPIClusterName is Cluster API's label tying a
+	// MachineDeployment to its Cluster.
+	LabelCAPIClusterName = "cluster.x-k8s.io/cluster-name"
+)
+
+var fpReplicas = fieldpath.MakePathOrDie("spec", "replicas")
+
+// capiObject is a cluster as the provider reports it, from its Cluster
+// and its MachineDeployments.
+func capiObject(a providers.Address, cl *unstructured.Unstructured, mds []unstructured.Unstructured) (providers.Object, error) {
+	o := providers.Object{Address: a, Exists: true, Generation: cl.GetGeneration(), Labels: cl.GetLabels(), Annotations: cl.GetAnnotations(),
+		Attributes: map[addrs.Path]values.Value{}, Managers: map[addrs.Path]string{}}
+	if len(mds) > 1 {
+		return o, fmt.Errorf("cluster %s has %d MachineDeployments: setpoint sizes a cluster through exactly one", cl.GetName(), len(mds))
+	}
+	phase, _, _ := unstructured.NestedString(cl.Object, "status", "phase")
+	if reason, _, _ := unstructured.NestedString(cl.Object, "status", "failureReason"); reason != "" {
+		phase = cluster.PhaseFailed
+	}
+	if cl.GetDeletionTimestamp() != nil {
+		phase = cluster.PhaseDeleting
+	}
+	if len(mds) == 1 {
+		md := &mds[0]
+		spec, ok, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+		if ok {
+			o.Attributes[cluster.Nodes] = values.CountOf(spec)
+		}
+		st, _, _ := unstructured.NestedInt64(md.Object, "status", "replicas")
+		ready, _, _ := unstructured.NestedInt64(md.Object, "status", "readyReplicas")
+		o.Attributes[cluster.StatusNodes] = values.CountOf(st)
+		o.Attributes[cluster.ReadyNodes] = values.CountOf(ready)
+		if mp, _, _ := unstructured.NestedString(md.Object, "status", "phase"); (mp == cluster.PhaseScalingUp || mp == cluster.PhaseScalingDown) && phase == cluster.PhaseProvisioned {
+			phase = mp
+		}
+		if m := managerOf(managedSets(md.GetManagedFields()), fpReplicas, "setpoint"); m != "" {
+			o.Managers[cluster.Nodes] = m
+		}
+	}
+	if phase != "" {
+		o.Attributes[cluster.Phase] = values.StringOf(phase)
+	}
+	return o, nil
+}
+
+// capiMDs lists a namespace's MachineDeployments by cluster name.
+func capiMDs(ctx context.Context, dyn dynamic.Interface, ns string) (map[string][]unstructured.Unstructured, error) {
+	l, err := dyn.Resource(gvrMachineDep).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing MachineDeployments in %s: %w", ns, err)
+	}
+	out := map[string][]unstructured.Unstructured{}
+	for _, md := range l.Items {
+		name := md.GetLabels()[LabelCAPIClusterName]
+		if name == "" {
+			name, _, _ = unstructured.NestedString(md.Object, "spec", "clusterName")
+		}
+		out[name] = append(out[name], md)
+	}
+	return out, nil
+}
+
+// capiList lists a fleet's clusters: one List of Clusters by label, one of
+// MachineDeployments per namespace.
+func (p *Provider) capiList(ctx context.Context, dyn dynamic.Interface, req providers.ListRequest) providers.ListResponse {
+	var resp providers.ListResponse
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	l, err := dyn.Resource(gvrCAPICluster).Namespace(req.Namespace).List(cctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(req.Selector).String()})
+	if err != nil {
+		resp.Diagnostics = append(resp.Diagnostics, diag.New("listing Cluster API Clusters", err.Error()))
+		return resp
+	}
+	mdsByNS := map[string]map[string][]unstructured.Unstructured{}
+	for i := range l.Items {
+		cl := &l.Items[i]
+		mds, ok := mdsByNS[cl.GetNamespace()]
+		if !ok {
+			if mds, err = capiMDs(cctx, dyn, cl.GetNamespace()); err != nil {
+				resp.Diagnostics = append(resp.Diagnostics, diag.New("listing Cluster API MachineDeployments", err.Error()))
+				return resp
+			}
+			mdsByNS[cl.GetNamespace()] = mds
+		}
+		a := providers.Address{Provider: req.Provider, Kind: cluster.Kind, Namespace: cl.GetNamespace(), Name: cl.GetName()}
+		o, err := capiObject(a, cl, mds[cl.GetName()])
+		if err != nil {
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Error, Address: &a, Message: err.Error()})
+			continue
+		}
+		resp.Objects = append(resp.Objects, o)
+	}
+	slices.SortFunc(resp.Objects, func(a, b providers.Object) int { return strings.Compare(a.Address.String(), b.Address.String()) })
+	return resp
+}
+
+// capiRead reads one cluster.
+func (p *Provider) capiRead(ctx context.Context, dyn dynamic.Interface, a providers.Address) (providers.Object, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	cl, err := dyn.Resource(gvrCAPICluster).Namespace(a.Namespace).Get(cctx, a.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return providers.Object{Address: a}, nil
+	}
+	if err != nil {
+		return providers.Object{}, fmt.Errorf("reading Cluster %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	mds, err := capiMDs(cctx, dyn, a.Namespace)
+	if err != nil {
+		return providers.Object{}, err
+	}
+	return capiObject(a, cl, mds[a.Name])
+}
+
+// capiChange makes one cluster change (or dry-runs it): a node count goes
+// to the MachineDeployment's spec.replicas by merge patch (server-side
+// apply on a custom resource's /scale answers 500); a new cluster is its
+// template's Cluster and MachineDeployment; a delete deletes the Cluster
+// (Cluster API deletes what it owns).
+func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, core k8s.Interface, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
+	res := providers.ObjectResult{Address: c.Address, After: c.Attributes}
+	fail := func(err error) providers.ObjectResult {
+		res.Err = err.Error()
+		return res
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	var dry []string
+	if dryRun {
+		dry = []string{metav1.DryRunAll}
+	}
+	for path := range c.Attributes {
+		if path != cluster.Nodes && path != cluster.Template && !path.HasPrefix(addrs.MustPath("metadata.labels")) {
+			return fail(fmt.Errorf("%s: a Cluster has no such attribute", path))
+		}
+	}
+	ns, name := c.Address.Namespace, c.Address.Name
+	switch c.Action {
+	case action.Delete:
+		err := dyn.Resource(gvrCAPICluster).Namespace(ns).Delete(cctx, name, metav1.DeleteOptions{DryRun: dry})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fail(fmt.Errorf("deleting Cluster %s/%s: %w", ns, name, err))
+		}
+		return res
+	case action.Create:
+		if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(cctx, name, metav1.GetOptions{}); err == nil {
+			break // it exists: an update of it
+		} else if !apierrors.IsNotFound(err) {
+			return fail(fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err))
+		}
+		cl, md, err := fromTemplate(cctx, core, c)
+		if err != nil {
+			return fail(err)
+		}
+		opts := metav1.CreateOptions{FieldManager: c.Manager, DryRun: dry}
+		if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Create(cctx, cl, opts); err != nil {
+			return fail(fmt.Errorf("creating Cluster %s/%s: %w", ns, name, err))
+		}
+		if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Create(cctx, md, opts); err != nil {
+			return fail(fmt.Errorf("creating MachineDeployment %s/%s: %w", ns, md.GetName(), err))
+		}
+		return res
+	}
+	v, ok := c.Attributes[cluster.Nodes]
+	if !ok {
+		return res
+	}
+	if v.Type() != values.Count || v.Int() < 0 || v.Int() > 10000 {
+		return fail(fmt.Errorf("%s: %s is not a node count", cluster.Nodes, v))
+	}
+	mds, err := capiMDs(cctx, dyn, ns)
+	if err != nil {
+		return fail(err)
+	}
+	switch n := len(mds[name]); n {
+	case 0:
+		return fail(fmt.Errorf("cluster %s/%s has no MachineDeployment", ns, name))
+	case 1:
+	default:
+		return fail(fmt.Errorf("cluster %s/%s has %d MachineDeployments: setpoint sizes a cluster through exactly one", ns, name, n))
+	}
+	md := mds[name][0]
+	if m := managerOf(managedSets(md.GetManagedFields()), fpReplicas, c.Manager); !c.Force && m != "" && m != c.Manager {
+		res.Conflicts = []providers.Conflict{{Path: cluster.Nodes, Manager: m}}
+		return fail(fmt.Errorf("conflict: %s (spec.replicas of MachineDeployment %s) is managed by %s", cluster.Nodes, md.GetName(), m))
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": md.GetResourceVersion()}, "spec": map[string]any{"replicas": v.Int()}})
+	if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(cctx, md.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.Manager, DryRun: dry}); err != nil {
+		return fail(fmt.Errorf("setting the replicas of MachineDeployment %s/%s: %w", ns, md.GetName(), err))
+	}
+	return res
+}
+
+// fromTemplate builds a new cluster's Cluster and MachineDeployment from
+// the template ConfigMap the change names.
+func fromTemplate(ctx context.Context, core k8s.Interface, c providers.ObjectChange) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
+	ns, name := c.Address.Namespace, c.Address.Name
+	tmpl := c.Attributes[cluster.Template].String()
+	if tmpl == "" {
+		return nil, nil, fmt.Errorf("a new cluster needs %s", cluster.Template)
+	}
+	cm, err := core.CoreV1().ConfigMaps(ns).Get(ctx, tmpl, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("cluster template %q does not exist (a ConfigMap in namespace %s with %q and %q)", tmpl, ns, TemplateCluster, TemplateMachineDeployment)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading cluster template %s/%s: %w", ns, tmpl, err)
+	}
+	cl, err := manifest(cm, TemplateCluster, "Cluster")
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := manifest(cm, TemplateMachineDeployment, "MachineDeployment")
+	if err != nil {
+		return nil, nil, err
+	}
+	lbls := map[string]string{}
+	for path, v := range c.Attributes {
+		if last := path.Last(); path.HasPrefix(addrs.MustPath("metadata.labels")) && last.Kind == addrs.MapKey {
+			lbls[last.Name] = v.String()
+		}
+	}
+	for _, u := range []*unstructured.Unstructured{cl, md} {
+		u.SetNamespace(ns)
+		l := u.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		for k, v := range lbls {
+			l[k] = v
+		}
+		u.SetLabels(l)
+	}
+	cl.SetName(name)
+	md.SetName(name + "-md-0")
+	ml := md.GetLabels()
+	ml[LabelCAPIClusterName] = name
+	md.SetLabels(ml)
+	if err := unstructured.SetNestedField(md.Object, name, "spec", "clusterName"); err != nil {
+		return nil, nil, err
+	}
+	if v, ok := c.Attributes[cluster.Nodes]; ok {
+		if err := unstructured.SetNestedField(md.Object, v.Int(), "spec", "replicas"); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cl, md, nil
+}
+
+// manifest reads one object of a template, of the kind expected.
+func manifest(cm *corev1.ConfigMap, key, kind string) (*unstructured.Unstructured, error) {
+	raw, ok := cm.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("cluster template %s/%s has no %q", cm.Namespace, cm.Name, key)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(raw), &obj); err != nil {
+		return nil, fmt.Errorf("cluster template %s/%s, %q: %w", cm.Namespace, cm.Name, key, err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if u.GetKind() != kind || u.GroupVersionKind().Group != gvrCAPICluster.Group {
+		return nil, fmt.Errorf("cluster template %s/%s, %q: a %s of %s, not %s %s", cm.Namespace, cm.Name, key, kind, gvrCAPICluster.Group, u.GetAPIVersion(), u.GetKind())
+	}
+	// What the template's own object had is not the new one's.
+	unstructured.RemoveNestedField(u.Object, "status")
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "ownerReferences", "generation"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	return u, nil
+}
