@@ -38,8 +38,10 @@ func TestSimAndKubernetesPlanTheSame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	docs, env := loadSpecs(t)
-	// A Fleet's clusters are served by the sim world only until the
-	// Cluster API backend is in.
+	// A Fleet's clusters are Cluster and MachineDeployment objects here,
+	// one object in the sim world: this test mirrors objects one to one,
+	// so the Fleet is left out (TestFleetPlansAndAppliesOnClusterAPI plans
+	// it on the API server).
 	docs = slices.DeleteFunc(docs, func(d spec.Document) bool { _, fleet := d.(*spec.Fleet); return fleet })
 	// inventory needs more pods than it has, at once, and its memory moves
 	// without waiting: so the plan holds a change of every kind.
