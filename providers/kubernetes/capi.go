@@ -59,7 +59,7 @@ func capiObject(a providers.Address, cl *unstructured.Unstructured, mds []unstru
 		return o, fmt.Errorf("cluster %s has %d MachineDeployments: setpoint sizes a cluster through exactly one", cl.GetName(), len(mds))
 	}
 	phase, _, _ := unstructured.NestedString(cl.Object, "status", "phase")
-	if reason, _, _ := unstructured.NestedString(cl.Object, "status", "failureReason"); reason != "" {
+	if reason, _, _ := unstructured.NestedString(cl.Object, "status", "failureReason"); reason != "" || failedCondition(cl) {
 		phase = cluster.PhaseFailed
 	}
 	if cl.GetDeletionTimestamp() != nil {
@@ -86,6 +86,19 @@ func capiObject(a providers.Address, cl *unstructured.Unstructured, mds []unstru
 		o.Attributes[cluster.Phase] = values.StringOf(phase)
 	}
 	return o, nil
+}
+
+// failedCondition reports a condition Cluster API marks false with
+// severity Error (v1beta1: a failure its controllers will not fix).
+func failedCondition(cl *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(cl.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["status"] == "False" && m["severity"] == "Error" {
+			return true
+		}
+	}
+	return false
 }
 
 // capiMDs lists a namespace's MachineDeployments by cluster name.

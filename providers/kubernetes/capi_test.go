@@ -77,6 +77,17 @@ func TestClusterAPI(t *testing.T) {
 	capiCluster(t, env, ns, "east-b", "streaming", 3, 2, "Provisioned")
 	capiCluster(t, env, ns, "other", "batch", 3, 3, "Provisioned")
 	capiCluster(t, env, ns, "east-f", "streaming", 3, 0, "Failed")
+	capiCluster(t, env, ns, "east-g", "streaming", 3, 3, "Provisioned")
+	// east-g failed by a condition.
+	dyn := env.Dynamic(t)
+	g, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(ctxT(t), "east-g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Object["status"] = map[string]any{"phase": "Provisioned", "conditions": []any{map[string]any{"type": "InfrastructureReady", "status": "False", "severity": "Error", "reason": "QuotaExceeded"}}}
+	if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).UpdateStatus(ctxT(t), g, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	p := newProvider(t, env.Config())
 	list := func() map[string]providers.Object {
 		t.Helper()
@@ -91,11 +102,13 @@ func TestClusterAPI(t *testing.T) {
 		return out
 	}
 	got := list()
-	if len(got) != 3 {
-		t.Fatalf("listed %v: want east-a, east-b and east-f (other is another fleet's)", got)
+	if len(got) != 4 {
+		t.Fatalf("listed %v: want east-a, east-b, east-f and east-g (other is another fleet's)", got)
 	}
-	if f := got["east-f"]; f.Attributes[cluster.Phase] != values.StringOf(cluster.PhaseFailed) {
-		t.Errorf("east-f: phase %s, want Failed", f.Attributes[cluster.Phase])
+	for _, name := range []string{"east-f", "east-g"} {
+		if f := got[name]; f.Attributes[cluster.Phase] != values.StringOf(cluster.PhaseFailed) {
+			t.Errorf("%s: phase %s, want Failed", name, f.Attributes[cluster.Phase])
+		}
 	}
 	a, b := got["east-a"], got["east-b"]
 	if a.Attributes[cluster.Nodes] != values.CountOf(6) || a.Attributes[cluster.ReadyNodes] != values.CountOf(6) || a.Attributes[cluster.Phase] != values.StringOf("Provisioned") || a.Labels[cluster.LabelRegion] != "us-east-1" {
@@ -139,7 +152,6 @@ func TestClusterAPI(t *testing.T) {
 	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{create}}); r.Results[0].Err != "" {
 		t.Fatalf("create: %s", r.Results[0].Err)
 	}
-	dyn := env.Dynamic(t)
 	cl, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(ctxT(t), "streaming-us-east-1-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +169,7 @@ func TestClusterAPI(t *testing.T) {
 	if replicas != 3 || clusterName != "streaming-us-east-1-1" || md.GetLabels()[LabelCAPIClusterName] != "streaming-us-east-1-1" {
 		t.Errorf("created MachineDeployment: replicas %d, cluster %q, labels %v", replicas, clusterName, md.GetLabels())
 	}
-	if len(list()) != 4 {
+	if len(list()) != 5 {
 		t.Errorf("the new cluster is not listed with its fleet")
 	}
 
