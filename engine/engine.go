@@ -310,7 +310,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		o := obs.Objects[d.Attr.Object]
 		if d.Primary.Delete {
-			if pc, ok := e.deletion(d, o, bySpec, obs); ok {
+			if pc, ok := e.deletion(d, o, bySpec, obs, gitops); ok {
 				if pc.Held != nil {
 					p.Held = append(p.Held, pc)
 				} else {
@@ -427,7 +427,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 // deletion is the plan's change for a delete intent: the whole object
 // goes, held by a pause, a mode other than enforce, or the spec's rules
 // (deletes not enabled). Nothing to do for an object that is gone.
-func (e *Engine) deletion(d Desired, o providers.Object, bySpec map[string]decided, obs Observation) (plan.Change, bool) {
+func (e *Engine) deletion(d Desired, o providers.Object, bySpec map[string]decided, obs Observation, gitops []string) (plan.Change, bool) {
 	if !o.Exists {
 		return plan.Change{}, false
 	}
@@ -443,6 +443,15 @@ func (e *Engine) deletion(d Desired, o providers.Object, bySpec map[string]decid
 		pc.Held = &plan.Hold{Kind: plan.HoldMode, Mode: string(r.Mode)}
 	case r.NoDelete != "":
 		pc.Held = &plan.Hold{Kind: plan.HoldPolicy, Policy: "delete", Detail: r.NoDelete}
+	default:
+		// An object a GitOps controller manages is its to delete: deleting
+		// it here would start a tug of war.
+		for _, m := range o.Managers {
+			if slices.Contains(gitops, m) {
+				pc.Held = &plan.Hold{Kind: plan.HoldConflict, Manager: m}
+				break
+			}
+		}
 	}
 	return pc, true
 }

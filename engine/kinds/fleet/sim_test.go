@@ -220,3 +220,33 @@ func mustInt(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// TestFleetLeavesGitOpsClustersAlone: a cluster whose node count a GitOps
+// controller manages is not deleted (held as a conflict), even empty.
+func TestFleetLeavesGitOpsClustersAlone(t *testing.T) {
+	// east-a, the fullest, takes the few instances; east-b and east-c
+	// stay empty, with enough room that none needs a step.
+	env := strings.Replace(fleetEnv, "              - {name: east-b, region: us-east-1, nodes: 3}",
+		"              - {name: east-b, region: us-east-1, nodes: 9}\n              - {name: east-c, region: us-east-1, nodes: 9}", 1)
+	env = strings.Replace(env, "arrivals: {perHour: 150, swing: 0.9, period: 1h, peakAt: 0.4, lifetime: 8m}", "arrivals: {perHour: 1, swing: 0, lifetime: 10h}", 1)
+	env = strings.Replace(env, "kind: Environment\nmetadata: {name: fl}\nspec:\n", "kind: Environment\nmetadata: {name: fl}\nspec:\n  gitopsManagers: [cluster-api]\n", 1)
+	spec := strings.Replace(fleetSpec, "DELETE", "true", 1)
+	spec = strings.Replace(spec, "enforcement: {nodes: enforce, clusters: enforce}", "enforcement: {nodes: observe, clusters: enforce}", 1)
+	dir := writeDir(t, map[string]string{"env.yaml": env, "fleet.yaml": spec, "trace.csv": trace()})
+	conflicts := 0
+	for _, p := range run(t, dir, 10*time.Minute) {
+		for _, c := range p.Changes {
+			if c.Action == action.Delete {
+				t.Fatalf("%s: deleted %s, which cluster-api (a GitOps manager here) manages", p.At, c.Address)
+			}
+		}
+		for _, h := range p.Held {
+			if h.Action == action.Delete && h.Held.Kind == plan.HoldConflict {
+				conflicts++
+			}
+		}
+	}
+	if conflicts == 0 {
+		t.Fatal("no delete held as a conflict: the test proved nothing")
+	}
+}
