@@ -62,7 +62,7 @@ func (p *Provider) changes(ctx context.Context, now time.Time, cs []providers.Ob
 			defer wg.Done()
 			for i := range next {
 				if cs[i].Address.Kind == cluster.Kind {
-					out[i] = p.capiChange(ctx, dyn, core, cs[i], dryRun)
+					out[i] = p.capiChange(ctx, dyn, cs[i], dryRun)
 					continue
 				}
 				out[i] = p.change(ctx, dyn, core, now, cs[i], dryRun)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	k8s "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
-	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -29,20 +26,20 @@ import (
 
 // A fleet's cluster on Cluster API is two objects: the Cluster (its
 // labels, its phase) and its one MachineDeployment (its node count, in
-// spec.replicas). A new one is made from a template: a ConfigMap of the
-// fleet's namespace named as the spec's clusterTemplate, holding the
-// Cluster's and the MachineDeployment's manifests under TemplateCluster
-// and TemplateMachineDeployment; setpoint fills in names, labels, the
-// cluster name and the replicas.
+// spec.replicas). A new one is made from a template: a ClusterTemplate
+// (setpoint.dev, deploy/crds) of the fleet's namespace named as the
+// spec's clusterTemplate, holding a Cluster and a MachineDeployment;
+// setpoint fills in names, labels, the cluster name and the replicas. (A
+// resource of its own, not a ConfigMap: reading it needs no right to read
+// every ConfigMap.)
 var (
 	gvrCAPICluster = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "clusters"}
 	gvrMachineDep  = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinedeployments"}
+	gvrTemplate    = schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "clustertemplates"}
 )
 
-// Template keys and labels.
+// Labels.
 const (
-	TemplateCluster           = "cluster"
-	TemplateMachineDeployment = "machineDeployment"
 	// LabelCAPIClusterName is Cluster API's label tying a
 	// MachineDeployment to its Cluster.
 	LabelCAPIClusterName = "cluster.x-k8s.io/cluster-name"
@@ -175,7 +172,7 @@ func (p *Provider) capiRead(ctx context.Context, dyn dynamic.Interface, a provid
 // apply on a custom resource's /scale answers 500); a new cluster is its
 // template's Cluster and MachineDeployment; a delete deletes the Cluster
 // (Cluster API deletes what it owns).
-func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, core k8s.Interface, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
+func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
 	res := providers.ObjectResult{Address: c.Address, After: c.Attributes}
 	fail := func(err error) providers.ObjectResult {
 		res.Err = err.Error()
@@ -206,7 +203,7 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, core k
 		} else if !apierrors.IsNotFound(err) {
 			return fail(fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err))
 		}
-		cl, md, err := fromTemplate(cctx, core, c)
+		cl, md, err := fromTemplate(cctx, dyn, c)
 		if err != nil {
 			return fail(err)
 		}
@@ -250,25 +247,25 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, core k
 }
 
 // fromTemplate builds a new cluster's Cluster and MachineDeployment from
-// the template ConfigMap the change names.
-func fromTemplate(ctx context.Context, core k8s.Interface, c providers.ObjectChange) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
+// the ClusterTemplate the change names.
+func fromTemplate(ctx context.Context, dyn dynamic.Interface, c providers.ObjectChange) (*unstructured.Unstructured, *unstructured.Unstructured, error) {
 	ns, name := c.Address.Namespace, c.Address.Name
 	tmpl := c.Attributes[cluster.Template].String()
 	if tmpl == "" {
 		return nil, nil, fmt.Errorf("a new cluster needs %s", cluster.Template)
 	}
-	cm, err := core.CoreV1().ConfigMaps(ns).Get(ctx, tmpl, metav1.GetOptions{})
+	t, err := dyn.Resource(gvrTemplate).Namespace(ns).Get(ctx, tmpl, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("cluster template %q does not exist (a ConfigMap in namespace %s with %q and %q)", tmpl, ns, TemplateCluster, TemplateMachineDeployment)
+		return nil, nil, fmt.Errorf("cluster template %q does not exist (a ClusterTemplate in namespace %s)", tmpl, ns)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading cluster template %s/%s: %w", ns, tmpl, err)
 	}
-	cl, err := manifest(cm, TemplateCluster, "Cluster")
+	cl, err := manifest(t, "cluster", "Cluster")
 	if err != nil {
 		return nil, nil, err
 	}
-	md, err := manifest(cm, TemplateMachineDeployment, "MachineDeployment")
+	md, err := manifest(t, "machineDeployment", "MachineDeployment")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,20 +303,16 @@ func fromTemplate(ctx context.Context, core k8s.Interface, c providers.ObjectCha
 }
 
 // manifest reads one object of a template, of the kind expected.
-func manifest(cm *corev1.ConfigMap, key, kind string) (*unstructured.Unstructured, error) {
-	raw, ok := cm.Data[key]
+func manifest(t *unstructured.Unstructured, field, kind string) (*unstructured.Unstructured, error) {
+	obj, ok, _ := unstructured.NestedMap(t.Object, "spec", field)
 	if !ok {
-		return nil, fmt.Errorf("cluster template %s/%s has no %q", cm.Namespace, cm.Name, key)
-	}
-	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(raw), &obj); err != nil {
-		return nil, fmt.Errorf("cluster template %s/%s, %q: %w", cm.Namespace, cm.Name, key, err)
+		return nil, fmt.Errorf("cluster template %s/%s has no spec.%s", t.GetNamespace(), t.GetName(), field)
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetKind() != kind || u.GroupVersionKind().Group != gvrCAPICluster.Group {
-		return nil, fmt.Errorf("cluster template %s/%s, %q: a %s of %s, not %s %s", cm.Namespace, cm.Name, key, kind, gvrCAPICluster.Group, u.GetAPIVersion(), u.GetKind())
+		return nil, fmt.Errorf("cluster template %s/%s, spec.%s: want a %s of %s, not %s %s", t.GetNamespace(), t.GetName(), field, kind, gvrCAPICluster.Group, u.GetAPIVersion(), u.GetKind())
 	}
-	// What the template's own object had is not the new one's.
+	// What an object copied from a live one had is not the new one's.
 	unstructured.RemoveNestedField(u.Object, "status")
 	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "ownerReferences", "generation"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)

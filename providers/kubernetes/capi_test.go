@@ -50,16 +50,16 @@ spec: {clusterName: %[2]s, replicas: %[4]d, template: {spec: {clusterName: %[2]s
 	setStatus("md", name+"-md-0", map[string]any{"replicas": replicas, "readyReplicas": ready, "phase": "Running"})
 }
 
-const capiTemplate = `apiVersion: v1
-kind: ConfigMap
+const capiTemplate = `apiVersion: setpoint.dev/v1alpha1
+kind: ClusterTemplate
 metadata: {name: streaming-standard, namespace: %s}
-data:
-  cluster: |
+spec:
+  cluster:
     apiVersion: cluster.x-k8s.io/v1beta1
     kind: Cluster
     metadata: {name: template, labels: {team: streaming}}
     spec: {clusterNetwork: {pods: {cidrBlocks: [10.0.0.0/16]}}, topology: {class: streaming, version: v1.35.4}}
-  machineDeployment: |
+  machineDeployment:
     apiVersion: cluster.x-k8s.io/v1beta1
     kind: MachineDeployment
     metadata: {name: template-md-0}

@@ -29,9 +29,28 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/cluster"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
+
+// capiFleetFixture is a fleet's one Cluster API cluster and its template.
+const capiFleetFixture = `apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata: {name: east-a, namespace: %[1]s, labels: {setpoint.dev/fleet: streaming}}
+---
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachineDeployment
+metadata: {name: east-a-md-0, namespace: %[1]s, labels: {cluster.x-k8s.io/cluster-name: east-a}}
+spec: {clusterName: east-a, replicas: 3}
+---
+apiVersion: setpoint.dev/v1alpha1
+kind: ClusterTemplate
+metadata: {name: standard, namespace: %[1]s}
+spec:
+  cluster: {apiVersion: cluster.x-k8s.io/v1beta1, kind: Cluster, metadata: {name: t}}
+  machineDeployment: {apiVersion: cluster.x-k8s.io/v1beta1, kind: MachineDeployment, metadata: {name: t}, spec: {replicas: 1}}
+`
 
 // roles reads deploy/rbac.yaml's ClusterRole and Role.
 func roles(t *testing.T) (workloads, st *rbacv1.ClusterRole) {
@@ -265,6 +284,31 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 	}
 	if err := one("NodeAgentConfig", "web"); err != nil {
 		return err
+	}
+	// A fleet on Cluster API: its clusters listed, one read, a node count
+	// set, a cluster made from its template, one deleted.
+	env.Apply(t, fmt.Sprintf(capiFleetFixture, ns))
+	if lr := p.List(ctx, providers.ListRequest{Provider: "kubernetes", Kind: cluster.Kind, Namespace: ns, Selector: map[string]string{cluster.LabelFleet: "streaming"}}); len(lr.Diagnostics) > 0 || len(lr.Objects) != 1 {
+		return fmt.Errorf("list clusters: %v (%d listed)", lr.Diagnostics, len(lr.Objects))
+	}
+	if err := one(cluster.Kind, "east-a"); err != nil {
+		return err
+	}
+	fleetChanges := []providers.ObjectChange{
+		{Address: a(cluster.Kind, "east-a"), Action: action.Update, Manager: k8sprov.Manager, Force: true,
+			Attributes: map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(6)}, Changed: []addrs.Path{cluster.Nodes}},
+		{Address: a(cluster.Kind, "east-new"), Action: action.Create, Manager: k8sprov.Manager,
+			Attributes: map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(3), cluster.Template: values.StringOf("standard"),
+				cluster.LabelPath(cluster.LabelFleet): values.StringOf("streaming")}, Changed: []addrs.Path{cluster.Nodes}},
+	}
+	for _, r := range p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: fleetChanges}).Results {
+		if r.Err != "" {
+			return fmt.Errorf("apply %s: %s", r.Address, r.Err)
+		}
+	}
+	del := providers.ObjectChange{Address: a(cluster.Kind, "east-a"), Action: action.Delete, Manager: k8sprov.Manager}
+	if r := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{del}}).Results[0]; r.Err != "" {
+		return fmt.Errorf("delete %s: %s", r.Address, r.Err)
 	}
 	adm := kubernetes.NewForConfigOrDie(cfg)
 	pod, err := adm.CoreV1().Pods(ns).Get(ctx, d+"-pod", metav1.GetOptions{})
