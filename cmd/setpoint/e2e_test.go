@@ -521,6 +521,10 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
 		t.Fatalf("json: %d %s", code, out)
 	}
+	// The demo's fleet grows at the peak and shrinks after it.
+	if len(s.Fleets) != 1 || s.Fleets[0].Created == 0 || s.Fleets[0].Deleted == 0 || s.Fleets[0].Steps == 0 {
+		t.Errorf("fleets %+v: want clusters created, deleted and nodes stepped", s.Fleets)
+	}
 	for _, w := range s.Workloads {
 		if w.Workload != "shop/reports" {
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/simreport"
 	"github.com/setpoint-dev/setpoint/providers"
+	fleetcluster "github.com/setpoint-dev/setpoint/providers/cluster"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
@@ -156,6 +157,19 @@ type Summary struct {
 	// count tried (--baseline).
 	Fixed map[string][]FixedPoint `json:"fixed,omitempty"`
 	Final map[string]string       `json:"final"`
+	// Fleets are what each Fleet spec did to its clusters.
+	Fleets []FleetResult `json:"fleets,omitempty"`
+}
+
+// FleetResult is one fleet's run: clusters and nodes at the end, and the
+// clusters created and deleted and node steps applied on the way.
+type FleetResult struct {
+	Fleet    string `json:"fleet"` // namespace/name
+	Clusters int    `json:"clusters"`
+	Nodes    int64  `json:"nodes"`
+	Created  int    `json:"created"`
+	Deleted  int    `json:"deleted"`
+	Steps    int    `json:"steps"`
 }
 
 // Variant is one replay of the world.
@@ -257,6 +271,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 	wls := w.simWorkloads()
 	markers := map[string][]simreport.Marker{}
 	applies := map[string]int{}
+	fleetSteps := map[string]FleetResult{} // by namespace
 	key := func(a addrs.Object) string { return a.Namespace + "/" + a.Name }
 	// 0 when the provider runs in process: nothing can exit on its own.
 	pid := w.mgr.Pid("sim")
@@ -299,6 +314,18 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 				c := r.Change
 				k := key(c.Address)
 				applies[k]++
+				if c.Address.Kind == fleetcluster.Kind {
+					fs := fleetSteps[c.Address.Namespace]
+					switch c.Action {
+					case action.Create:
+						fs.Created++
+					case action.Delete:
+						fs.Deleted++
+					default:
+						fs.Steps++
+					}
+					fleetSteps[c.Address.Namespace] = fs
+				}
 				if c.Dimension == "replicas" {
 					markers[k] = append(markers[k], simreport.Marker{At: now.Sub(start), Applied: true, Text: fmt.Sprintf("%s %s → %s", shortAttr(c.Attribute), c.From, c.To)})
 				}
@@ -315,6 +342,20 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		if err := lost(now); err != nil {
 			return nil, err
 		}
+	}
+	for _, d := range w.specs {
+		f, ok := d.(*spec.Fleet)
+		if !ok {
+			continue
+		}
+		fr := fleetSteps[f.Metadata.Namespace]
+		fr.Fleet = f.Metadata.Namespace + "/" + f.Metadata.Name
+		resp := w.providers["sim"].List(ctx, providers.ListRequest{Now: end, Provider: "sim", Kind: fleetcluster.Kind, Namespace: f.Metadata.Namespace, Selector: map[string]string{fleetcluster.LabelFleet: f.Metadata.Name}})
+		for _, o := range resp.Objects {
+			fr.Clusters++
+			fr.Nodes += o.Attributes[fleetcluster.Nodes].Int()
+		}
+		sum.Fleets = append(sum.Fleets, fr)
 	}
 	sum.Virtual = end.Sub(start).Round(time.Second).String()
 	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
@@ -400,6 +441,9 @@ func (s *Summary) print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, s.table())
+	for _, f := range s.Fleets {
+		fmt.Fprintf(w, "fleet %s: %d clusters, %d nodes at the end; %d created, %d deleted, %d node steps\n", f.Fleet, f.Clusters, f.Nodes, f.Created, f.Deleted, f.Steps)
+	}
 }
 
 // table compares the variants per workload. Time over target is the
