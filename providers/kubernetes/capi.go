@@ -45,7 +45,10 @@ const (
 	LabelCAPIClusterName = "cluster.x-k8s.io/cluster-name"
 )
 
-var fpReplicas = fieldpath.MakePathOrDie("spec", "replicas")
+var (
+	fpReplicas   = fieldpath.MakePathOrDie("spec", "replicas")
+	pathMetadata = addrs.MustPath("metadata")
+)
 
 // capiObject is a cluster as the provider reports it, from its Cluster
 // and its MachineDeployments.
@@ -53,6 +56,8 @@ func capiObject(a providers.Address, cl *unstructured.Unstructured, mds []unstru
 	o := providers.Object{Address: a, Exists: true, Generation: cl.GetGeneration(), Labels: cl.GetLabels(), Annotations: cl.GetAnnotations(),
 		Attributes: map[addrs.Path]values.Value{}, Managers: map[addrs.Path]string{}}
 	if len(mds) > 1 {
+		// Reported without a node count: the Fleet holds it, not the
+		// others.
 		return o, fmt.Errorf("cluster %s has %d MachineDeployments: setpoint sizes a cluster through exactly one", cl.GetName(), len(mds))
 	}
 	phase, _, _ := unstructured.NestedString(cl.Object, "status", "phase")
@@ -81,6 +86,14 @@ func capiObject(a providers.Address, cl *unstructured.Unstructured, mds []unstru
 	}
 	if phase != "" {
 		o.Attributes[cluster.Phase] = values.StringOf(phase)
+	}
+	// Who manages the Cluster itself (a GitOps controller's is its to
+	// delete).
+	for _, m := range cl.GetManagedFields() {
+		if m.Manager != "" && m.Manager != "setpoint" && m.Subresource == "" {
+			o.Managers[pathMetadata] = m.Manager
+			break
+		}
 	}
 	return o, nil
 }
@@ -140,8 +153,8 @@ func (p *Provider) capiList(ctx context.Context, dyn dynamic.Interface, req prov
 		a := providers.Address{Provider: req.Provider, Kind: cluster.Kind, Namespace: cl.GetNamespace(), Name: cl.GetName()}
 		o, err := capiObject(a, cl, mds[cl.GetName()])
 		if err != nil {
-			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Error, Address: &a, Message: err.Error()})
-			continue
+			// One odd cluster is a warning: the list stands for the rest.
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Warning, Address: &a, Message: err.Error()})
 		}
 		resp.Objects = append(resp.Objects, o)
 	}
@@ -192,27 +205,50 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c prov
 	ns, name := c.Address.Namespace, c.Address.Name
 	switch c.Action {
 	case action.Delete:
-		err := dyn.Resource(gvrCAPICluster).Namespace(ns).Delete(cctx, name, metav1.DeleteOptions{DryRun: dry})
+		cl, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(cctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return res
+		}
+		if err != nil {
+			return fail(fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err))
+		}
+		if cl.GetLabels()[cluster.LabelFleet] == "" {
+			return fail(fmt.Errorf("the Cluster %s/%s has no %s label: setpoint deletes only a fleet's clusters", ns, name, cluster.LabelFleet))
+		}
+		uid := cl.GetUID()
+		err = dyn.Resource(gvrCAPICluster).Namespace(ns).Delete(cctx, name, metav1.DeleteOptions{DryRun: dry, Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fail(fmt.Errorf("deleting Cluster %s/%s: %w", ns, name, err))
 		}
 		return res
 	case action.Create:
-		if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(cctx, name, metav1.GetOptions{}); err == nil {
-			break // it exists: an update of it
-		} else if !apierrors.IsNotFound(err) {
-			return fail(fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err))
-		}
 		cl, md, err := fromTemplate(cctx, dyn, c)
 		if err != nil {
 			return fail(err)
 		}
 		opts := metav1.CreateOptions{FieldManager: c.Manager, DryRun: dry}
-		if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Create(cctx, cl, opts); err != nil {
-			return fail(fmt.Errorf("creating Cluster %s/%s: %w", ns, name, err))
+		existing, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(cctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Create(cctx, cl, opts); err != nil {
+				return fail(fmt.Errorf("creating Cluster %s/%s: %w", ns, name, err))
+			}
+		case err != nil:
+			return fail(fmt.Errorf("reading Cluster %s/%s: %w", ns, name, err))
+		default:
+			// A create never adopts a cluster: only one of this fleet
+			// left without its MachineDeployment (a create cut short) is
+			// finished here.
+			mds, err := capiMDs(cctx, dyn, ns)
+			if err != nil {
+				return fail(err)
+			}
+			if f := existing.GetLabels()[cluster.LabelFleet]; f == "" || f != cl.GetLabels()[cluster.LabelFleet] || len(mds[name]) > 0 {
+				return fail(fmt.Errorf("the Cluster %s/%s already exists: a new cluster needs a new name", ns, name))
+			}
 		}
 		if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Create(cctx, md, opts); err != nil {
-			return fail(fmt.Errorf("creating MachineDeployment %s/%s: %w", ns, md.GetName(), err))
+			return fail(fmt.Errorf("creating MachineDeployment %s/%s: %w (the next create of this cluster finishes it)", ns, md.GetName(), err))
 		}
 		return res
 	}
@@ -291,10 +327,25 @@ func fromTemplate(ctx context.Context, dyn dynamic.Interface, c providers.Object
 	ml := md.GetLabels()
 	ml[LabelCAPIClusterName] = name
 	md.SetLabels(ml)
-	if err := unstructured.SetNestedField(md.Object, name, "spec", "clusterName"); err != nil {
-		return nil, nil, err
+	// Everything that names the cluster names the new one: its machines,
+	// their selector, their cluster.
+	for _, f := range []struct {
+		v    any
+		path []string
+	}{
+		{name, []string{"spec", "clusterName"}},
+		{name, []string{"spec", "template", "spec", "clusterName"}},
+		{name, []string{"spec", "template", "metadata", "labels", LabelCAPIClusterName}},
+		{name, []string{"spec", "selector", "matchLabels", LabelCAPIClusterName}},
+	} {
+		if err := unstructured.SetNestedField(md.Object, f.v, f.path...); err != nil {
+			return nil, nil, fmt.Errorf("cluster template %s/%s: %w", ns, tmpl, err)
+		}
 	}
 	if v, ok := c.Attributes[cluster.Nodes]; ok {
+		if v.Type() != values.Count || v.Int() < 0 || v.Int() > 10000 {
+			return nil, nil, fmt.Errorf("%s: %s is not a node count", cluster.Nodes, v)
+		}
 		if err := unstructured.SetNestedField(md.Object, v.Int(), "spec", "replicas"); err != nil {
 			return nil, nil, err
 		}
@@ -309,13 +360,31 @@ func manifest(t *unstructured.Unstructured, field, kind string) (*unstructured.U
 		return nil, fmt.Errorf("cluster template %s/%s has no spec.%s", t.GetNamespace(), t.GetName(), field)
 	}
 	u := &unstructured.Unstructured{Object: obj}
-	if u.GetKind() != kind || u.GroupVersionKind().Group != gvrCAPICluster.Group {
-		return nil, fmt.Errorf("cluster template %s/%s, spec.%s: want a %s of %s, not %s %s", t.GetNamespace(), t.GetName(), field, kind, gvrCAPICluster.Group, u.GetAPIVersion(), u.GetKind())
+	if u.GetKind() != kind || u.GetAPIVersion() != gvrCAPICluster.GroupVersion().String() {
+		return nil, fmt.Errorf("cluster template %s/%s, spec.%s: want a %s of %s, not %s %s", t.GetNamespace(), t.GetName(), field, kind, gvrCAPICluster.GroupVersion(), u.GetAPIVersion(), u.GetKind())
+	}
+	if kind == "Cluster" {
+		// References are to one cluster's own objects: two clusters made
+		// from one template would share them (and a delete take both's).
+		for _, ref := range []string{"infrastructureRef", "controlPlaneRef"} {
+			if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", ref); ok {
+				return nil, fmt.Errorf("cluster template %s/%s: spec.cluster.spec.%s names one cluster's objects: use a ClusterClass (spec.topology)", t.GetNamespace(), t.GetName(), ref)
+			}
+		}
 	}
 	// What an object copied from a live one had is not the new one's.
 	unstructured.RemoveNestedField(u.Object, "status")
-	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "ownerReferences", "generation"} {
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "ownerReferences", "generation", "finalizers", "generateName", "deletionGracePeriodSeconds", "deletionTimestamp"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	// Nor is a GitOps tool's mark of what it manages.
+	if a := u.GetAnnotations(); a != nil {
+		for k := range a {
+			if strings.HasPrefix(k, "argocd.argoproj.io/") || strings.HasPrefix(k, "kustomize.toolkit.fluxcd.io/") || k == "kubectl.kubernetes.io/last-applied-configuration" {
+				delete(a, k)
+			}
+		}
+		u.SetAnnotations(a)
 	}
 	return u, nil
 }

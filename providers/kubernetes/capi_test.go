@@ -149,6 +149,19 @@ func TestClusterAPI(t *testing.T) {
 		t.Fatalf("without the template: %q", r.Results[0].Err)
 	}
 	env.Apply(t, fmt.Sprintf(capiTemplate, ns))
+	if r := p.PlanChange(ctxT(t), providers.PlanChangeRequest{Changes: []providers.ObjectChange{create}}); r.Results[0].Err != "" {
+		t.Fatalf("dry run of the create: %s", r.Results[0].Err)
+	}
+	if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(ctxT(t), "streaming-us-east-1-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dry run created the Cluster: %v", err)
+	}
+	// A create never adopts: another fleet's cluster of that name is
+	// refused, not resized.
+	taken := create
+	taken.Address.Name = "other"
+	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{taken}}); !strings.Contains(r.Results[0].Err, "already exists") {
+		t.Fatalf("create onto another fleet's cluster: %q", r.Results[0].Err)
+	}
 	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{create}}); r.Results[0].Err != "" {
 		t.Fatalf("create: %s", r.Results[0].Err)
 	}
@@ -166,11 +179,33 @@ func TestClusterAPI(t *testing.T) {
 	}
 	replicas, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
 	clusterName, _, _ := unstructured.NestedString(md.Object, "spec", "clusterName")
-	if replicas != 3 || clusterName != "streaming-us-east-1-1" || md.GetLabels()[LabelCAPIClusterName] != "streaming-us-east-1-1" {
-		t.Errorf("created MachineDeployment: replicas %d, cluster %q, labels %v", replicas, clusterName, md.GetLabels())
+	machines, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "clusterName")
+	selector, _, _ := unstructured.NestedString(md.Object, "spec", "selector", "matchLabels", LabelCAPIClusterName)
+	if replicas != 3 || clusterName != "streaming-us-east-1-1" || machines != clusterName || selector != clusterName || md.GetLabels()[LabelCAPIClusterName] != "streaming-us-east-1-1" {
+		t.Errorf("created MachineDeployment: replicas %d, cluster %q, machines' cluster %q, selector %q, labels %v", replicas, clusterName, machines, selector, md.GetLabels())
 	}
 	if len(list()) != 5 {
 		t.Errorf("the new cluster is not listed with its fleet")
+	}
+
+	// A template naming one cluster's own objects is refused.
+	env.Apply(t, fmt.Sprintf(`apiVersion: setpoint.dev/v1alpha1
+kind: ClusterTemplate
+metadata: {name: by-ref, namespace: %s}
+spec:
+  cluster: {apiVersion: cluster.x-k8s.io/v1beta1, kind: Cluster, metadata: {name: t}, spec: {infrastructureRef: {kind: AWSCluster, name: prod-a}}}
+  machineDeployment: {apiVersion: cluster.x-k8s.io/v1beta1, kind: MachineDeployment, metadata: {name: t}}
+`, ns))
+	byRef := create
+	byRef.Address.Name, byRef.Attributes = "by-ref-1", map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(3), cluster.Template: values.StringOf("by-ref"), cluster.LabelPath(cluster.LabelFleet): values.StringOf("streaming")}
+	if r := p.PlanChange(ctxT(t), providers.PlanChangeRequest{Changes: []providers.ObjectChange{byRef}}); !strings.Contains(r.Results[0].Err, "infrastructureRef") {
+		t.Fatalf("a template by reference: %q", r.Results[0].Err)
+	}
+
+	// A Cluster without a fleet label is not deleted.
+	env.Apply(t, fmt.Sprintf("apiVersion: cluster.x-k8s.io/v1beta1\nkind: Cluster\nmetadata: {name: mine, namespace: %s}\n", ns))
+	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{{Address: providers.Address{Provider: "kubernetes", Kind: cluster.Kind, Namespace: ns, Name: "mine"}, Action: action.Delete, Manager: "setpoint"}}}); !strings.Contains(r.Results[0].Err, "no setpoint.dev/fleet label") {
+		t.Fatalf("delete of a cluster of no fleet: %q", r.Results[0].Err)
 	}
 
 	// A delete deletes the Cluster.
