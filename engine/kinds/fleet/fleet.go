@@ -6,7 +6,6 @@
 package fleetkind
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -238,22 +237,10 @@ const emptySinceKey = "fleet.emptySince"
 // it (zero when it is not empty).
 func emptySince(st *state.State, a addrs.Attr, now time.Time, empty bool) time.Time {
 	if !empty {
-		if e, ok := st.Lookup(a); ok && e.Policy[emptySinceKey] != nil {
-			delete(st.Entry(a).Policy, emptySinceKey)
-		}
+		engine.ForgetTime(st, a, emptySinceKey)
 		return time.Time{}
 	}
-	e := st.Entry(a)
-	var at time.Time
-	if b, ok := e.Policy[emptySinceKey]; ok && json.Unmarshal(b, &at) == nil {
-		return at
-	}
-	if e.Policy == nil {
-		e.Policy = map[string]json.RawMessage{}
-	}
-	b, _ := json.Marshal(now.UTC())
-	e.Policy[emptySinceKey] = b
-	return now
+	return engine.FirstNoted(st, a, emptySinceKey, now)
 }
 
 // initialNodes is a new cluster's node count: the restricted floor, at

@@ -7,7 +7,6 @@
 package schedulekind
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -313,42 +312,21 @@ const activityKey = "schedule.activity"
 
 // remembered is the last activity the state has for the attribute.
 func remembered(st *state.State, a addrs.Attr) time.Time {
-	var at time.Time
-	if e, ok := st.Lookup(a); ok {
-		if b, ok := e.Policy[activityKey]; ok && json.Unmarshal(b, &at) == nil {
-			return at
-		}
-	}
-	return time.Time{}
+	at, _ := engine.TimeNoted(st, a, activityKey)
+	return at
 }
 
 // recordActivity keeps the later of at and what the state has.
 func recordActivity(st *state.State, a addrs.Attr, at time.Time) {
-	if at.IsZero() || !at.After(remembered(st, a)) {
-		return
+	if !at.IsZero() && at.After(remembered(st, a)) {
+		engine.NoteTime(st, a, activityKey, at)
 	}
-	e := st.Entry(a)
-	if e.Policy == nil {
-		e.Policy = map[string]json.RawMessage{}
-	}
-	b, _ := json.Marshal(at.UTC())
-	e.Policy[activityKey] = b
 }
 
 // recordAdoption returns when setpoint first planned the attribute,
 // recording now if it never did.
 func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
-	e := st.Entry(a)
-	var at time.Time
-	if b, ok := e.Policy[adoptedKey]; ok && json.Unmarshal(b, &at) == nil {
-		return at
-	}
-	if e.Policy == nil {
-		e.Policy = map[string]json.RawMessage{}
-	}
-	b, _ := json.Marshal(now.UTC())
-	e.Policy[adoptedKey] = b
-	return now
+	return engine.FirstNoted(st, a, adoptedKey, now)
 }
 
 // decideGroup makes the 0→N decision for every Schedule of a group: each
