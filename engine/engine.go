@@ -436,22 +436,16 @@ func (e *Engine) deletion(d Desired, o providers.Object, bySpec map[string]decid
 	r := sp.decider.Rules(sp.doc, sp.reads, it.Dimension, obs)
 	pc := plan.Change{Address: d.Attr.Object, Action: action.Delete, Dimension: string(it.Dimension), Reason: it.Rationale,
 		Spec: it.Source, SpecPos: it.SourcePos.String(), By: []string{it.Source}}
-	switch {
-	case r.Paused:
-		pc.Held = &plan.Hold{Kind: plan.HoldPaused, Detail: r.PauseReason}
-	case r.Mode != spec.ModeEnforce:
-		pc.Held = &plan.Hold{Kind: plan.HoldMode, Mode: string(r.Mode)}
-	case r.NoDelete != "":
+	// The gate's common core weighs a GitOps controller managing any of
+	// the object's fields: deleting what it manages starts a tug of war.
+	managers := slices.Sorted(maps.Values(o.Managers))
+	manager := ""
+	if i := slices.IndexFunc(managers, func(m string) bool { return slices.Contains(gitops, m) }); i >= 0 {
+		manager = managers[i]
+	}
+	pc.Held = gate.Core(gitops, []gate.Rules{r}, 0, manager)
+	if pc.Held == nil && r.NoDelete != "" {
 		pc.Held = &plan.Hold{Kind: plan.HoldPolicy, Policy: "delete", Detail: r.NoDelete}
-	default:
-		// An object a GitOps controller manages is its to delete: deleting
-		// it here would start a tug of war.
-		for _, m := range o.Managers {
-			if slices.Contains(gitops, m) {
-				pc.Held = &plan.Hold{Kind: plan.HoldConflict, Manager: m}
-				break
-			}
-		}
 	}
 	return pc, true
 }

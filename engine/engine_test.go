@@ -5,22 +5,19 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/plan"
-	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/simtest"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -30,7 +27,6 @@ import (
 // the real sim world and embedded store.
 func world(t *testing.T, workloads string, nfrs ...string) (*engine.Engine, *sim.Provider) {
 	t.Helper()
-	dir := t.TempDir()
 	var trace strings.Builder
 	trace.WriteString("second,rate\n")
 	for i := 0; i < 3600; i++ {
@@ -53,31 +49,7 @@ spec:
 	for i, n := range nfrs {
 		files[fmt.Sprintf("nfr-%d.yaml", i)] = n
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := load.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := l.LoadDir(dir)
-	if len(r.Diags) > 0 {
-		t.Fatalf("specs: %v", r.Diags)
-	}
-	store := embedded.NewStore(0)
-	p, err := sim.Open(r.Environment(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			e.Specs = append(e.Specs, d)
-		}
-	}
-	return e, p
+	return simtest.Engine(t, simtest.WriteDir(t, files))
 }
 
 const checkoutWL = `          - {kind: Deployment, namespace: shop, name: checkout, replicas: 2, hpa: {min: 2, max: 50, targetCPU: 70%}, perPodRPS: 100, cpuPerRequest: 5m, startup: 20s, containers: [{name: function, request: 256Mi, limit: 512Mi, workingSet: 110Mi}]EXTRA}

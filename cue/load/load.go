@@ -110,6 +110,18 @@ func (r *Result) Environment() *spec.Environment {
 	return env
 }
 
+// Specs returns the documents other than the Environment: what an engine
+// plans.
+func (r *Result) Specs() []spec.Document {
+	out := make([]spec.Document, 0, len(r.Documents))
+	for _, d := range r.Documents {
+		if _, env := d.(*spec.Environment); !env {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // LoadDir loads every .yaml, .yml and .cue file under dir (following
 // symlinks, refusing loops), then runs the cross-document checks.
 func (l *Loader) LoadDir(dir string) *Result { return l.Load(dir) }

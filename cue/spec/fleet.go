@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/setpoint-dev/setpoint/engine/decide/fleet"
 )
 
 func init() {
@@ -95,10 +97,7 @@ func (f *Fleet) Check() []FieldError {
 	}
 	n := sp.Nodes
 	// Compared as the decisions use them: rounded to the multi-AZ 3.
-	floor, ceiling := n.Floor, n.Ceiling
-	if sp.MultiAZ {
-		floor, ceiling = (floor+2)/3*3, ceiling/3*3
-	}
+	floor, ceiling := fleet.RestrictedFloor(n.Floor, sp.MultiAZ), fleet.RestrictedCeiling(n.Ceiling, sp.MultiAZ)
 	switch {
 	case n.Floor > n.Ceiling:
 		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("floor %d is above ceiling %d", n.Floor, n.Ceiling), Expected: "floor <= ceiling"})

@@ -164,15 +164,10 @@ func Evaluate(now time.Time, gitops []string, rules []Rules, primary int, c Chan
 		policyHold, due = oversize, time.Time{}
 	}
 
-	p := rules[primary]
 	taking := c.Manager != "" && c.Manager != SetpointManager
-	switch {
-	case paused(rules) != nil:
-		d.Hold = &plan.Hold{Kind: plan.HoldPaused, Detail: paused(rules).PauseReason}
-	case p.Mode != spec.ModeEnforce:
-		d.Hold = &plan.Hold{Kind: plan.HoldMode, Mode: string(p.Mode)}
-	case taking && slices.Contains(gitops, c.Manager) && !slices.Contains(p.TakeOverFrom, c.Manager):
-		d.Hold = &plan.Hold{Kind: plan.HoldConflict, Manager: c.Manager}
+	switch core := Core(gitops, rules, primary, c.Manager); {
+	case core != nil:
+		d.Hold = core
 	case policyHold != nil:
 		d.Hold, d.Due = policyHold, due
 	default:
@@ -233,6 +228,25 @@ func merge(vs []Verdict, up bool, d *Decision) (*plan.Hold, time.Time) {
 		}
 	}
 	return v.Hold, due
+}
+
+// Core is the common core's hold for every kind, before any policy: a
+// paused contributor, the primary's mode other than enforce, or a field
+// (or object) a GitOps controller manages that the spec does not take
+// over. nil lets the change on to the policies. A deletion has no value
+// to gate and goes through this alone.
+func Core(gitops []string, rules []Rules, primary int, manager string) *plan.Hold {
+	p := rules[primary]
+	taking := manager != "" && manager != SetpointManager
+	switch {
+	case paused(rules) != nil:
+		return &plan.Hold{Kind: plan.HoldPaused, Detail: paused(rules).PauseReason}
+	case p.Mode != spec.ModeEnforce:
+		return &plan.Hold{Kind: plan.HoldMode, Mode: string(p.Mode)}
+	case taking && slices.Contains(gitops, manager) && !slices.Contains(p.TakeOverFrom, manager):
+		return &plan.Hold{Kind: plan.HoldConflict, Manager: manager}
+	}
+	return nil
 }
 
 // paused returns the first contributor that is paused.

@@ -111,9 +111,15 @@ func failedCondition(cl *unstructured.Unstructured) bool {
 	return false
 }
 
-// capiMDs lists a namespace's MachineDeployments by cluster name.
-func capiMDs(ctx context.Context, dyn dynamic.Interface, ns string) (map[string][]unstructured.Unstructured, error) {
-	l, err := dyn.Resource(gvrMachineDep).Namespace(ns).List(ctx, metav1.ListOptions{})
+// capiMDs lists a namespace's MachineDeployments by cluster name: all of
+// them for a list of clusters, one cluster's (by Cluster API's label,
+// which it sets on every MachineDeployment) for a read or a change.
+func capiMDs(ctx context.Context, dyn dynamic.Interface, ns, one string) (map[string][]unstructured.Unstructured, error) {
+	var opts metav1.ListOptions
+	if one != "" {
+		opts.LabelSelector = labels.SelectorFromSet(labels.Set{LabelCAPIClusterName: one}).String()
+	}
+	l, err := dyn.Resource(gvrMachineDep).Namespace(ns).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing MachineDeployments in %s: %w", ns, err)
 	}
@@ -144,7 +150,7 @@ func (p *Provider) capiList(ctx context.Context, dyn dynamic.Interface, req prov
 		cl := &l.Items[i]
 		mds, ok := mdsByNS[cl.GetNamespace()]
 		if !ok {
-			if mds, err = capiMDs(cctx, dyn, cl.GetNamespace()); err != nil {
+			if mds, err = capiMDs(cctx, dyn, cl.GetNamespace(), ""); err != nil {
 				resp.Diagnostics = append(resp.Diagnostics, diag.New("listing Cluster API MachineDeployments", err.Error()))
 				return resp
 			}
@@ -173,7 +179,7 @@ func (p *Provider) capiRead(ctx context.Context, dyn dynamic.Interface, a provid
 	if err != nil {
 		return providers.Object{}, fmt.Errorf("reading Cluster %s/%s: %w", a.Namespace, a.Name, err)
 	}
-	mds, err := capiMDs(cctx, dyn, a.Namespace)
+	mds, err := capiMDs(cctx, dyn, a.Namespace, a.Name)
 	if err != nil {
 		return providers.Object{}, err
 	}
@@ -239,7 +245,7 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c prov
 			// A create never adopts a cluster: only one of this fleet
 			// left without its MachineDeployment (a create cut short) is
 			// finished here.
-			mds, err := capiMDs(cctx, dyn, ns)
+			mds, err := capiMDs(cctx, dyn, ns, name)
 			if err != nil {
 				return fail(err)
 			}
@@ -259,7 +265,7 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c prov
 	if v.Type() != values.Count || v.Int() < 0 || v.Int() > 10000 {
 		return fail(fmt.Errorf("%s: %s is not a node count", cluster.Nodes, v))
 	}
-	mds, err := capiMDs(cctx, dyn, ns)
+	mds, err := capiMDs(cctx, dyn, ns, name)
 	if err != nil {
 		return fail(err)
 	}

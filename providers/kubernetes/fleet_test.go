@@ -115,12 +115,7 @@ spec:
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"kubernetes": kp}, Signals: embedded.NewSource(store)}
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			e.Specs = append(e.Specs, d)
-		}
-	}
+	e := &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"kubernetes": kp}, Signals: embedded.NewSource(store)}
 	return e, ns, now
 }
 

@@ -121,12 +121,7 @@ func loadSpecs(t *testing.T) ([]spec.Document, *spec.Environment) {
 	if len(r.Diags) > 0 {
 		t.Fatalf("specs: %v", r.Diags)
 	}
-	var docs []spec.Document
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			docs = append(docs, d)
-		}
-	}
+	docs := r.Specs()
 	return docs, r.Environment()
 }
 

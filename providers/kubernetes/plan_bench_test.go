@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
-	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -56,12 +55,7 @@ func BenchmarkPlan1000NFR(b *testing.B) {
 	if len(r.Diags) > 0 {
 		b.Fatal(r.Diags)
 	}
-	var docs []spec.Document
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			docs = append(docs, d)
-		}
-	}
+	docs := r.Specs()
 	p, err := k8sprov.NewForConfig(env.Config())
 	if err != nil {
 		b.Fatal(err)

@@ -371,8 +371,14 @@ func everything(t *testing.T, env *kubetest.Env, as *rest.Config, stateNS string
 	for len(h.Owned()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	took := len(h.Owned())
 	cancel()
 	<-done
+	if took < 2 {
+		// Without this, a replica that takes nothing would pass as one
+		// that gave everything back.
+		return fmt.Errorf("the replica took %d of 2 shards", took)
+	}
 	if len(h.Owned()) != 0 {
 		return fmt.Errorf("the replica kept %v", h.Owned())
 	}

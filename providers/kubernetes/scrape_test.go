@@ -18,6 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/signals/scrape"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 func annotated(ip string, ann map[string]string, ports ...int32) *corev1.Pod {
@@ -176,14 +177,10 @@ func TestPodDiscoveryScrapes(t *testing.T) {
 	var found []PodTarget
 	// The list is served from the API server's watch cache, which may lag
 	// the status update by a moment.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, "the annotated pod discovered", func() bool {
 		found = d.Targets(ctxT(t), []string{ns})
-		if len(found) == 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(found) == 1
+	})
 	wantURL := "http://127.0.0.1:" + port + "/custom/metrics"
 	if len(found) != 1 || found[0].URL != wantURL || found[0].Namespace != ns || found[0].Pod != "web-1" || found[0].Instance != "127.0.0.1:"+port {
 		t.Fatalf("targets: %+v; want web-1 at %s only", found, wantURL)

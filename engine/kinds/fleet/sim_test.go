@@ -3,48 +3,24 @@ package fleetkind_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
-	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	"github.com/setpoint-dev/setpoint/engine/plan"
-	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
-	"github.com/setpoint-dev/setpoint/providers"
-	"github.com/setpoint-dev/setpoint/providers/sim"
+	"github.com/setpoint-dev/setpoint/internal/simtest"
 )
 
 // run loads dir's specs on the real sim world and reconciles every 5 s
 // of virtual time from its start to until, returning every plan.
 func run(t *testing.T, dir string, until time.Duration) []*plan.Plan {
 	t.Helper()
-	l, err := load.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := l.LoadDir(dir)
-	if len(r.Diags) > 0 {
-		t.Fatalf("specs: %v", r.Diags)
-	}
-	store := embedded.NewStore(0)
-	p, err := sim.Open(r.Environment(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			e.Specs = append(e.Specs, d)
-		}
-	}
+	e, p := simtest.Engine(t, dir)
 	st := state.New()
 	var plans []*plan.Plan
 	start := p.World.Start()
@@ -62,17 +38,7 @@ func run(t *testing.T, dir string, until time.Duration) []*plan.Plan {
 
 func writeDir(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return simtest.WriteDir(t, files)
 }
 
 const fleetEnv = `apiVersion: setpoint.dev/v1alpha1

@@ -3,20 +3,15 @@ package schedulekind_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/plan"
-	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/state"
-	"github.com/setpoint-dev/setpoint/providers"
-	"github.com/setpoint-dev/setpoint/providers/sim"
+	"github.com/setpoint-dev/setpoint/internal/simtest"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
@@ -26,7 +21,6 @@ import (
 // sim's start.
 func simWorld(t *testing.T, replicas int, nfrExtra, idle string) (*engine.Engine, time.Time) {
 	t.Helper()
-	dir := t.TempDir()
 	var trace strings.Builder
 	trace.WriteString("second,rate\n")
 	for i := 0; i < 1200; i++ {
@@ -65,30 +59,7 @@ spec:
   enforcement: {replicas: enforce}
 `,
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := load.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := l.LoadDir(dir)
-	if len(r.Diags) > 0 {
-		t.Fatalf("specs: %v", r.Diags)
-	}
-	store := embedded.NewStore(0)
-	p, err := sim.Open(r.Environment(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			e.Specs = append(e.Specs, d)
-		}
-	}
+	e, p := simtest.Engine(t, simtest.WriteDir(t, files))
 	start := p.World.Start().Add(10 * time.Minute)
 	return e, start
 }

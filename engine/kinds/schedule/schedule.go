@@ -18,6 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/intent"
+	nfrkind "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
@@ -114,6 +115,9 @@ type groupDecision struct {
 	// of the group sleeps then (a dependency's activity is its
 	// dependents').
 	unknown string
+	// keptWarm names, by workload, an NFR of the group that keeps it
+	// warm while idle (throughput.keepWarm).
+	keptWarm map[addrs.Object]string
 }
 
 type activitySeen struct {
@@ -176,7 +180,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		z.Why = "activity unknown (" + gd.unknown + "): holding"
 	}
 	recordActivity(st, attr, a.at)
-	keptWarmBy := keepWarm(t, id, wAddr, def)
+	keptWarmBy := gd.keptWarm[wAddr]
 	cur := current(w)
 	sp := s.Spec
 	rec, trig := -1, ""
@@ -286,25 +290,6 @@ func withValue(it intent.Intent, n int, sleep bool) intent.Intent {
 	return it
 }
 
-// keepWarm names an NFR planned with this Schedule, on the same
-// workload, that keeps it warm while idle ("" when none).
-func keepWarm(t *engine.Tick, id string, w addrs.Object, def string) string {
-	for _, p := range t.Peers(id) {
-		n, ok := p.(*spec.NFR)
-		if !ok || n.Spec.Throughput == nil || !n.Spec.Throughput.KeepWarm {
-			continue
-		}
-		prov := n.Spec.Target.Provider
-		if prov == "" {
-			prov = def
-		}
-		if (addrs.Object{Provider: prov, Kind: n.Spec.Target.Kind, Namespace: n.Metadata.Namespace, Name: n.Spec.Target.Name}) == w {
-			return n.ID()
-		}
-	}
-	return ""
-}
-
 // activityKey keeps the last activity seen, in the state entry of the
 // attribute a Schedule writes: a restarted process, or a store that has
 // not refilled its history, does not take an active workload for idle.
@@ -334,10 +319,13 @@ func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
 // provider's annotation), its dependencies' readiness, then
 // schedule.DecideZero over all of them.
 func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.Observation, st *state.State) *groupDecision {
-	gd := &groupDecision{activity: map[string]activitySeen{}}
+	gd := &groupDecision{activity: map[string]activitySeen{}, keptWarm: map[addrs.Object]string{}}
 	var scheds []*spec.Schedule
 	var longest time.Duration
 	for _, p := range peers {
+		if n, ok := p.(*spec.NFR); ok && n.Spec.Throughput != nil && n.Spec.Throughput.KeepWarm {
+			gd.keptWarm[nfrkind.WorkloadAddress(n, def)] = n.ID()
+		}
 		s, ok := p.(*spec.Schedule)
 		if !ok {
 			continue

@@ -124,12 +124,7 @@ func newFixture(t testing.TB, objs map[addrs.Object]providers.Object, docs ...st
 	}
 	store := embedded.NewStore(time.Hour)
 	f := &fixture{objs: &objects{objs: objs}, store: store, st: state.New()}
-	f.e = &engine.Engine{Env: r.Environment(), Providers: map[string]providers.Provider{"k8s": f.objs}, Signals: embedded.NewSource(store)}
-	for _, d := range r.Documents {
-		if d.Head().Kind != "Environment" {
-			f.e.Specs = append(f.e.Specs, d)
-		}
-	}
+	f.e = &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"k8s": f.objs}, Signals: embedded.NewSource(store)}
 	return f
 }
 
@@ -199,8 +194,10 @@ func change(p *plan.Plan, a addrs.Object, path addrs.Path) *plan.Change {
 	return nil
 }
 
-func schedule(body string) string {
-	return "apiVersion: setpoint.dev/v1alpha1\nkind: Schedule\nmetadata: {name: api, namespace: shop}\nspec:\n" + body
+func schedule(body string) string { return scheduleNamed("api", body) }
+
+func scheduleNamed(name, body string) string {
+	return "apiVersion: setpoint.dev/v1alpha1\nkind: Schedule\nmetadata: {name: " + name + ", namespace: shop}\nspec:\n" + body
 }
 
 // TestIdleIsStrict: with the provider's activity signal at t0 and a 5 m
@@ -382,14 +379,10 @@ func TestDependsOn(t *testing.T) {
   idle: {after: 5m, grace: 0s, activity: "vector(0)"}
   dependsOn: [db]
   enforcement: {replicas: enforce}
-`), `apiVersion: setpoint.dev/v1alpha1
-kind: Schedule
-metadata: {name: db, namespace: shop}
-spec:
-  target: {kind: Deployment, name: db}
+`), scheduleNamed("db", `  target: {kind: Deployment, name: db}
   idle: {after: 3m, grace: 0s, activity: "vector(0)"}
   enforcement: {replicas: enforce}
-`)
+`))
 	now := t0.Add(2 * time.Minute) // db has no activity of its own
 	p := f.apply(t, now)
 	if c := change(p, b, workload.Replicas); c == nil || c.To != "1" || !strings.Contains(c.Reason, "dependent Schedule/shop/api") {
@@ -546,14 +539,10 @@ func TestActivityUnknownHolds(t *testing.T) {
   idle: {after: 5m, grace: 0s}
   dependsOn: [db]
   enforcement: {replicas: enforce}
-`), `apiVersion: setpoint.dev/v1alpha1
-kind: Schedule
-metadata: {name: db, namespace: shop}
-spec:
-  target: {kind: Deployment, name: db}
+`), scheduleNamed("db", `  target: {kind: Deployment, name: db}
   idle: {after: 1m, grace: 0s, activity: "vector(0)"}
   enforcement: {replicas: enforce}
-`)
+`))
 	f.e.Signals = failing{f.e.Signals}
 	p := f.plan(t, t0.Add(time.Hour))
 	if len(p.Changes)+len(p.Held) != 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 // exporter serves what the real Prometheus scrapes: a counter that grows
@@ -34,13 +35,7 @@ func exporter(t *testing.T) string {
 
 func eventually(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, what, f)
 }
 
 // Against a real Prometheus server scraping a real endpoint.

@@ -14,18 +14,13 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
-// eventually polls cond until it holds or a deadline passes.
+// eventually is testutil.Eventually with this package's deadline.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 func refusedURL(t *testing.T) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
@@ -175,17 +176,10 @@ func TestLeaseLock(t *testing.T) {
 	}
 }
 
-// waitFor polls until cond holds or the deadline passes.
+// waitFor is testutil.Eventually.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.Eventually(t, within, what, cond)
 }
 
 // pollUntil is waitFor with the tests' deadline.
