@@ -21,11 +21,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
 
@@ -254,24 +254,6 @@ func TestKilledMidApplySuccessorAgrees(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log written by a child process and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // count is how many lines of the log hold every one of parts.
 func count(log string, parts ...string) int {
 	n := 0
@@ -295,7 +277,7 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 	stateNS := env.Namespace(t)
 	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStep: 30%", "maxReplicaStep: 100%"},
 		[3]string{"setpoint.yaml", "tick: 5s", "tick: 1s"})
-	var log syncBuffer
+	var log testutil.Buffer
 	cmd := exec.Command(binary, "watch", "--log-level", "debug", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)
 	cmd.Dir = "../.."
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,23 +121,6 @@ func setRunning(t *testing.T, env *kubetest.Env, ns, name, ip string) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Pods annotated on a real API server are found in the namespaces asked
 // for, scraped at their IP and annotated port and path, and their samples
 // carry their namespace and name; a pod whose annotation is refused is
@@ -167,7 +149,7 @@ func TestPodDiscoveryScrapes(t *testing.T) {
 		setRunning(t, env, p.ns, p.name, "127.0.0.1")
 	}
 
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	d, err := NewPodDiscovery(env.Config())
 	if err != nil {
 		t.Fatal(err)

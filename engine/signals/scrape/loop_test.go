@@ -57,7 +57,7 @@ func TestLoopDownTargetDelaysNoOther(t *testing.T) {
 	defer unblock()
 	refused := refusedURL(t)
 
-	var logs syncBuffer
+	var logs testutil.Buffer
 	store := embedded.NewStore(0)
 	store.Request("queue")
 	t0 := time.Now().Truncate(time.Second)
@@ -126,23 +126,6 @@ func TestLoopDownTargetDelaysNoOther(t *testing.T) {
 	if n := strings.Count(logs.String(), "scrape target down"); n != 2 {
 		t.Fatalf("%d lines about down targets over two cycles of the same two:\n%s", n, logs.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A cycle that runs past the interval starts the next at the following
