@@ -1,0 +1,649 @@
+// Package routegroup computes a RouteGroup's field: from each backend's
+// filtered queue, latency and error signals, a pressure; from the
+// pressures, inverse-pressure weights and slot targets that sum exactly to
+// the table size; a bounded (viscous) step from the current slots towards
+// the targets, shrunk when the observed split drifts away from the weights;
+// and the group's regime and admission. It is pure and deterministic: the
+// eBPF provider's 200 ms loop and the sim world call Step with the time
+// passed in, and the same inputs give the same field on every node.
+package routegroup
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Regime is the group's posture, from its share-weighted mean pressure.
+type Regime string
+
+// Regimes.
+const (
+	Laminar    Regime = "laminar"
+	Transition Regime = "transition"
+	Crisis     Regime = "crisis"
+	Recovery   Regime = "recovery"
+)
+
+// Admission modes the dataplane enforces on new connects.
+type Mode string
+
+// Admission modes.
+const (
+	Normal Mode = "normal" // every connect passes
+	Soft   Mode = "soft"   // a fraction of new connects is shed
+	Hard   Mode = "hard"   // connects beyond a budget per second are refused
+)
+
+// Guard actions of the monotonic skew guard.
+const (
+	GuardNone   = ""
+	GuardShrink = "shrink" // Δmax shrank by the factor k this tick
+	GuardHold   = "hold"   // Δmax could shrink no further: no step this tick
+)
+
+// PressureFloor is ε in the inverse-pressure weights 1/(P+ε): it keeps an
+// idle backend (P = 0) from taking every slot from one that is barely
+// loaded, so weights stay within 1/ε of each other's order.
+const PressureFloor = 0.1
+
+// laminarBelow is the fraction of transitionAbove the mean pressure must
+// fall under to leave transition: a band, so a pressure hovering at the
+// threshold does not flip the regime every tick.
+const laminarBelow = 0.9
+
+// Params are a RouteGroup's knobs, resolved from its spec.
+type Params struct {
+	// Slots is the table size (prime for Maglev).
+	Slots int
+	// Alpha is the EWMA's weight of the newest sample, in (0, 1].
+	Alpha float64
+	// Pressure weights and references: P = Wq·Q/Qref + Wl·L/Lref + We·clip(E/Eref, 0, ErrorClip).
+	WQueue, WLatency, WErrors float64
+	QueueRef                  float64
+	LatencyRef                float64 // seconds
+	ErrorRef                  float64 // ratio
+	ErrorClip                 float64
+	// An error ratio above PenaltyAbove adds PenaltyAdd to the pressure.
+	PenaltyAbove, PenaltyAdd float64
+	// A backend whose queue reaches QueueLimit within Horizon (at its
+	// current positive rate of growth) counts as crisis. 0: off.
+	QueueLimit float64
+	Horizon    time.Duration
+	// MaxSlotsPerTick is Δmax: the most one backend's slot count moves.
+	MaxSlotsPerTick int
+	// The skew guard: skew worsening by more than SkewEpsilon shrinks
+	// Δmax by SkewShrink; fewer than MinConnects connects in a tick leave
+	// the skew unknown (a share of a handful of connects is noise).
+	SkewEpsilon, SkewShrink float64
+	MinConnects             uint64
+	// Regime thresholds on the share-weighted mean pressure.
+	TransitionAbove, CrisisAbove float64
+	RecoveryTicks                int
+	// Admission: the fraction shed in soft mode, the budget per second in
+	// hard mode.
+	SoftShed   float64
+	HardBudget float64
+}
+
+// Validate says what is wrong with the knobs: the provider refuses a
+// configuration the loop cannot run with.
+func (p Params) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.Slots < 1 || p.Slots > MaxSlots {
+		bad("table of %d slots: want 1..%d", p.Slots, MaxSlots)
+	}
+	if !(p.Alpha > 0 && p.Alpha <= 1) {
+		bad("filter alpha %g: want 0 < alpha <= 1", p.Alpha)
+	}
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"queue", p.WQueue}, {"latency", p.WLatency}, {"errors", p.WErrors}, {"error penalty", p.PenaltyAdd}} {
+		if w.v < 0 || math.IsNaN(w.v) || math.IsInf(w.v, 0) {
+			bad("pressure weight %s %g: want a finite number >= 0", w.name, w.v)
+		}
+	}
+	if p.WQueue+p.WLatency+p.WErrors == 0 {
+		bad("every pressure weight is 0: want at least one above 0")
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"queue", p.QueueRef}, {"latency", p.LatencyRef}, {"error rate", p.ErrorRef}, {"error clip", p.ErrorClip}} {
+		if !(r.v > 0) || math.IsInf(r.v, 0) {
+			bad("pressure reference %s %g: want a finite number > 0", r.name, r.v)
+		}
+	}
+	if p.QueueLimit < 0 || p.Horizon < 0 {
+		bad("saturation queue limit %g, horizon %s: want neither negative", p.QueueLimit, p.Horizon)
+	}
+	if p.MaxSlotsPerTick < 1 {
+		bad("maxSlotsPerTick %d: want at least 1", p.MaxSlotsPerTick)
+	}
+	if !(p.SkewShrink > 0 && p.SkewShrink < 1) || !(p.SkewEpsilon >= 0) {
+		bad("skew guard epsilon %g, shrink %g: want epsilon >= 0 and 0 < shrink < 1", p.SkewEpsilon, p.SkewShrink)
+	}
+	if !(p.TransitionAbove > 0 && p.CrisisAbove > p.TransitionAbove) {
+		bad("regimes transitionAbove %g, crisisAbove %g: want 0 < transitionAbove < crisisAbove", p.TransitionAbove, p.CrisisAbove)
+	}
+	if p.RecoveryTicks < 1 {
+		bad("recoveryTicks %d: want at least 1", p.RecoveryTicks)
+	}
+	if !(p.SoftShed >= 0 && p.SoftShed <= 1) || !(p.HardBudget > 0) {
+		bad("admission soft shed %g, hard budget %g/s: want 0..1 and > 0", p.SoftShed, p.HardBudget)
+	}
+	return errors.Join(errs...)
+}
+
+// Sample is one backend's signals at a tick. Connects is the dataplane's
+// cumulative count of connects sent to it.
+type Sample struct {
+	Name      string
+	Queue     float64 // requests waiting
+	Latency   float64 // p95, seconds
+	ErrorRate float64 // ratio
+	// Missing says the backend's metrics could not be read this tick: its
+	// pressure holds at its last value and it is flagged.
+	Missing  bool
+	Connects uint64
+	// NoConnects says the dataplane's counters were not read: the skew
+	// is unknown this tick.
+	NoConnects bool
+}
+
+// Backend is one backend's remembered state.
+type Backend struct {
+	Name     string  `json:"name"`
+	Queue    float64 `json:"queue"`   // EWMA
+	Latency  float64 `json:"latency"` // EWMA, seconds
+	Errors   float64 `json:"errors"`  // EWMA, ratio
+	Seen     bool    `json:"seen"`    // the EWMAs hold a sample
+	Pressure float64 `json:"pressure"`
+	Weight   float64 `json:"weight"`
+	Slots    int     `json:"slots"`
+	Connects uint64  `json:"connects"`
+	Counted  bool    `json:"counted"` // Connects holds a reading
+	Crisis   bool    `json:"crisis"`
+	Flagged  bool    `json:"flagged"` // no metrics: pressure held
+}
+
+// State is what a group's loop remembers from tick to tick.
+type State struct {
+	Tick     uint64    `json:"tick"`
+	At       time.Time `json:"at"`
+	Backends []Backend `json:"backends"` // by name
+	Regime   Regime    `json:"regime"`
+	// Calm counts the ticks in recovery with the mean pressure below
+	// transitionAbove.
+	Calm int `json:"calm"`
+	// DeltaMax is Δmax as the skew guard left it (0: not yet set).
+	DeltaMax  int     `json:"deltaMax"`
+	Skew      float64 `json:"skew"`
+	SkewKnown bool    `json:"skewKnown"`
+}
+
+// Admission is what the dataplane enforces on new connects.
+type Admission struct {
+	Mode Mode `json:"mode"`
+	// Shed is the fraction of new connects refused in soft mode.
+	Shed float64 `json:"shed,omitempty"`
+	// Budget is the connects per second admitted in hard mode.
+	Budget float64 `json:"budget,omitempty"`
+}
+
+// Decision is one tick's field and why.
+type Decision struct {
+	Names        []string  `json:"names"`
+	Pressure     []float64 `json:"pressure"`
+	Weights      []float64 `json:"weights"`
+	Targets      []int     `json:"targets"`
+	Slots        []int     `json:"slots"`
+	MeanPressure float64   `json:"meanPressure"`
+	Regime       Regime    `json:"regime"`
+	Admission    Admission `json:"admission"`
+	Skew         float64   `json:"skew"`
+	SkewKnown    bool      `json:"skewKnown"`
+	Guard        string    `json:"guard,omitempty"`
+	DeltaMax     int       `json:"deltaMax"`
+	// Moved is the slot count that changed hands (half the sum of |Δ|).
+	Moved int `json:"moved"`
+	// ScaleHint says the group needs more capacity than rerouting gives:
+	// crisis, or one backend under pressure.
+	ScaleHint bool     `json:"scaleHint,omitempty"`
+	Reasons   []string `json:"reasons,omitempty"`
+}
+
+// MaxSlots bounds a table: 2¹⁷ − 1, the largest prime table the dataplane
+// sizes its maps for.
+const MaxSlots = 131071
+
+// MaxBackends bounds the equivalent set.
+const MaxBackends = 1024
+
+// Pressure is a backend's composite resistance from its filtered signals.
+func (p Params) Pressure(queue, latency, errRate float64) float64 {
+	e := clamp(errRate/p.ErrorRef, 0, p.ErrorClip)
+	pr := p.WQueue*math.Max(queue, 0)/p.QueueRef + p.WLatency*math.Max(latency, 0)/p.LatencyRef + p.WErrors*e
+	if errRate > p.PenaltyAbove {
+		pr += p.PenaltyAdd
+	}
+	return pr
+}
+
+// EWMA filters x into prev with weight alpha; the first sample is taken
+// as it is.
+func EWMA(alpha, prev, x float64, seen bool) float64 {
+	if !seen {
+		return x
+	}
+	return alpha*x + (1-alpha)*prev
+}
+
+// Rate is the positive-only derivative: how fast a filtered signal grows
+// per second; shrinking or an empty interval is 0.
+func Rate(prev, cur float64, dt time.Duration) float64 {
+	if dt <= 0 {
+		return 0
+	}
+	return math.Max(0, (cur-prev)/dt.Seconds())
+}
+
+// Saturates says whether a queue at q growing at v per second reaches
+// limit within horizon (or has).
+func Saturates(q, v, limit float64, horizon time.Duration) bool {
+	if limit <= 0 {
+		return false
+	}
+	if q >= limit {
+		return true
+	}
+	return v > 0 && (limit-q)/v <= horizon.Seconds()
+}
+
+// Weights are inverse-pressure weights, summing to 1.
+func Weights(pressure []float64) []float64 {
+	w := make([]float64, len(pressure))
+	sum := 0.0
+	for i, p := range pressure {
+		w[i] = 1 / (math.Max(p, 0) + PressureFloor)
+		sum += w[i]
+	}
+	for i := range w {
+		w[i] /= sum
+	}
+	return w
+}
+
+// Apportion splits total in proportion to weights by largest remainder:
+// each gets the floor of its share, and the rest go one each to the
+// largest fractional parts (ties to the lower index). The result sums to
+// total exactly.
+func Apportion(weights []float64, total int) []int {
+	out := make([]int, len(weights))
+	if len(weights) == 0 {
+		return out
+	}
+	sum := 0.0
+	for _, w := range weights {
+		sum += math.Max(w, 0)
+	}
+	if sum == 0 {
+		weights = slices.Repeat([]float64{1}, len(weights))
+		sum = float64(len(weights))
+	}
+	frac := make([]float64, len(weights))
+	given := 0
+	for i, w := range weights {
+		exact := math.Max(w, 0) / sum * float64(total)
+		out[i] = int(math.Floor(exact))
+		frac[i] = exact - float64(out[i])
+		given += out[i]
+	}
+	order := make([]int, len(weights))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(frac[b], frac[a]) })
+	// Rounding error can leave the floors a hair over or under total:
+	// walk the order giving (or, from its end, taking) one at a time.
+	for k := 0; given < total; k = (k + 1) % len(order) {
+		out[order[k]]++
+		given++
+	}
+	for k := len(order) - 1; given > total; k = (k + len(order) - 1) % len(order) {
+		if out[order[k]] > 0 {
+			out[order[k]]--
+			given--
+		}
+	}
+	return out
+}
+
+// Step runs one tick: samples name the equivalent set as it is now (a
+// backend gone from it loses its slots at once; a new one starts at 0).
+func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decision) {
+	samples = slices.Clone(samples)
+	slices.SortFunc(samples, func(a, b Sample) int { return cmp.Compare(a.Name, b.Name) })
+	samples = slices.CompactFunc(samples, func(a, b Sample) bool { return a.Name == b.Name })
+	n := len(samples)
+	old := make(map[string]Backend, len(prev.Backends))
+	for _, b := range prev.Backends {
+		old[b.Name] = b
+	}
+	var dt time.Duration
+	if !prev.At.IsZero() {
+		dt = now.Sub(prev.At)
+	}
+	next := State{Tick: prev.Tick + 1, At: now, Regime: prev.Regime, Calm: prev.Calm, DeltaMax: prev.DeltaMax}
+	if next.Regime == "" {
+		next.Regime = Laminar
+	}
+	if next.DeltaMax <= 0 || next.DeltaMax > p.MaxSlotsPerTick {
+		next.DeltaMax = p.MaxSlotsPerTick
+	}
+	d := Decision{Names: make([]string, n), Pressure: make([]float64, n)}
+	bs := make([]Backend, n)
+	var reasons []string
+	known, knownSum := 0, 0.0
+	for i, s := range samples {
+		b := old[s.Name]
+		b.Name = s.Name
+		d.Names[i] = s.Name
+		if s.Missing || !finite(s.Queue, s.Latency, s.ErrorRate) {
+			b.Flagged = true
+			bs[i] = b
+			continue
+		}
+		b.Flagged = false
+		q := EWMA(p.Alpha, b.Queue, s.Queue, b.Seen)
+		v := 0.0
+		if b.Seen {
+			v = Rate(b.Queue, q, dt)
+		}
+		b.Queue, b.Latency, b.Errors = q, EWMA(p.Alpha, b.Latency, s.Latency, b.Seen), EWMA(p.Alpha, b.Errors, s.ErrorRate, b.Seen)
+		b.Seen = true
+		b.Pressure = p.Pressure(b.Queue, b.Latency, b.Errors)
+		b.Crisis = Saturates(b.Queue, v, p.QueueLimit, p.Horizon)
+		if b.Crisis {
+			// Saturation ahead counts as crisis now: the backend is
+			// weighted as one in crisis, before its queue is full.
+			b.Pressure = math.Max(b.Pressure, p.CrisisAbove)
+			reasons = append(reasons, fmt.Sprintf("%s: queue %.3g reaches its limit %g within %s", s.Name, b.Queue, p.QueueLimit, p.Horizon))
+		}
+		bs[i] = b
+		known++
+		knownSum += b.Pressure
+	}
+	for i := range bs {
+		if bs[i].Flagged {
+			if !bs[i].Seen {
+				// Never measured: the mean of the measured ones, so it
+				// neither attracts nor repels traffic.
+				bs[i].Pressure = 0
+				if known > 0 {
+					bs[i].Pressure = knownSum / float64(known)
+				}
+			}
+			reasons = append(reasons, fmt.Sprintf("%s: no metrics, pressure held at %.3g", bs[i].Name, bs[i].Pressure))
+		}
+		d.Pressure[i] = bs[i].Pressure
+	}
+	d.Weights = Weights(d.Pressure)
+	d.Targets = Apportion(d.Weights, p.Slots)
+
+	// Skew: the observed split of this tick's connects against the weights.
+	var delta []uint64
+	var total uint64
+	countersOK := n > 0
+	for i, s := range samples {
+		b := old[s.Name]
+		if s.NoConnects || !b.Counted || s.Connects < b.Connects {
+			countersOK = false
+		}
+		if !s.NoConnects {
+			bs[i].Connects, bs[i].Counted = s.Connects, true
+		} else {
+			bs[i].Counted = false
+		}
+	}
+	if countersOK {
+		delta = make([]uint64, n)
+		for i, s := range samples {
+			delta[i] = s.Connects - old[s.Name].Connects
+			total += delta[i]
+		}
+	}
+	hold := false
+	if countersOK && total >= max(p.MinConnects, 1) {
+		for i := range samples {
+			d.Skew = math.Max(d.Skew, math.Abs(float64(delta[i])/float64(total)-d.Weights[i]))
+		}
+		d.SkewKnown = true
+		if prev.SkewKnown && d.Skew > prev.Skew+p.SkewEpsilon {
+			shrunk := int(math.Floor(float64(next.DeltaMax) * p.SkewShrink))
+			if shrunk < 1 {
+				hold = true
+				d.Guard = GuardHold
+				next.DeltaMax = 1
+			} else {
+				d.Guard = GuardShrink
+				next.DeltaMax = shrunk
+			}
+			reasons = append(reasons, fmt.Sprintf("skew %.3f worsened from %.3f by more than %g: Δmax %d", d.Skew, prev.Skew, p.SkewEpsilon, next.DeltaMax))
+		} else if next.DeltaMax < p.MaxSlotsPerTick {
+			// Not worsening: Δmax grows back by the same factor.
+			next.DeltaMax = min(p.MaxSlotsPerTick, int(math.Ceil(float64(next.DeltaMax)/p.SkewShrink)))
+		}
+	}
+	next.Skew, next.SkewKnown = d.Skew, d.SkewKnown
+	d.DeltaMax = next.DeltaMax
+
+	// The step from the current slots.
+	cur := make([]int, n)
+	have := 0
+	for i := range bs {
+		cur[i] = old[bs[i].Name].Slots
+		have += cur[i]
+	}
+	fresh := len(prev.Backends) == 0 || tableSize(prev.Backends) != p.Slots
+	switch {
+	case fresh:
+		d.Slots = slices.Clone(d.Targets)
+	default:
+		if freed := p.Slots - have; freed > 0 {
+			// A removed backend's slots go at once (nothing may route to
+			// it), to the backends short of their targets.
+			cur = placeFreed(cur, d.Targets, freed)
+			reasons = append(reasons, fmt.Sprintf("%d slots of removed backends handed out", freed))
+		}
+		if hold {
+			d.Slots = cur
+		} else {
+			d.Slots = ViscousStep(cur, d.Targets, next.DeltaMax)
+		}
+	}
+	for i := range bs {
+		bs[i].Slots = d.Slots[i]
+		bs[i].Weight = d.Weights[i]
+		d.Moved += abs(d.Slots[i] - old[bs[i].Name].Slots)
+	}
+	for _, b := range prev.Backends {
+		if !slices.Contains(d.Names, b.Name) {
+			d.Moved += b.Slots
+		}
+	}
+	d.Moved /= 2
+	next.Backends = bs
+
+	// Regime and admission.
+	for i := range bs {
+		if p.Slots > 0 {
+			d.MeanPressure += float64(d.Slots[i]) / float64(p.Slots) * d.Pressure[i]
+		}
+	}
+	next.Regime, next.Calm = NextRegime(p, prev.Regime, prev.Calm, d.MeanPressure)
+	d.Regime = next.Regime
+	d.Admission = AdmissionFor(p, d.Regime, n)
+	d.ScaleHint = d.Regime == Crisis || (n == 1 && d.Regime != Laminar)
+	if d.ScaleHint {
+		reasons = append(reasons, fmt.Sprintf("mean pressure %.3g in %s with %d backend(s): more capacity needed", d.MeanPressure, d.Regime, n))
+	}
+	d.Reasons = reasons
+	return next, d
+}
+
+func tableSize(bs []Backend) int {
+	s := 0
+	for _, b := range bs {
+		s += b.Slots
+	}
+	return s
+}
+
+// placeFreed gives freed slots to the backends below their targets, in
+// proportion to how far below; the deficits always cover them (targets
+// sum to the table size).
+func placeFreed(cur, target []int, freed int) []int {
+	deficit := make([]float64, len(cur))
+	for i := range cur {
+		deficit[i] = float64(max(0, target[i]-cur[i]))
+	}
+	add := Apportion(deficit, freed)
+	out := slices.Clone(cur)
+	for i := range out {
+		out[i] += add[i]
+	}
+	return out
+}
+
+// ViscousStep moves each count towards its target by at most dmax,
+// keeping the sum: the moves are clipped to ±dmax, then whichever side
+// (gains or losses) is larger is scaled down by largest remainder to
+// match the other.
+func ViscousStep(cur, target []int, dmax int) []int {
+	n := len(cur)
+	step := make([]int, n)
+	up, down := 0, 0
+	for i := range cur {
+		step[i] = max(-dmax, min(dmax, target[i]-cur[i]))
+		if step[i] > 0 {
+			up += step[i]
+		} else {
+			down -= step[i]
+		}
+	}
+	shrink := func(sign int, to int) {
+		w := make([]float64, n)
+		for i := range step {
+			if step[i]*sign > 0 {
+				w[i] = float64(step[i] * sign)
+			}
+		}
+		part := Apportion(w, to)
+		for i := range step {
+			if step[i]*sign > 0 {
+				step[i] = part[i] * sign
+			}
+		}
+	}
+	switch {
+	case up > down:
+		shrink(1, down)
+	case down > up:
+		shrink(-1, up)
+	}
+	out := make([]int, n)
+	for i := range cur {
+		out[i] = cur[i] + step[i]
+	}
+	return out
+}
+
+// NextRegime moves the regime on the mean pressure, with hysteresis:
+// transition is left only below laminarBelow × transitionAbove, and crisis
+// passes through recovery until the pressure has stayed below
+// transitionAbove for RecoveryTicks ticks.
+func NextRegime(p Params, prev Regime, calm int, mean float64) (Regime, int) {
+	switch {
+	case mean >= p.CrisisAbove:
+		return Crisis, 0
+	case prev == Crisis || prev == Recovery:
+		if mean >= p.TransitionAbove {
+			return Recovery, 0
+		}
+		if calm+1 >= p.RecoveryTicks {
+			return Laminar, 0
+		}
+		return Recovery, calm + 1
+	case prev == Transition:
+		if mean < laminarBelow*p.TransitionAbove {
+			return Laminar, 0
+		}
+		return Transition, 0
+	case mean >= p.TransitionAbove:
+		return Transition, 0
+	}
+	return Laminar, 0
+}
+
+// AdmissionFor maps the regime to what the dataplane enforces: crisis
+// refuses beyond the budget, recovery sheds softly; transition sheds
+// softly only with one backend, where no rerouting can relieve it.
+func AdmissionFor(p Params, r Regime, backends int) Admission {
+	switch {
+	case r == Crisis:
+		return Admission{Mode: Hard, Budget: p.HardBudget}
+	case r == Recovery, r == Transition && backends == 1:
+		return Admission{Mode: Soft, Shed: p.SoftShed}
+	}
+	return Admission{Mode: Normal}
+}
+
+// Jitter is the tick's period every, moved by a bounded deterministic
+// offset in ±frac·every drawn from seed and the tick's index, so groups and
+// nodes do not tick in phase with each other or with periodic load.
+func Jitter(seed string, tick uint64, every time.Duration, frac float64) time.Duration {
+	h := fnv64(fnvBasis, seed)
+	for i := range 8 {
+		h ^= (tick >> (8 * i)) & 0xff
+		h *= fnvPrime
+	}
+	u := float64(h>>11) / (1 << 53) // [0, 1)
+	return every + time.Duration((2*u-1)*frac*float64(every))
+}
+
+const (
+	fnvBasis = 0xcbf29ce484222325
+	fnvPrime = 0x100000001b3
+)
+
+func fnv64(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
