@@ -14,7 +14,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean proto
+.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -98,3 +98,10 @@ proto:
 		--go_out=. --go_opt=module=github.com/setpoint-dev/setpoint \
 		--go-grpc_out=. --go-grpc_opt=module=github.com/setpoint-dev/setpoint \
 		providers/proto/provider.proto
+
+# Regenerate the dataplane's bpf2go Go and object (Debian's clang, llvm and
+# libbpf-dev; bpf2go is a tool of the module). Objects are committed, so
+# builds and tests need no clang; CI regenerates and fails on a difference.
+bpf:
+	@command -v clang >/dev/null || { echo "clang is missing: apt-get install clang llvm libbpf-dev"; exit 1; }
+	cd bpf/dataplane && $(GO) generate ./...

@@ -1,0 +1,476 @@
+//go:build linux
+
+// Package dataplane loads the RouteGroup connect4 program, attaches it to
+// a cgroup, and writes its maps: VIPs, backends, A/B slot tables with the
+// epoch flip, admission, the heartbeat the failsafe watches, and the
+// counters it keeps. It knows nothing of pressure or weights: the eBPF
+// provider decides, this package projects.
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// MaxBackends is the most backends (ids) a group has.
+const MaxBackends = 1024
+
+// MaxGroups bounds the groups one dataplane serves.
+const MaxGroups = 256
+
+// Protocols a VIP is matched on.
+const (
+	TCP = unix.IPPROTO_TCP
+	UDP = unix.IPPROTO_UDP
+)
+
+// Options size the maps and say where they are pinned.
+type Options struct {
+	// Groups is how many route groups the maps hold.
+	Groups int
+	// Slots is the largest table a group may publish.
+	Slots int
+	// PinDir, when set, pins the maps and the link in bpffs there, so the
+	// program stays attached, with its tables, across the agent's crash
+	// and a restarted agent resumes with them.
+	PinDir string
+}
+
+// Dataplane is a loaded program and its maps.
+type Dataplane struct {
+	opts Options
+	objs connect4Objects
+	link link.Link
+	// keys caches slot indexes for batch writes, by side index.
+	mu   sync.Mutex
+	keys map[uint32][]uint32
+}
+
+// Load loads the program and its maps (reusing pinned ones under
+// opts.PinDir). It needs root (CAP_BPF, CAP_NET_ADMIN) and BTF.
+func Load(opts Options) (*Dataplane, error) {
+	if opts.Groups < 1 || opts.Groups > MaxGroups {
+		return nil, fmt.Errorf("dataplane for %d groups: want 1..%d", opts.Groups, MaxGroups)
+	}
+	if opts.Slots < 1 || opts.Slots > 131071 {
+		return nil, fmt.Errorf("dataplane tables of %d slots: want 1..131071", opts.Slots)
+	}
+	spec, err := loadConnect4()
+	if err != nil {
+		return nil, fmt.Errorf("reading the connect4 object: %w", err)
+	}
+	g := uint32(opts.Groups)
+	sizes := map[string]uint32{
+		"epochs": g, "controls": g, "heartbeats": g, "buckets": g, "group_stats": g,
+		"sides": 2 * g, "slots": 2 * g * uint32(opts.Slots), "evens": 2 * g * MaxBackends,
+		"backends": g * MaxBackends, "counters": g * MaxBackends,
+	}
+	for name, n := range sizes {
+		spec.Maps[name].MaxEntries = n
+	}
+	if err := spec.Variables["slot_stride"].Set(uint32(opts.Slots)); err != nil {
+		return nil, fmt.Errorf("setting the slot stride: %w", err)
+	}
+	if err := spec.Variables["max_groups"].Set(g); err != nil {
+		return nil, fmt.Errorf("setting the group count: %w", err)
+	}
+	var copts ebpf.CollectionOptions
+	if opts.PinDir != "" {
+		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
+			return nil, fmt.Errorf("making the pin directory: %w", err)
+		}
+		copts.Maps.PinPath = opts.PinDir
+	} else {
+		for _, m := range spec.Maps {
+			m.Pinning = ebpf.PinNone
+		}
+	}
+	d := &Dataplane{opts: opts, keys: map[uint32][]uint32{}}
+	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("loading the connect4 program: the maps pinned in %s were sized for another configuration (run the provider's cleanup): %w", opts.PinDir, err)
+		}
+		return nil, fmt.Errorf("loading the connect4 program (root with BPF and BTF needed): %w", err)
+	}
+	return d, nil
+}
+
+func (d *Dataplane) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
+
+// Attach attaches the program to the cgroup at path. With a pin directory
+// a link pinned by an earlier agent is taken over and given this
+// program: the VIPs stay rewritten throughout. It says whether it resumed.
+func (d *Dataplane) Attach(cgroup string) (resumed bool, err error) {
+	if d.opts.PinDir != "" {
+		if l, err := link.LoadPinnedLink(d.linkPin(), nil); err == nil {
+			if err := l.Update(d.objs.Connect4); err != nil {
+				l.Close()
+				return false, fmt.Errorf("updating the pinned link's program: %w", err)
+			}
+			d.link = l
+			return true, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("loading the pinned link: %w", err)
+		}
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroup, Attach: ebpf.AttachCGroupInet4Connect, Program: d.objs.Connect4})
+	if err != nil {
+		return false, fmt.Errorf("attaching connect4 to cgroup %s: %w", cgroup, err)
+	}
+	if d.opts.PinDir != "" {
+		if err := l.Pin(d.linkPin()); err != nil {
+			l.Close()
+			return false, fmt.Errorf("pinning the link: %w", err)
+		}
+	}
+	d.link = l
+	return false, nil
+}
+
+// Close releases this process's hold on the program and maps. A pinned
+// link stays attached (the failsafe takes over when the heartbeat
+// stops); an unpinned one detaches.
+func (d *Dataplane) Close() error {
+	var errs []error
+	if d.link != nil {
+		errs = append(errs, d.link.Close())
+	}
+	errs = append(errs, d.objs.Close())
+	return errors.Join(errs...)
+}
+
+// Cleanup detaches the program and removes every pin: the only way a
+// pinned dataplane goes away.
+func (d *Dataplane) Cleanup() error {
+	var errs []error
+	if d.link != nil {
+		errs = append(errs, d.link.Unpin())
+	}
+	for _, m := range []*ebpf.Map{d.objs.Vips, d.objs.Epochs, d.objs.Sides, d.objs.Slots, d.objs.Evens, d.objs.Backends,
+		d.objs.Counters, d.objs.Controls, d.objs.Heartbeats, d.objs.Buckets, d.objs.GroupStats} {
+		if m.IsPinned() {
+			errs = append(errs, m.Unpin())
+		}
+	}
+	errs = append(errs, d.Close())
+	if d.opts.PinDir != "" {
+		errs = append(errs, os.Remove(d.opts.PinDir))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dataplane) group(g uint32) error {
+	if int(g) >= d.opts.Groups {
+		return fmt.Errorf("group %d: the dataplane holds %d", g, d.opts.Groups)
+	}
+	return nil
+}
+
+// be32 is an address as the program compares it: network byte order
+// read as a host (little-endian) u32.
+func be32(a netip.Addr) uint32 { b := a.As4(); return binary.LittleEndian.Uint32(b[:]) }
+
+// port16 is a port as the program's user_port holds it.
+func port16(p uint16) uint32 { return uint32(p>>8 | p<<8) }
+
+// SetVIP routes connects to vip (IPv4) over proto through group g.
+func (d *Dataplane) SetVIP(g uint32, vip netip.AddrPort, proto uint32) error {
+	if err := d.group(g); err != nil {
+		return err
+	}
+	if !vip.Addr().Is4() {
+		return fmt.Errorf("VIP %s: IPv4 only", vip)
+	}
+	k := connect4VipKey{Ip: be32(vip.Addr()), Port: port16(vip.Port()), Proto: proto}
+	return d.objs.Vips.Put(&k, &g)
+}
+
+// RemoveVIP stops rewriting vip.
+func (d *Dataplane) RemoveVIP(vip netip.AddrPort, proto uint32) error {
+	k := connect4VipKey{Ip: be32(vip.Addr()), Port: port16(vip.Port()), Proto: proto}
+	if err := d.objs.Vips.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return err
+	}
+	return nil
+}
+
+// VIPs lists the VIPs and their groups (a resumed agent's starting point).
+func (d *Dataplane) VIPs() (map[netip.AddrPort]uint32, error) {
+	out := map[netip.AddrPort]uint32{}
+	var k connect4VipKey
+	var g uint32
+	it := d.objs.Vips.Iterate()
+	for it.Next(&k, &g) {
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], k.Ip)
+		out[netip.AddrPortFrom(netip.AddrFrom4(b), uint16(port16(uint16(k.Port))))] = g
+	}
+	return out, it.Err()
+}
+
+// SetBackend names backend id of group g; a zero address clears it.
+func (d *Dataplane) SetBackend(g, id uint32, addr netip.AddrPort) error {
+	if err := d.group(g); err != nil {
+		return err
+	}
+	if id >= MaxBackends {
+		return fmt.Errorf("backend id %d: at most %d", id, MaxBackends-1)
+	}
+	var b connect4Backend
+	if addr.IsValid() {
+		if !addr.Addr().Is4() || addr.Port() == 0 {
+			return fmt.Errorf("backend %s: IPv4 with a port only", addr)
+		}
+		b = connect4Backend{Ip: be32(addr.Addr()), Port: port16(addr.Port())}
+	}
+	k := g*MaxBackends + id
+	return d.objs.Backends.Put(&k, &b)
+}
+
+// Backends reads group g's backends by id.
+func (d *Dataplane) Backends(g uint32) (map[uint32]netip.AddrPort, error) {
+	if err := d.group(g); err != nil {
+		return nil, err
+	}
+	out := map[uint32]netip.AddrPort{}
+	for id := range uint32(MaxBackends) {
+		k := g*MaxBackends + id
+		var b connect4Backend
+		if err := d.objs.Backends.Lookup(&k, &b); err != nil {
+			return nil, err
+		}
+		if b.Port != 0 {
+			var ip [4]byte
+			binary.LittleEndian.PutUint32(ip[:], b.Ip)
+			out[id] = netip.AddrPortFrom(netip.AddrFrom4(ip), uint16(port16(uint16(b.Port))))
+		}
+	}
+	return out, nil
+}
+
+// Publish writes table (backend ids by slot) and the failsafe's healthy
+// ids into group g's inactive side, then flips the epoch to it. The
+// flip is one map write: a connect reads one side or the other, whole.
+// It says when the flip began and how long it took.
+func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
+	if err := d.group(g); err != nil {
+		return Flip{}, err
+	}
+	if len(table) == 0 || len(table) > d.opts.Slots {
+		return Flip{}, fmt.Errorf("table of %d slots: want 1..%d", len(table), d.opts.Slots)
+	}
+	if len(healthy) > MaxBackends {
+		return Flip{}, fmt.Errorf("%d healthy backends: at most %d", len(healthy), MaxBackends)
+	}
+	for _, id := range table {
+		if id >= MaxBackends {
+			return Flip{}, fmt.Errorf("slot owner %d: ids stop at %d", id, MaxBackends-1)
+		}
+	}
+	epoch, err := d.Epoch(g)
+	if err != nil {
+		return Flip{}, err
+	}
+	si := g*2 + (epoch+1)&1
+	d.mu.Lock()
+	keys := d.keys[si]
+	if keys == nil {
+		keys = make([]uint32, d.opts.Slots)
+		for i := range keys {
+			keys[i] = si*uint32(d.opts.Slots) + uint32(i)
+		}
+		d.keys[si] = keys
+	}
+	d.mu.Unlock()
+	if _, err := d.objs.Slots.BatchUpdate(keys[:len(table)], table, nil); err != nil {
+		return Flip{}, fmt.Errorf("writing the slot table: %w", err)
+	}
+	if len(healthy) > 0 {
+		ek := make([]uint32, len(healthy))
+		for i := range ek {
+			ek[i] = si*MaxBackends + uint32(i)
+		}
+		if _, err := d.objs.Evens.BatchUpdate(ek, healthy, nil); err != nil {
+			return Flip{}, fmt.Errorf("writing the failsafe list: %w", err)
+		}
+	}
+	side := connect4Side{Size: uint32(len(table)), Healthy: uint32(len(healthy))}
+	if err := d.objs.Sides.Put(&si, &side); err != nil {
+		return Flip{}, fmt.Errorf("writing the side's sizes: %w", err)
+	}
+	start := time.Now()
+	next := epoch + 1
+	if err := d.objs.Epochs.Put(&g, &next); err != nil {
+		return Flip{}, fmt.Errorf("flipping the epoch: %w", err)
+	}
+	return Flip{At: start, Took: time.Since(start), Epoch: next}, nil
+}
+
+// Flip is when a publish flipped its group's epoch, and in how long.
+type Flip struct {
+	At    time.Time
+	Took  time.Duration
+	Epoch uint32
+}
+
+// Epoch is group g's current epoch (its active side is epoch & 1).
+func (d *Dataplane) Epoch(g uint32) (uint32, error) {
+	var e uint32
+	if err := d.objs.Epochs.Lookup(&g, &e); err != nil {
+		return 0, fmt.Errorf("reading the epoch: %w", err)
+	}
+	return e, nil
+}
+
+// Active reads group g's active table (nil before the first publish).
+func (d *Dataplane) Active(g uint32) ([]uint32, error) {
+	epoch, err := d.Epoch(g)
+	if err != nil {
+		return nil, err
+	}
+	si := g*2 + epoch&1
+	var side connect4Side
+	if err := d.objs.Sides.Lookup(&si, &side); err != nil {
+		return nil, err
+	}
+	if side.Size == 0 {
+		return nil, nil
+	}
+	keys := make([]uint32, side.Size)
+	for i := range keys {
+		keys[i] = si*uint32(d.opts.Slots) + uint32(i)
+	}
+	out := make([]uint32, side.Size)
+	for i, k := range keys {
+		if err := d.objs.Slots.Lookup(&k, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Admission modes, as the program reads them.
+const (
+	AdmitNormal = 0
+	AdmitSoft   = 1
+	AdmitHard   = 2
+)
+
+// Control is a group's admission and failsafe threshold.
+type Control struct {
+	Mode int
+	// Shed is the fraction refused in soft mode.
+	Shed float64
+	// Budget is connects per second admitted in hard mode, Burst the most
+	// admitted at once.
+	Budget float64
+	Burst  int
+	// Failsafe is how old the heartbeat may get before connects split
+	// evenly over the healthy backends.
+	Failsafe time.Duration
+}
+
+// SetControl writes group g's admission and failsafe threshold.
+func (d *Dataplane) SetControl(g uint32, c Control) error {
+	if err := d.group(g); err != nil {
+		return err
+	}
+	if c.Shed < 0 || c.Shed > 1 || c.Budget < 0 || c.Burst < 0 || c.Failsafe <= 0 {
+		return fmt.Errorf("control %+v: shed 0..1, budget and burst not negative, a failsafe threshold", c)
+	}
+	burst := c.Burst
+	if burst == 0 {
+		burst = max(1, int(c.Budget))
+	}
+	v := connect4Control{Mode: uint32(c.Mode), ShedPpm: uint32(c.Shed * 1e6), RateMilli: uint64(c.Budget * 1000),
+		Burst: uint64(burst), FailsafeNs: uint64(c.Failsafe)}
+	return d.objs.Controls.Put(&g, &v)
+}
+
+// Monotonic is the clock the program's bpf_ktime_get_ns reads.
+func Monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// Heartbeat tells the program the agent is alive as of now (monotonic ns).
+func (d *Dataplane) Heartbeat(g uint32, now uint64) error {
+	if err := d.group(g); err != nil {
+		return err
+	}
+	return d.objs.Heartbeats.Put(&g, &now)
+}
+
+// Counters sums group g's per-CPU connect counters for ids.
+func (d *Dataplane) Counters(g uint32, ids []uint32) ([]uint64, error) {
+	if err := d.group(g); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(ids))
+	var per []uint64
+	for i, id := range ids {
+		k := g*MaxBackends + id
+		if err := d.objs.Counters.Lookup(&k, &per); err != nil {
+			return nil, fmt.Errorf("reading counter %d: %w", id, err)
+		}
+		for _, v := range per {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+// Stats is what happened to a group's connects, summed over CPUs.
+type Stats struct {
+	Routed, Shed, Refused, Failsafe, Missed uint64
+}
+
+// Stats reads group g's totals.
+func (d *Dataplane) Stats(g uint32) (Stats, error) {
+	if err := d.group(g); err != nil {
+		return Stats{}, err
+	}
+	var per []connect4Stats
+	if err := d.objs.GroupStats.Lookup(&g, &per); err != nil {
+		return Stats{}, err
+	}
+	var s Stats
+	for _, p := range per {
+		s.Routed += p.Routed
+		s.Shed += p.Shed
+		s.Refused += p.Refused
+		s.Failsafe += p.Failsafe
+		s.Missed += p.Missed
+	}
+	return s, nil
+}
+
+// ClearGroup forgets group g's tables and backends so a new
+// route group can take its index.
+func (d *Dataplane) ClearGroup(g uint32) error {
+	if err := d.group(g); err != nil {
+		return err
+	}
+	zero := uint64(0)
+	var errs []error
+	errs = append(errs, d.objs.Heartbeats.Put(&g, &zero))
+	for side := range uint32(2) {
+		si := g*2 + side
+		errs = append(errs, d.objs.Sides.Put(&si, &connect4Side{}))
+	}
+	for id := range uint32(MaxBackends) {
+		errs = append(errs, d.SetBackend(g, id, netip.AddrPort{}))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,373 @@
+//go:build linux
+
+package dataplane
+
+import (
+	"errors"
+	"math"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/internal/bpftest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+var vip = netip.MustParseAddrPort("127.100.0.1:8080")
+
+// setup loads the program into this kernel, attaches it to a child cgroup
+// holding the test, and names n loopback backends as ids 0..n−1 of group 0.
+func setup(t *testing.T, n int, opts Options) (*Dataplane, []netip.AddrPort) {
+	t.Helper()
+	cg := bpftest.Cgroup(t)
+	if opts.Groups == 0 {
+		opts = Options{Groups: 2, Slots: 65537, PinDir: opts.PinDir}
+	}
+	d, err := Load(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if _, err := d.Attach(cg); err != nil {
+		t.Fatal(err)
+	}
+	servers := bpftest.Servers(t, n)
+	for i, s := range servers {
+		if err := d.SetBackend(0, uint32(i), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.SetVIP(0, vip, TCP); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetControl(0, Control{Failsafe: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Heartbeat(0, Monotonic()); err != nil {
+		t.Fatal(err)
+	}
+	return d, servers
+}
+
+func table(counts []int) []uint32 {
+	names := make([]string, len(counts))
+	for i := range names {
+		names[i] = string(rune('a' + i))
+	}
+	out := make([]uint32, 65537)
+	routegroup.Maglev(names, counts, out)
+	return out
+}
+
+func ids(n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+// storm connects n times and counts connects by the backend reached.
+func storm(t *testing.T, n int, servers []netip.AddrPort) ([]int, int) {
+	t.Helper()
+	by := map[netip.AddrPort]int{}
+	for i, s := range servers {
+		by[s] = i
+	}
+	got := make([]int, len(servers))
+	refused := 0
+	for range n {
+		peer, err := bpftest.Connect(vip)
+		if errors.Is(err, unix.EPERM) {
+			refused++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		i, ok := by[peer]
+		if !ok {
+			t.Fatalf("a connect reached %s, no backend of the group", peer)
+		}
+		got[i]++
+	}
+	return got, refused
+}
+
+// Over 100,000 connects the split follows the table within 2 points.
+func TestSplitFollowsTheTable(t *testing.T) {
+	d, servers := setup(t, 3, Options{})
+	counts := routegroup.Apportion([]float64{0.5, 0.3, 0.2}, 65537)
+	if _, err := d.Publish(0, table(counts), ids(3)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100000
+	got, _ := storm(t, n, servers)
+	for i := range got {
+		share, want := float64(got[i])/n, float64(counts[i])/65537
+		t.Logf("backend %d: %.4f of connects, table %.4f", i, share, want)
+		if math.Abs(share-want) > 0.02 {
+			t.Errorf("backend %d took %.4f of connects, the table gives it %.4f", i, share, want)
+		}
+	}
+	c, err := d.Counters(0, ids(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c {
+		if c[i] != uint64(got[i]) {
+			t.Errorf("counter %d = %d, %d connects reached it", i, c[i], got[i])
+		}
+	}
+	if st, _ := d.Stats(0); st.Routed != n || st.Missed != 0 {
+		t.Errorf("stats %+v, want %d routed and none missed", st, n)
+	}
+}
+
+// Tables that each send everything to one backend, cycled through three
+// backends under a storm: a connect that starts after one flip and ends
+// before the next must reach that table's backend. Reading the side being
+// written would show the backend of two tables ago.
+func TestFlipIsAtomicUnderAStorm(t *testing.T) {
+	d, servers := setup(t, 3, Options{})
+	all := func(id uint32) []uint32 {
+		out := make([]uint32, 65537)
+		for i := range out {
+			out[i] = id
+		}
+		return out
+	}
+	tables := [][]uint32{all(0), all(1), all(2)}
+	if _, err := d.Publish(0, tables[0], ids(3)); err != nil {
+		t.Fatal(err)
+	}
+	type flip struct {
+		start, done time.Time
+		backend     int
+	}
+	var mu sync.Mutex
+	flips := []flip{{done: time.Now(), backend: 0}}
+	type hit struct {
+		start, end time.Time
+		backend    int
+	}
+	var hits []hit
+	var stop atomic.Bool
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	by := map[netip.AddrPort]int{servers[0]: 0, servers[1]: 1, servers[2]: 2}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []hit
+			for !stop.Load() {
+				s := time.Now()
+				peer, err := bpftest.Connect(vip)
+				e := time.Now()
+				if err != nil {
+					t.Errorf("connect: %v", err)
+					return
+				}
+				mine = append(mine, hit{s, e, by[peer]})
+				done.Add(1)
+			}
+			mu.Lock()
+			hits = append(hits, mine...)
+			mu.Unlock()
+		}()
+	}
+	for k := 1; k <= 60; k++ {
+		f, err := d.Publish(0, tables[k%3], ids(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		// The window of the table before this one ends when the epoch
+		// write began: writing the inactive side falls inside it.
+		flips = append(flips, flip{start: f.At, done: time.Now(), backend: k % 3})
+		mu.Unlock()
+		// Let some connects run wholly on this table before the next write.
+		after := done.Load() + 20
+		testutil.Eventually(t, 10*time.Second, "connects after a flip", func() bool { return done.Load() >= after })
+	}
+	stop.Store(true)
+	wg.Wait()
+	checked := 0
+	for _, h := range hits {
+		for k := range flips {
+			if h.start.After(flips[k].done) && (k+1 == len(flips) || h.end.Before(flips[k+1].start)) {
+				checked++
+				if h.backend != flips[k].backend {
+					t.Fatalf("a connect between flips %d and %d reached backend %d, the table sent all to %d", k, k+1, h.backend, flips[k].backend)
+				}
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d of %d connects fell between flips: the test checked too little", checked, len(hits))
+	}
+	t.Logf("%d connects, %d checked between flips", len(hits), checked)
+}
+
+func TestAdmission(t *testing.T) {
+	d, servers := setup(t, 2, Options{})
+	if _, err := d.Publish(0, table([]int{32768, 32769}), ids(2)); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("soft sheds its fraction", func(t *testing.T) {
+		if err := d.SetControl(0, Control{Mode: AdmitSoft, Shed: 0.5, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		got, refused := storm(t, 4000, servers)
+		// Binomial(4000, 0.5): σ ≈ 32; 45–55% is over 6σ.
+		if refused < 1800 || refused > 2200 || got[0]+got[1]+refused != 4000 {
+			t.Errorf("shed 50%%: %d of 4000 refused, %v admitted", refused, got)
+		}
+	})
+	t.Run("hard admits its budget", func(t *testing.T) {
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 100, Burst: 50, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		got, refused := storm(t, 2000, servers)
+		elapsed := time.Since(start).Seconds()
+		admitted := got[0] + got[1]
+		// A full bucket of 50, plus 100/s for as long as the storm took.
+		if admitted < 50 || float64(admitted) > 50+100*elapsed+1 || refused == 0 {
+			t.Errorf("budget 100/s burst 50 over %.2fs: %d admitted, %d refused", elapsed, admitted, refused)
+		}
+		t.Logf("%d admitted, %d refused in %.3fs", admitted, refused, elapsed)
+		if st, _ := d.Stats(0); st.Refused != uint64(refused) {
+			t.Errorf("stats say %d refused, the clients saw %d", st.Refused, refused)
+		}
+	})
+	t.Run("normal admits all", func(t *testing.T) {
+		if err := d.SetControl(0, Control{Mode: AdmitNormal, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, refused := storm(t, 500, servers); refused != 0 {
+			t.Errorf("%d refused in normal mode", refused)
+		}
+	})
+}
+
+// When the heartbeat stops, connects split evenly over the healthy
+// backends whatever the table says; a fresh heartbeat restores the table.
+func TestFailsafeWhenTheHeartbeatStops(t *testing.T) {
+	d, servers := setup(t, 3, Options{})
+	// The table sends everything to 0; the failsafe list holds 1 and 2.
+	only0 := table([]int{65537, 0, 0})
+	if _, err := d.Publish(0, only0, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := storm(t, 1, servers); got[0] != 1 {
+		t.Fatalf("with a fresh heartbeat: %v, want the table's backend 0", got)
+	}
+	testutil.Eventually(t, 5*time.Second, "the failsafe to engage", func() bool {
+		s, _ := d.Stats(0)
+		_, _ = bpftest.Connect(vip)
+		s2, _ := d.Stats(0)
+		return s2.Failsafe > s.Failsafe
+	})
+	got, refused := storm(t, 3000, servers)
+	// Admission is off in failsafe: the budget of 1/s refuses nothing.
+	if refused != 0 || got[0] != 0 {
+		t.Errorf("failsafe: %v, %d refused; want nothing refused and nothing to backend 0", got, refused)
+	}
+	for _, i := range []int{1, 2} {
+		if share := float64(got[i]) / 3000; math.Abs(share-0.5) > 0.05 {
+			t.Errorf("failsafe: backend %d took %.3f, want an even 0.5", i, share)
+		}
+	}
+	if err := d.SetControl(0, Control{Mode: AdmitNormal, Failsafe: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Heartbeat(0, Monotonic()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := storm(t, 20, servers); got[0] != 20 {
+		t.Errorf("after a fresh heartbeat: %v, want the table's backend 0 again", got)
+	}
+}
+
+// A pinned dataplane stays attached when its agent's process lets go, and a
+// new agent resumes it: same tables, same link.
+func TestPinnedLinkOutlivesTheAgent(t *testing.T) {
+	pins := t.TempDir()
+	mountBPF(t, pins)
+	dir := pins + "/setpoint"
+	d, servers := setup(t, 2, Options{Groups: 2, Slots: 65537, PinDir: dir})
+	if _, err := d.Publish(0, table([]int{0, 65537}), ids(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// No process holds the program now: only the pins.
+	if got, _ := storm(t, 10, servers); got[1] != 10 {
+		t.Fatalf("after the agent let go: %v, want the table's backend 1 still", got)
+	}
+	d2, err := Load(Options{Groups: 2, Slots: 65537, PinDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := d2.Attach("/nonexistent: the pinned link is used")
+	if err != nil || !resumed {
+		t.Fatalf("resume: %v, resumed %v", err, resumed)
+	}
+	if act, err := d2.Active(0); err != nil || len(act) != 65537 || act[0] != 1 {
+		t.Fatalf("resumed active table: %d slots, err %v", len(act), err)
+	}
+	if vips, err := d2.VIPs(); err != nil || vips[vip] != 0 || len(vips) != 1 {
+		t.Fatalf("resumed VIPs %v, err %v", vips, err)
+	}
+	if bs, err := d2.Backends(0); err != nil || bs[1] != servers[1] {
+		t.Fatalf("resumed backends %v, err %v", bs, err)
+	}
+	if err := d2.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+	// Detached: the VIP is not rewritten, so nothing listens there.
+	if _, err := bpftest.Connect(vip); err == nil {
+		t.Fatal("after cleanup a connect to the VIP still reached a backend")
+	}
+}
+
+func mountBPF(t *testing.T, dir string) {
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting bpffs at %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+}
+
+func TestBadInput(t *testing.T) {
+	bpftest.RequireRoot(t)
+	if _, err := Load(Options{Groups: 0, Slots: 7}); err == nil {
+		t.Error("0 groups: no error")
+	}
+	d, err := Load(Options{Groups: 1, Slots: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Publish(0, make([]uint32, 8), nil); err == nil {
+		t.Error("a table larger than the maps: no error")
+	}
+	if _, err := d.Publish(0, []uint32{0, 0, 0, 0, 0, 0, MaxBackends}, nil); err == nil {
+		t.Error("an id past the backends: no error")
+	}
+	if _, err := d.Publish(1, make([]uint32, 7), nil); err == nil {
+		t.Error("a group past the maps: no error")
+	}
+	if err := d.SetVIP(0, netip.MustParseAddrPort("[::1]:80"), TCP); err == nil {
+		t.Error("an IPv6 VIP: no error")
+	}
+}
