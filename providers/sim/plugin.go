@@ -12,6 +12,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/samplebuf"
 )
 
 // Plugin is the sim world as an out-of-process provider: configured with
@@ -21,7 +22,7 @@ import (
 type Plugin struct {
 	mu  sync.Mutex
 	p   *Provider
-	buf *Buffer
+	buf *samplebuf.Buffer
 }
 
 var _ providers.Full = (*Plugin)(nil)
@@ -74,7 +75,7 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
-	buf := NewBuffer()
+	buf := samplebuf.NewBuffer()
 	p, err := NewProvider(cfg, tr, req.StatePath, buf)
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}

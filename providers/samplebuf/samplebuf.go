@@ -1,4 +1,7 @@
-package sim
+// Package samplebuf holds a provider's samples until the engine's Signals
+// call takes them: series get ids, samples a cursor, an instance id tells a
+// restarted provider apart.
+package samplebuf
 
 import (
 	"crypto/rand"
@@ -12,17 +15,17 @@ import (
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
-// BufferRetention is how much of the newest history a Buffer keeps for a
+// Retention is how much of the newest history a Buffer keeps for a
 // Signals call to take: the embedded store's 30 minutes and a margin, so
 // nothing the store would keep is dropped. A request that advances the
 // world by hours at once (a query late in a long trace) would otherwise
 // buffer every sample of those hours.
-const BufferRetention = 35 * time.Minute
+const Retention = 35 * time.Minute
 
 // Buffer is the world's sink out of process: series get ids, samples wait
 // in order until the engine's Signals call has taken them. A sample is
 // dropped once a later call asks from a cursor past it, or once it is older
-// than BufferRetention before the newest.
+// than Retention before the newest.
 type Buffer struct {
 	mu     sync.Mutex
 	series []providers.SeriesDef
@@ -61,8 +64,8 @@ func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) e
 	// Samples come in time order. Forget those past the retention once they
 	// are half a retention's worth, so the copy is paid for: at most one
 	// and a half retentions are held.
-	keep := t - BufferRetention.Milliseconds()
-	if b.samples[0].T < keep-BufferRetention.Milliseconds()/2 {
+	keep := t - Retention.Milliseconds()
+	if b.samples[0].T < keep-Retention.Milliseconds()/2 {
 		drop := sort.Search(len(b.samples), func(i int) bool { return b.samples[i].T >= keep })
 		b.samples = append(b.samples[:0], b.samples[drop:]...)
 		b.base += uint64(drop)

@@ -1,0 +1,519 @@
+//go:build linux
+
+package ebpf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/textparse"
+
+	"github.com/setpoint-dev/setpoint/bpf/dataplane"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
+)
+
+// maxMetricsBody bounds one backend's exposition.
+const maxMetricsBody = 1 << 20
+
+// scrapeParallel bounds the scrapes of one tick in flight at once.
+const scrapeParallel = 32
+
+// group is one route group's loop.
+type group struct {
+	p     *Provider
+	addr  addrs.Object
+	idx   uint32
+	conf  route.Config
+	raw   values.Value
+	vip   netip.AddrPort
+	proto uint32
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	st        routegroup.State
+	last      routegroup.Decision
+	field     route.Field
+	epoch     uint32
+	installed bool
+	published []string // names of the table in the kernel, by index
+	table     []uint32 // the kernel's table, by name index
+	admission routegroup.Admission
+	ids       map[string]uint32 // backend → dataplane id
+	base      map[uint32]uint64 // counter value when the id was given
+	caches    map[string]*any   // sample series ids
+	// ticked is signalled after every tick (tests wait on it).
+	ticked chan struct{}
+}
+
+func newGroup(p *Provider, a addrs.Object, idx uint32, conf route.Config, raw values.Value) *group {
+	proto := uint32(dataplane.TCP)
+	if conf.Proto == "udp" {
+		proto = dataplane.UDP
+	}
+	return &group{p: p, addr: a, idx: idx, conf: conf, raw: raw, vip: netip.MustParseAddrPort(conf.VIP), proto: proto,
+		ids: map[string]uint32{}, base: map[uint32]uint64{}, caches: map[string]*any{}, ticked: make(chan struct{}, 1)}
+}
+
+// inherit takes over a reconfigured group's state and table.
+func (g *group) inherit(old *group) {
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	g.st, g.epoch, g.published, g.table = old.st, old.epoch, old.published, old.table
+	g.installed, g.ids, g.base, g.caches, g.admission = old.installed, old.ids, old.base, old.caches, old.admission
+	if old.vip != g.vip || old.proto != g.proto {
+		if old.installed {
+			_ = g.p.dp.RemoveVIP(old.vip, old.proto)
+		}
+		g.installed = false
+	}
+	if g.st.Backends != nil && len(g.table) != g.conf.Params.Slots {
+		// Another table size: the field starts again.
+		g.st = routegroup.State{}
+	}
+}
+
+// resume takes over what a pinned dataplane routed for this VIP before
+// the agent restarted: the backends' ids and the active table's counts,
+// so the first step moves at most Δmax from what connects see now.
+func (g *group) resume() error {
+	dp := g.p.dp
+	bs, err := dp.Backends(g.idx)
+	if err != nil {
+		return err
+	}
+	act, err := dp.Active(g.idx)
+	if err != nil {
+		return err
+	}
+	epoch, err := dp.Epoch(g.idx)
+	if err != nil {
+		return err
+	}
+	counts := map[uint32]int{}
+	for _, id := range act {
+		counts[id]++
+	}
+	ids := make([]uint32, 0, len(bs))
+	for id, ap := range bs {
+		g.ids[ap.String()] = id
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	cs, err := dp.Counters(g.idx, ids)
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		g.base[id] = cs[i]
+	}
+	g.epoch, g.installed = epoch, true
+	if len(act) == g.conf.Params.Slots {
+		for name, id := range g.ids {
+			g.st.Backends = append(g.st.Backends, routegroup.Backend{Name: name, Slots: counts[id]})
+		}
+		slices.SortFunc(g.st.Backends, func(a, b routegroup.Backend) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return nil
+}
+
+func (g *group) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.done = cancel, make(chan struct{})
+	go g.run(ctx)
+}
+
+// halt stops the loop and waits for it.
+func (g *group) halt() {
+	if g.cancel != nil {
+		g.cancel()
+		<-g.done
+		g.cancel = nil
+	}
+}
+
+// uninstall stops routing the VIP and forgets the group's tables.
+func (g *group) uninstall() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.installed {
+		return nil
+	}
+	g.installed = false
+	return errors.Join(g.p.dp.RemoveVIP(g.vip, g.proto), g.p.dp.ClearGroup(g.idx))
+}
+
+func (g *group) run(ctx context.Context) {
+	defer close(g.done)
+	seed := g.addr.String()
+	for n := uint64(0); ; n++ {
+		g.tick(ctx)
+		t := time.NewTimer(routegroup.Jitter(seed, n, g.conf.Every, g.conf.Jitter))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tick runs one step of the loop.
+func (g *group) tick(ctx context.Context) {
+	now := g.p.Clock()
+	names := g.conf.Sorted()
+	samples := g.scrape(ctx, names)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	enforce := g.conf.Table == route.TableEnforce
+	if g.installed {
+		g.count(samples)
+	} else {
+		for i := range samples {
+			samples[i].NoConnects = true
+		}
+	}
+	prevRegime, prevHint := g.last.Regime, g.last.ScaleHint
+	st, d := routegroup.Step(g.conf.Params, g.st, now, samples)
+	g.st, g.last = st, d
+	churn := 0.0
+	if enforce {
+		var err error
+		if churn, err = g.project(d); err != nil {
+			g.p.log.Error("writing the route table", "group", g.addr.String(), "err", err)
+		}
+	} else if g.installed {
+		// Enforcement turned off: setpoint stops rewriting the VIP.
+		if err := errors.Join(g.p.dp.RemoveVIP(g.vip, g.proto), g.p.dp.ClearGroup(g.idx)); err != nil {
+			g.p.log.Error("removing the VIP", "group", g.addr.String(), "err", err)
+		}
+		g.installed = false
+	}
+	g.field = route.Field{Names: d.Names, Weights: d.Weights, Slots: d.Slots, Pressure: d.Pressure, Churn: churn}
+	for _, b := range st.Backends {
+		if b.Flagged {
+			g.field.Flagged = append(g.field.Flagged, b.Name)
+		}
+	}
+	g.record(now, d)
+	if prevRegime != "" && d.Regime != prevRegime {
+		g.p.emit(providers.Event{Now: now, Address: g.addr, Reason: fmt.Sprintf("regime %s → %s at mean pressure %.3g; admission %s", prevRegime, d.Regime, d.MeanPressure, d.Admission.Mode)})
+	}
+	if d.ScaleHint && !prevHint {
+		g.p.emit(providers.Event{Now: now, Address: g.addr, Reason: fmt.Sprintf("scale hint: %d backend(s) in %s at mean pressure %.3g: rerouting cannot relieve it", len(d.Names), d.Regime, d.MeanPressure)})
+	}
+	select {
+	case g.ticked <- struct{}{}:
+	default:
+	}
+}
+
+// count fills each sample's connects from the program's counters.
+func (g *group) count(samples []routegroup.Sample) {
+	ids := make([]uint32, len(samples))
+	for i, s := range samples {
+		id, ok := g.ids[s.Name]
+		if !ok {
+			samples[i].NoConnects = true
+			continue
+		}
+		ids[i] = id
+	}
+	cs, err := g.p.dp.Counters(g.idx, ids)
+	if err != nil {
+		for i := range samples {
+			samples[i].NoConnects = true
+		}
+		return
+	}
+	for i := range samples {
+		if !samples[i].NoConnects {
+			samples[i].Connects = cs[i] - g.base[ids[i]]
+		}
+	}
+}
+
+// project writes the decision to the kernel: new backends get ids, the
+// table goes to the inactive side and flips (when it changed), admission
+// and the heartbeat follow, and ids of backends gone are freed only after
+// the flip, so no table in use names a reused id.
+func (g *group) project(d routegroup.Decision) (float64, error) {
+	dp := g.p.dp
+	used := map[uint32]bool{}
+	for _, id := range g.ids {
+		used[id] = true
+	}
+	for _, name := range d.Names {
+		if _, ok := g.ids[name]; ok {
+			continue
+		}
+		id := uint32(0)
+		for used[id] {
+			id++
+		}
+		if id >= dataplane.MaxBackends {
+			return 0, fmt.Errorf("no backend id left for %s", name)
+		}
+		if err := dp.SetBackend(g.idx, id, netip.MustParseAddrPort(name)); err != nil {
+			return 0, err
+		}
+		cs, err := dp.Counters(g.idx, []uint32{id})
+		if err != nil {
+			return 0, err
+		}
+		g.ids[name], g.base[id], used[id] = id, cs[0], true
+	}
+	byIndex := make([]uint32, len(d.Names))
+	for i, name := range d.Names {
+		byIndex[i] = g.ids[name]
+	}
+	table := make([]uint32, g.conf.Params.Slots)
+	if err := routegroup.Build(g.conf.Builder, d.Names, d.Slots, table); err != nil {
+		return 0, err
+	}
+	churn := 0.0
+	if !slices.Equal(table, g.table) || !slices.Equal(d.Names, g.published) || !g.installed {
+		if g.table != nil {
+			churn = routegroup.Churn(g.published, g.table, d.Names, table)
+		}
+		kernel := make([]uint32, len(table))
+		for i, v := range table {
+			kernel[i] = byIndex[v]
+		}
+		var healthy []uint32
+		flagged := map[string]bool{}
+		for _, b := range g.st.Backends {
+			flagged[b.Name] = b.Flagged
+		}
+		for i, name := range d.Names {
+			if !flagged[name] {
+				healthy = append(healthy, byIndex[i])
+			}
+		}
+		if len(healthy) == 0 {
+			healthy = byIndex
+		}
+		f, err := dp.Publish(g.idx, kernel, healthy)
+		if err != nil {
+			return 0, err
+		}
+		g.epoch, g.table, g.published = f.Epoch, table, slices.Clone(d.Names)
+		// Ids of backends gone from the set are free once the flip is done.
+		for name, id := range g.ids {
+			if !slices.Contains(d.Names, name) {
+				delete(g.ids, name)
+				delete(g.base, id)
+				_ = dp.SetBackend(g.idx, id, netip.AddrPort{})
+			}
+		}
+	}
+	if d.Admission != g.admission || !g.installed {
+		mode := map[routegroup.Mode]int{routegroup.Normal: dataplane.AdmitNormal, routegroup.Soft: dataplane.AdmitSoft, routegroup.Hard: dataplane.AdmitHard}[d.Admission.Mode]
+		if err := dp.SetControl(g.idx, dataplane.Control{Mode: mode, Shed: d.Admission.Shed, Budget: g.conf.Params.HardBudget, Burst: g.conf.Burst, Failsafe: g.conf.Failsafe}); err != nil {
+			return churn, err
+		}
+		g.admission = d.Admission
+	}
+	if err := dp.Heartbeat(g.idx, dataplane.Monotonic()); err != nil {
+		return churn, err
+	}
+	if !g.installed {
+		// The VIP last: no connect is rewritten before a table is there.
+		if err := dp.SetVIP(g.idx, g.vip, g.proto); err != nil {
+			return churn, err
+		}
+		g.installed = true
+	}
+	return churn, nil
+}
+
+// scrape reads every backend's metrics, at most scrapeParallel at once,
+// within most of a tick.
+func (g *group) scrape(ctx context.Context, names []string) []routegroup.Sample {
+	timeout := min(g.conf.Every*8/10, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := make([]routegroup.Sample, len(names))
+	sem := make(chan struct{}, scrapeParallel)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = g.scrapeOne(ctx, name)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (g *group) scrapeOne(ctx context.Context, name string) routegroup.Sample {
+	s := routegroup.Sample{Name: name, Missing: true}
+	ap := netip.MustParseAddrPort(name)
+	port := ap.Port()
+	if g.conf.Metrics.Port != 0 {
+		port = uint16(g.conf.Metrics.Port)
+	}
+	url := "http://" + netip.AddrPortFrom(ap.Addr(), port).String() + g.conf.Metrics.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return s
+	}
+	resp, err := g.p.client.Do(req)
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return s
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody+1))
+	if err != nil || len(body) > maxMetricsBody {
+		return s
+	}
+	want := map[string]*float64{}
+	m := g.conf.Metrics
+	p := g.conf.Params
+	// A metric whose pressure weight is 0 is not needed.
+	if p.WQueue > 0 {
+		want[m.Queue] = &s.Queue
+	}
+	if p.WLatency > 0 {
+		want[m.Latency] = &s.Latency
+	}
+	if p.WErrors > 0 {
+		want[m.ErrorRate] = &s.ErrorRate
+	}
+	found := parseGauges(body, resp.Header.Get("Content-Type"), want)
+	s.Missing = found < len(want)
+	return s
+}
+
+// parseGauges sets each wanted metric's first sample; it returns how many
+// were found.
+func parseGauges(body []byte, ctype string, want map[string]*float64) int {
+	tp, err := textparse.New(body, ctype, nil, textparse.ParserOptions{})
+	if err != nil && tp == nil {
+		return 0
+	}
+	seen := map[string]bool{}
+	var lb labels.Labels
+	for {
+		entry, err := tp.Next()
+		if err != nil {
+			break
+		}
+		if entry != textparse.EntrySeries {
+			continue
+		}
+		_, _, v := tp.Series()
+		tp.Labels(&lb)
+		name := lb.Get("__name__")
+		if dst, ok := want[name]; ok && !seen[name] && !math.IsNaN(v) {
+			*dst, seen[name] = v, true
+		}
+	}
+	return len(seen)
+}
+
+// observed is the object Read reports.
+func (g *group) observed() map[addrs.Path]values.Value {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[addrs.Path]values.Value{
+		route.P(route.AttrConfig): g.raw,
+		route.P(route.AttrEpoch):  values.CountOf(int64(g.epoch)),
+		route.P(route.AttrTick):   values.CountOf(int64(g.st.Tick)),
+	}
+	if g.last.Regime != "" {
+		out[route.P(route.AttrRegime)] = values.StringOf(string(g.last.Regime))
+		out[route.P(route.AttrAdmission)] = values.StringOf(string(g.last.Admission.Mode))
+		skew := "unknown"
+		if g.last.SkewKnown {
+			skew = strconv.FormatFloat(g.last.Skew, 'f', 4, 64)
+		}
+		out[route.P(route.AttrSkew)] = values.StringOf(skew)
+		if raw, err := json.Marshal(g.field); err == nil {
+			if v, err := values.StructuredOf(raw); err == nil {
+				out[route.P(route.AttrField)] = v
+			}
+		}
+	}
+	return out
+}
+
+// record appends the tick's figures to the signals buffer.
+func (g *group) record(now time.Time, d routegroup.Decision) {
+	t := now.UnixMilli()
+	ns, name := g.addr.Namespace, g.addr.Name
+	put := func(metric string, v float64, extra ...string) {
+		key := metric + "\xff" + fmt.Sprint(extra)
+		c := g.caches[key]
+		if c == nil {
+			c = new(any)
+			g.caches[key] = c
+		}
+		l := labels.FromStrings(append([]string{"__name__", metric, "namespace", ns, "routegroup", name}, extra...)...)
+		_ = g.p.buf.AppendCached(l, c, t, v)
+	}
+	put("setpoint_routegroup_mean_pressure", d.MeanPressure)
+	put("setpoint_routegroup_regime", regimeNumber(d.Regime))
+	put("setpoint_routegroup_scale_hint", b2f(d.ScaleHint))
+	if d.SkewKnown {
+		put("setpoint_routegroup_skew", d.Skew)
+	}
+	if len(g.caches) > 16*routegroup.MaxBackends {
+		// Backends come and go: forget series ids rather than grow.
+		g.caches = map[string]*any{}
+	}
+	for i, b := range d.Names {
+		put("setpoint_routegroup_weight", d.Weights[i], "backend", b)
+		put("setpoint_routegroup_slots", float64(d.Slots[i]), "backend", b)
+		put("setpoint_routegroup_pressure", d.Pressure[i], "backend", b)
+	}
+	for _, b := range g.st.Backends {
+		if b.Counted {
+			put("setpoint_routegroup_connects_total", float64(b.Connects), "backend", b.Name)
+		}
+	}
+}
+
+func regimeNumber(r routegroup.Regime) float64 {
+	switch r {
+	case routegroup.Transition:
+		return 1
+	case routegroup.Crisis:
+		return 2
+	case routegroup.Recovery:
+		return 3
+	}
+	return 0
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,446 @@
+//go:build linux
+
+// Package ebpf is the eBPF provider: the node agent that runs each
+// RouteGroup's 200 ms loop. It loads the connect4 dataplane into a
+// cgroup, and per group scrapes the backends' own metrics and the
+// program's counters, runs the pure field of engine/decide/routegroup,
+// writes the table and flips it (when the group's table enforcement says
+// so), and reports the field to Read, the counters to Signals and regime
+// changes to Events. The engine plans and gates only the group's config.
+package ebpf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/setpoint-dev/setpoint/bpf/dataplane"
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
+	"github.com/setpoint-dev/setpoint/providers/samplebuf"
+	"github.com/setpoint-dev/setpoint/providers/sdk"
+)
+
+// Name is the provider's name in an Environment.
+const Name = "ebpf"
+
+// Config is the provider's block in the Environment.
+type Config struct {
+	// Cgroup is the cgroup2 directory whose connects the program sees.
+	Cgroup string `json:"cgroup"`
+	// PinDir, in a bpffs, keeps the program attached with its tables
+	// across the agent's crash (the failsafe takes over) and lets a
+	// restarted agent resume. Empty: the program goes with the agent.
+	PinDir string `json:"pinDir,omitempty"`
+	// Groups and Slots size the maps: how many route groups, how large a
+	// table.
+	Groups int `json:"groups,omitempty"`
+	Slots  int `json:"slots,omitempty"`
+	// Allow lists the prefixes VIPs and backends may be in.
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultGroups = 8
+	DefaultSlots  = 65537
+)
+
+// DefaultAllow is loopback only: anything wider is the operator's choice.
+var DefaultAllow = []string{"127.0.0.0/8"}
+
+// Provider is the eBPF node agent.
+type Provider struct {
+	sdk.Base
+	mu      sync.Mutex
+	cfg     Config
+	allow   []netip.Prefix
+	dp      *dataplane.Dataplane
+	resumed map[netip.AddrPort]uint32 // VIPs a pinned dataplane already routed
+	groups  map[addrs.Object]*group
+	used    []bool
+	buf     *samplebuf.Buffer
+	events  chan providers.Event
+	client  *http.Client
+	// Clock is the loops' time (the wall, unless a test sets it).
+	Clock func() time.Time
+	log   *slog.Logger
+}
+
+// New returns an unconfigured provider.
+func New() *Provider {
+	return &Provider{
+		groups: map[addrs.Object]*group{},
+		buf:    samplebuf.NewBuffer(),
+		events: make(chan providers.Event, 256),
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: false, MaxIdleConnsPerHost: 2}},
+		Clock:  time.Now,
+		log:    slog.Default().With("provider", Name),
+	}
+}
+
+// Schema says what the provider serves.
+func (p *Provider) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
+	return providers.Schema{Name: Name, Version: "1", Signals: true, Events: true, Kinds: []providers.KindSchema{{
+		Kind: route.Kind,
+		Attributes: []providers.AttributeSchema{
+			{Path: route.P(route.AttrConfig), Type: values.Structured, Description: "the route group's configuration"},
+			{Path: route.P(route.AttrRegime), Type: values.String, ReadOnly: true, Description: "laminar, transition, crisis or recovery"},
+			{Path: route.P(route.AttrAdmission), Type: values.String, ReadOnly: true, Description: "normal, soft or hard"},
+			{Path: route.P(route.AttrSkew), Type: values.String, ReadOnly: true, Description: "observed split against the weights"},
+			{Path: route.P(route.AttrEpoch), Type: values.Count, ReadOnly: true, Description: "table flips"},
+			{Path: route.P(route.AttrTick), Type: values.Count, ReadOnly: true, Description: "ticks run"},
+			{Path: route.P(route.AttrField), Type: values.Structured, ReadOnly: true, Description: "weights, slots and pressure by backend"},
+		},
+	}}}, nil
+}
+
+func errDiag(format string, a ...any) []providers.Diagnostic {
+	return []providers.Diagnostic{{Severity: providers.Error, Message: fmt.Sprintf(format, a...)}}
+}
+
+// Configure loads and attaches the dataplane. It needs root, BPF with
+// BTF, and a cgroup2 directory.
+func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) []providers.Diagnostic {
+	var c Config
+	if len(req.Config) > 0 {
+		if err := json.Unmarshal(req.Config, &c); err != nil {
+			return errDiag("ebpf provider config: %v", err)
+		}
+	}
+	if c.Groups == 0 {
+		c.Groups = DefaultGroups
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if len(c.Allow) == 0 {
+		c.Allow = DefaultAllow
+	}
+	allow := make([]netip.Prefix, 0, len(c.Allow))
+	for _, a := range c.Allow {
+		pfx, err := netip.ParsePrefix(a)
+		if err != nil || !pfx.Addr().Is4() {
+			return errDiag("ebpf provider config: allow %q: want an IPv4 prefix such as 127.0.0.0/8", a)
+		}
+		allow = append(allow, pfx.Masked())
+	}
+	if os.Geteuid() != 0 {
+		return errDiag("the ebpf provider must run as root: loading BPF programs and attaching them to a cgroup needs CAP_BPF and CAP_NET_ADMIN")
+	}
+	if c.Cgroup == "" {
+		return errDiag("ebpf provider config: cgroup is required: the cgroup2 directory whose connects are routed (e.g. /sys/fs/cgroup)")
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(c.Cgroup, &fs); err != nil {
+		return errDiag("ebpf provider config: cgroup %s: %v", c.Cgroup, err)
+	}
+	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return errDiag("ebpf provider config: %s is not a cgroup2 directory", c.Cgroup)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dp != nil {
+		if equalConfig(p.cfg, c) {
+			return nil
+		}
+		return errDiag("the ebpf provider is already configured with another dataplane: restart it to change cgroup, pinDir, groups or slots")
+	}
+	dp, err := dataplane.Load(dataplane.Options{Groups: c.Groups, Slots: c.Slots, PinDir: c.PinDir})
+	if err != nil {
+		return errDiag("%v", err)
+	}
+	resumed, err := dp.Attach(c.Cgroup)
+	if err != nil {
+		dp.Close()
+		return errDiag("%v", err)
+	}
+	p.resumed = map[netip.AddrPort]uint32{}
+	if resumed {
+		if p.resumed, err = dp.VIPs(); err != nil {
+			dp.Close()
+			return errDiag("reading the pinned dataplane's VIPs: %v", err)
+		}
+		p.log.Info("resumed a pinned dataplane", "pinDir", c.PinDir, "vips", len(p.resumed))
+	}
+	p.cfg, p.allow, p.dp, p.used = c, allow, dp, make([]bool, c.Groups)
+	return nil
+}
+
+func equalConfig(a, b Config) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+func (p *Provider) allowed(a netip.Addr) bool {
+	for _, pfx := range p.allow {
+		if pfx.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// check parses a change's config and says whether this agent may run it.
+func (p *Provider) check(c providers.ObjectChange) (route.Config, values.Value, error) {
+	if c.Address.Kind != route.Kind {
+		return route.Config{}, values.Value{}, fmt.Errorf("the ebpf provider serves %s objects, not %s", route.Kind, c.Address.Kind)
+	}
+	v, ok := c.Attributes[route.P(route.AttrConfig)]
+	if !ok || v.Type() != values.Structured {
+		return route.Config{}, values.Value{}, fmt.Errorf("%s: no config attribute", c.Address)
+	}
+	conf, err := route.Parse(v.JSON())
+	if err != nil {
+		return route.Config{}, values.Value{}, err
+	}
+	if conf.Params.Slots > p.cfg.Slots {
+		return route.Config{}, values.Value{}, fmt.Errorf("table of %d slots: this agent's maps hold at most %d (its config's slots)", conf.Params.Slots, p.cfg.Slots)
+	}
+	vip := netip.MustParseAddrPort(conf.VIP)
+	if !vip.Addr().Is4() || !p.allowed(vip.Addr()) {
+		return route.Config{}, values.Value{}, fmt.Errorf("VIP %s is outside what this agent may route (%v)", vip, p.cfg.Allow)
+	}
+	for _, e := range conf.Endpoints {
+		ap := netip.MustParseAddrPort(e)
+		if !ap.Addr().Is4() || !p.allowed(ap.Addr()) {
+			return route.Config{}, values.Value{}, fmt.Errorf("backend %s is outside what this agent may route to (%v)", e, p.cfg.Allow)
+		}
+	}
+	for a, g := range p.groups {
+		if a != c.Address && g.conf.VIP == conf.VIP && g.conf.Proto == conf.Proto {
+			return route.Config{}, values.Value{}, fmt.Errorf("VIP %s/%s is already routed by %s", conf.VIP, conf.Proto, a)
+		}
+	}
+	return conf, v, nil
+}
+
+// PlanChange says whether each change would be accepted.
+func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := providers.PlanChangeResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
+	for i, c := range req.Changes {
+		out.Results[i] = providers.ObjectResult{Address: c.Address}
+		if p.dp == nil {
+			out.Results[i].Err = "not configured"
+			continue
+		}
+		if c.Action == action.Delete {
+			continue
+		}
+		if _, _, err := p.check(c); err != nil {
+			out.Results[i].Err = err.Error()
+			continue
+		}
+		if c.Action != action.Delete && p.free(c.Address) < 0 {
+			out.Results[i].Err = fmt.Sprintf("every one of the agent's %d groups is in use", p.cfg.Groups)
+			continue
+		}
+		out.Results[i].After = map[addrs.Path]values.Value{route.P(route.AttrConfig): c.Attributes[route.P(route.AttrConfig)]}
+	}
+	return out
+}
+
+// free is the group index a new group at a would take (its own if it
+// runs), or −1.
+func (p *Provider) free(a addrs.Object) int {
+	if g, ok := p.groups[a]; ok {
+		return int(g.idx)
+	}
+	for i, u := range p.used {
+		if !u {
+			return i
+		}
+	}
+	return -1
+}
+
+// Apply starts, reconfigures or stops groups.
+func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	out := providers.ApplyResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
+	for i, c := range req.Changes {
+		out.Results[i] = providers.ObjectResult{Address: c.Address}
+		if err := p.apply(c); err != nil {
+			out.Results[i].Err = err.Error()
+			continue
+		}
+		if c.Action != action.Delete {
+			out.Results[i].After = map[addrs.Path]values.Value{route.P(route.AttrConfig): c.Attributes[route.P(route.AttrConfig)]}
+		}
+	}
+	return out
+}
+
+func (p *Provider) apply(c providers.ObjectChange) error {
+	p.mu.Lock()
+	if p.dp == nil {
+		p.mu.Unlock()
+		return errors.New("not configured")
+	}
+	old := p.groups[c.Address]
+	if c.Action == action.Delete {
+		delete(p.groups, c.Address)
+		p.mu.Unlock()
+		if old != nil {
+			return p.stop(old, true)
+		}
+		return nil
+	}
+	conf, raw, err := p.check(c)
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	if old != nil && old.raw.Equal(raw) {
+		p.mu.Unlock()
+		return nil
+	}
+	vip := netip.MustParseAddrPort(conf.VIP)
+	idx := -1
+	resumedIdx, resumed := p.resumed[vip]
+	switch {
+	case old != nil:
+		idx = int(old.idx)
+	case resumed && int(resumedIdx) < len(p.used) && !p.used[resumedIdx]:
+		idx = int(resumedIdx)
+	default:
+		idx = p.free(c.Address)
+	}
+	if idx < 0 {
+		p.mu.Unlock()
+		return fmt.Errorf("every one of the agent's %d groups is in use", p.cfg.Groups)
+	}
+	p.used[idx] = true
+	g := newGroup(p, c.Address, uint32(idx), conf, raw)
+	p.groups[c.Address] = g
+	p.mu.Unlock()
+	if old != nil {
+		// A new config takes over the old one's table and state, so its
+		// first step is bounded by Δmax from what the kernel has.
+		old.halt()
+		g.inherit(old)
+	} else if resumed && uint32(idx) == resumedIdx {
+		if err := g.resume(); err != nil {
+			p.log.Warn("resuming a pinned group", "group", c.Address.String(), "err", err)
+		}
+		p.mu.Lock()
+		delete(p.resumed, vip)
+		p.mu.Unlock()
+	} else if err := p.dp.ClearGroup(uint32(idx)); err != nil {
+		return fmt.Errorf("clearing group %d: %w", idx, err)
+	}
+	g.start()
+	return nil
+}
+
+// stop ends a group's loop and, when remove is set, its routing.
+func (p *Provider) stop(g *group, remove bool) error {
+	g.halt()
+	var err error
+	if remove {
+		err = g.uninstall()
+	}
+	p.mu.Lock()
+	p.used[g.idx] = false
+	p.mu.Unlock()
+	return err
+}
+
+// Read reports each group's config and last tick.
+func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
+	out := providers.ReadResponse{Objects: make([]providers.Object, len(req.Addresses))}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, a := range req.Addresses {
+		out.Objects[i] = providers.Object{Address: a}
+		if g, ok := p.groups[a]; ok {
+			out.Objects[i].Exists = true
+			out.Objects[i].Attributes = g.observed()
+		}
+	}
+	if p.dp == nil {
+		out.Diagnostics = errDiag("not configured")
+	}
+	return out
+}
+
+// Signals hands over the loops' samples.
+func (p *Provider) Signals(_ context.Context, req providers.SignalsRequest) providers.SignalsResponse {
+	return p.buf.Take(req)
+}
+
+// Events sends regime changes and scale hints until ctx ends.
+func (p *Provider) Events(ctx context.Context, _ time.Time, send func(providers.Event) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-p.events:
+			if err := send(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (p *Provider) emit(e providers.Event) {
+	select {
+	case p.events <- e:
+	default:
+		// Nobody is listening fast enough: a reconcile re-reads anyway.
+	}
+}
+
+// Shutdown stops every loop, removes their VIPs and detaches the program,
+// pins and all: a clean exit leaves nothing behind. A crash skips this,
+// and a pinned program's failsafe takes over.
+func (p *Provider) Shutdown() error {
+	p.mu.Lock()
+	groups := make([]*group, 0, len(p.groups))
+	for _, g := range p.groups {
+		groups = append(groups, g)
+	}
+	p.groups = map[addrs.Object]*group{}
+	dp := p.dp
+	p.mu.Unlock()
+	var errs []error
+	for _, g := range groups {
+		g.halt()
+		errs = append(errs, g.uninstall())
+	}
+	p.mu.Lock()
+	p.dp = nil
+	p.mu.Unlock()
+	if dp != nil {
+		errs = append(errs, dp.Cleanup())
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes a pinned dataplane a crashed agent left at pinDir: the
+// explicit way to detach it.
+func Cleanup(pinDir string, groups, slots int) error {
+	dp, err := dataplane.Load(dataplane.Options{Groups: groups, Slots: slots, PinDir: pinDir})
+	if err != nil {
+		return err
+	}
+	if _, err := dp.Attach(""); err != nil {
+		dp.Close()
+		return fmt.Errorf("no pinned link at %s: %w", pinDir, err)
+	}
+	return dp.Cleanup()
+}

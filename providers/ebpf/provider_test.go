@@ -1,0 +1,314 @@
+//go:build linux
+
+package ebpf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/bpftest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
+)
+
+// backend is a loopback HTTP server whose /work takes delay, and whose
+// /metrics says its p95 latency over the last second and its requests in
+// flight, as a real service would.
+type backend struct {
+	addr     netip.AddrPort
+	delay    atomic.Int64 // ns
+	inflight atomic.Int64
+	mu       sync.Mutex
+	recent   []sample
+}
+
+type sample struct {
+	at time.Time
+	d  time.Duration
+}
+
+func (b *backend) p95() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cut := time.Now().Add(-time.Second)
+	keep := b.recent[:0]
+	for _, s := range b.recent {
+		if s.at.After(cut) {
+			keep = append(keep, s)
+		}
+	}
+	b.recent = keep
+	if len(keep) == 0 {
+		return 0
+	}
+	ds := make([]time.Duration, len(keep))
+	for i, s := range keep {
+		ds[i] = s.d
+	}
+	slices.Sort(ds)
+	return ds[len(ds)*95/100].Seconds()
+}
+
+func startBackend(t *testing.T) *backend {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{addr: l.Addr().(*net.TCPAddr).AddrPort()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		b.inflight.Add(1)
+		time.Sleep(time.Duration(b.delay.Load()))
+		b.inflight.Add(-1)
+		b.mu.Lock()
+		b.recent = append(b.recent, sample{time.Now(), time.Since(start)})
+		b.mu.Unlock()
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE backend_latency_p95_seconds gauge\nbackend_latency_p95_seconds %g\n", b.p95())
+		fmt.Fprintf(w, "# TYPE backend_queue_depth gauge\nbackend_queue_depth %d\n", b.inflight.Load())
+		fmt.Fprintf(w, "# TYPE backend_error_ratio gauge\nbackend_error_ratio 0\n")
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return b
+}
+
+func testConfig(endpoints []string) route.Config {
+	return route.Config{
+		VIP: "127.100.0.1:8080", Proto: "tcp", Endpoints: endpoints,
+		Metrics: route.Metrics{Path: "/metrics", Queue: "backend_queue_depth", Latency: "backend_latency_p95_seconds", ErrorRate: "backend_error_ratio"},
+		Builder: routegroup.BuildMaglev, Every: 100 * time.Millisecond, Jitter: 0.05, Failsafe: time.Second, Table: route.TableEnforce,
+		Params: routegroup.Params{
+			Slots: 65537, Alpha: 0.5, WQueue: 1, WLatency: 1, WErrors: 2, QueueRef: 10, LatencyRef: 0.1, ErrorRef: 0.01, ErrorClip: 10,
+			PenaltyAbove: 0.05, PenaltyAdd: 5, Horizon: 2 * time.Second, MaxSlotsPerTick: 5000,
+			SkewEpsilon: 0.02, SkewShrink: 0.5, MinConnects: 100, TransitionAbove: 1, CrisisAbove: 2, RecoveryTicks: 10,
+			SoftShed: 0.2, HardBudget: 100,
+		},
+	}
+}
+
+var rg = addrs.Object{Provider: Name, Kind: route.Kind, Namespace: "shop", Name: "checkout-vip"}
+
+func change(t *testing.T, c route.Config, act action.Action) providers.ObjectChange {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := values.StructuredOf(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return providers.ObjectChange{Address: rg, Action: act, Attributes: map[addrs.Path]values.Value{route.P(route.AttrConfig): v}}
+}
+
+func configured(t *testing.T) *Provider {
+	cg := bpftest.Cgroup(t)
+	p := New()
+	cfg, _ := json.Marshal(Config{Cgroup: cg})
+	if d := p.Configure(context.Background(), providers.ConfigureRequest{Config: cfg}); len(d) > 0 {
+		t.Fatalf("configure: %v", d)
+	}
+	t.Cleanup(func() {
+		if err := p.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return p
+}
+
+func apply(t *testing.T, p *Provider, c providers.ObjectChange) string {
+	t.Helper()
+	r := p.Apply(context.Background(), providers.ApplyRequest{Changes: []providers.ObjectChange{c}})
+	return r.Results[0].Err
+}
+
+func field(t *testing.T, p *Provider) (route.Field, int64, string) {
+	t.Helper()
+	r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+	o := r.Objects[0]
+	if !o.Exists {
+		t.Fatal("the group is not there")
+	}
+	var f route.Field
+	if v, ok := o.Attributes[route.P(route.AttrField)]; ok {
+		if err := json.Unmarshal(v.JSON(), &f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f, o.Attributes[route.P(route.AttrTick)].Int(), o.Attributes[route.P(route.AttrRegime)].Str()
+}
+
+func slotsOf(f route.Field, name string) int {
+	i := slices.Index(f.Names, name)
+	if i < 0 {
+		return -1
+	}
+	return f.Slots[i]
+}
+
+// load sends requests through the VIP, a new connection each, until the
+// test ends.
+func load(t *testing.T, workers int) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if resp, err := client.Get("http://127.100.0.1:8080/work"); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
+}
+
+// A backend that turns slow loses share within 10 ticks, and regains it
+// once it recovers; the regime stays laminar throughout (no flapping into
+// admission control for one slow backend of three).
+func TestDegradedBackendLosesShareAndRegainsIt(t *testing.T) {
+	p := configured(t)
+	bs := []*backend{startBackend(t), startBackend(t), startBackend(t)}
+	var eps []string
+	for _, b := range bs {
+		eps = append(eps, b.addr.String())
+	}
+	if err := apply(t, p, change(t, testConfig(eps), action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	load(t, 4)
+	slow := bs[1].addr.String()
+	even := 65537 / 3
+	testutil.Eventually(t, 20*time.Second, "an even split with load flowing", func() bool {
+		f, tick, _ := field(t, p)
+		s := slotsOf(f, slow)
+		return tick > 5 && s > even*9/10 && s < even*11/10
+	})
+	_, t0, _ := field(t, p)
+	bs[1].delay.Store(int64(60 * time.Millisecond))
+	testutil.Eventually(t, 20*time.Second, "the slow backend to lose share", func() bool {
+		f, _, _ := field(t, p)
+		return slotsOf(f, slow) < even*8/10
+	})
+	f, t1, regime := field(t, p)
+	t.Logf("slow backend at %d slots after %d ticks (from %d)", slotsOf(f, slow), t1-t0, even)
+	if t1-t0 > 10 {
+		t.Errorf("the slow backend lost share only after %d ticks, want within 10", t1-t0)
+	}
+	if regime != string(routegroup.Laminar) {
+		t.Errorf("regime %s with one slow backend of three", regime)
+	}
+	// Its connects follow the table: the program's counters move away too.
+	bs[1].delay.Store(0)
+	testutil.Eventually(t, 30*time.Second, "the recovered backend to regain share", func() bool {
+		f, _, _ := field(t, p)
+		return slotsOf(f, slow) > even*9/10
+	})
+}
+
+// Observe mode computes and reports the field but writes no table: the
+// VIP is not rewritten.
+func TestObserveWritesNoTable(t *testing.T) {
+	p := configured(t)
+	b := startBackend(t)
+	c := testConfig([]string{b.addr.String()})
+	c.Table = route.TableObserve
+	if err := apply(t, p, change(t, c, action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "two ticks", func() bool { _, tick, _ := field(t, p); return tick >= 2 })
+	f, _, _ := field(t, p)
+	if slotsOf(f, b.addr.String()) != 65537 {
+		t.Errorf("observe: field %+v, want all slots computed for the one backend", f)
+	}
+	if _, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP)); err == nil {
+		t.Error("observe: a connect to the VIP was routed")
+	}
+	// Enforcing routes it; going back to observe stops.
+	c.Table = route.TableEnforce
+	if err := apply(t, p, change(t, c, action.Update)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the VIP routed", func() bool {
+		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
+		return err == nil && peer == b.addr
+	})
+	if err := apply(t, p, change(t, c, action.Delete)); err != "" {
+		t.Fatal(err)
+	}
+	if _, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP)); err == nil {
+		t.Error("after delete: a connect to the VIP was routed")
+	}
+}
+
+func TestBadConfigsAreRefused(t *testing.T) {
+	p := configured(t)
+	good := testConfig([]string{"127.0.0.1:9001", "127.0.0.1:9002"})
+	for _, c := range []struct {
+		name string
+		mut  func(*route.Config)
+		want string
+	}{
+		{"VIP outside loopback", func(c *route.Config) { c.VIP = "10.0.0.1:80" }, "outside what this agent may route"},
+		{"backend outside loopback", func(c *route.Config) { c.Endpoints[1] = "192.168.1.1:80" }, "outside what this agent may route to"},
+		{"no backends", func(c *route.Config) { c.Endpoints = nil }, "no backends"},
+		{"table not prime", func(c *route.Config) { c.Params.Slots = 65536 }, "must be prime"},
+		{"negative weight", func(c *route.Config) { c.Params.WLatency = -1 }, "pressure weight latency"},
+		{"negative ref", func(c *route.Config) { c.Params.QueueRef = -1 }, "pressure reference queue"},
+		{"larger than the maps", func(c *route.Config) { c.Params.Slots = 131071 }, "at most 65537"},
+	} {
+		cfg := good
+		cfg.Endpoints = slices.Clone(good.Endpoints)
+		c.mut(&cfg)
+		ch := change(t, cfg, action.Create)
+		plan := p.PlanChange(context.Background(), providers.PlanChangeRequest{Changes: []providers.ObjectChange{ch}})
+		if !strings.Contains(plan.Results[0].Err, c.want) {
+			t.Errorf("%s: plan says %q, want %q", c.name, plan.Results[0].Err, c.want)
+		}
+		if err := apply(t, p, ch); !strings.Contains(err, c.want) {
+			t.Errorf("%s: apply says %q, want %q", c.name, err, c.want)
+		}
+	}
+	if r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}}); r.Objects[0].Exists {
+		t.Error("a refused config left a group behind")
+	}
+}
+
+func TestConfigureRefusesWhatIsMissing(t *testing.T) {
+	bpftest.RequireRoot(t)
+	for _, c := range []struct {
+		cfg  string
+		want string
+	}{
+		{`{}`, "cgroup is required"},
+		{`{"cgroup": "/proc"}`, "not a cgroup2 directory"},
+		{`{"cgroup": "/nonexistent"}`, "no such file"},
+		{`{"cgroup": "/sys/fs/cgroup", "allow": ["::1/128"]}`, "IPv4 prefix"},
+	} {
+		d := New().Configure(context.Background(), providers.ConfigureRequest{Config: []byte(c.cfg)})
+		if len(d) == 0 || !strings.Contains(d[0].Message, c.want) {
+			t.Errorf("config %s: %v, want %q", c.cfg, d, c.want)
+		}
+	}
+}
