@@ -28,10 +28,17 @@ func newProviderCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("no built-in provider %q (built in: %s)", args[0], strings.Join(builtInNames(), ", "))
 			}
-			sdk.Serve(mk())
+			p := mk()
+			sdk.Serve(p)
+			// A clean stop: an agent that holds kernel state (the eBPF
+			// dataplane) detaches it. A crash never gets here.
+			if s, ok := p.(interface{ Shutdown() error }); ok {
+				return s.Shutdown()
+			}
 			return nil
 		},
 	})
+	cmd.AddCommand(newProviderCleanupCmd())
 	return cmd
 }
 

@@ -33,6 +33,7 @@ const (
 var (
 	AttrReplicas        = workload.Replicas
 	AttrReadyReplicas   = workload.ReadyReplicas
+	AttrPodIP           = addrs.MustPath("status.podIP")
 	AttrMinReplicas     = workload.MinReplicas
 	AttrMaxReplicas     = workload.MaxReplicas
 	AttrCurrentReplicas = workload.CurrentReplicas
@@ -148,6 +149,9 @@ var kinds = map[string]*kind{
 	KindPod: {
 		name: KindPod, gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"},
 		apiVersion: "v1", apiKind: "Pod",
+		attrs: []attr{
+			{path: AttrPodIP, typ: values.String, enc: encString, readOnly: true, desc: "the pod's IP (a RouteGroup's backend)"},
+		},
 		containers: pathPodContainers,
 	},
 }

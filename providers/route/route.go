@@ -131,10 +131,4 @@ func (c Config) Sorted() []string {
 }
 
 // P is an attribute's parsed path (the constants above always parse).
-func P(attr string) addrs.Path {
-	p, err := addrs.ParsePath(attr)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
+func P(attr string) addrs.Path { return addrs.MustPath(attr) }

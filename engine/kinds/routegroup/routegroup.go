@@ -1,0 +1,190 @@
+// Package routegroupkind plugs the RouteGroup kind into the loop. The
+// field itself runs in the provider's fast loop (the eBPF node agent, or
+// the sim world); what the engine plans, gates and applies is the group's
+// configuration: the spec resolved to the knobs of engine/decide/routegroup,
+// with its backends (listed from a selector's pods, or given).
+package routegroupkind
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
+)
+
+func init() { engine.Register("RouteGroup", decider{}) }
+
+// Config is the one dimension the engine gates: the group's
+// configuration. Whether the provider writes tables is the spec's
+// enforcement.table, carried inside it.
+const Config intent.Dimension = "config"
+
+// PodKind and PodIP are what a selector lists: pods and their address.
+const PodKind = "Pod"
+
+var podIP = addrs.MustPath("status.podIP")
+
+// PodsProvider serves the pods a selector names.
+const PodsProvider = "kubernetes"
+
+type decider struct{}
+
+func provider(r *spec.RouteGroup, def string) string {
+	if r.Spec.Target.Provider != "" {
+		return r.Spec.Target.Provider
+	}
+	return def
+}
+
+func address(r *spec.RouteGroup, def string) addrs.Object {
+	return addrs.Object{Provider: provider(r, def), Kind: route.Kind, Namespace: r.Metadata.Namespace, Name: r.Metadata.Name}
+}
+
+// Reads the group's object.
+func (decider) Reads(doc spec.Document, def string) []addrs.Object {
+	return []addrs.Object{address(doc.(*spec.RouteGroup), def)}
+}
+
+// Lists the selector's pods.
+func (decider) Lists(doc spec.Document, _ string) []providers.ListRequest {
+	r := doc.(*spec.RouteGroup)
+	if len(r.Spec.Backends.Selector) == 0 {
+		return nil
+	}
+	return []providers.ListRequest{podList(r)}
+}
+
+func podList(r *spec.RouteGroup) providers.ListRequest {
+	ns := r.Spec.Backends.Namespace
+	if ns == "" {
+		ns = r.Metadata.Namespace
+	}
+	return providers.ListRequest{Provider: PodsProvider, Kind: PodKind, Namespace: ns, Selector: r.Spec.Backends.Selector}
+}
+
+// Resolve turns a spec and its backends into the provider's config.
+func Resolve(r *spec.RouteGroup, endpoints []string) (route.Config, error) {
+	sp := r.Spec
+	vip, proto, err := sp.VIPAddr()
+	if err != nil {
+		return route.Config{}, err
+	}
+	budget, err := sp.BudgetPerSecond()
+	if err != nil {
+		return route.Config{}, err
+	}
+	c := route.Config{
+		VIP: vip.String(), Proto: proto, Endpoints: endpoints,
+		Metrics: route.Metrics{Path: sp.Metrics.Path, Port: sp.Metrics.Port, Queue: sp.Metrics.Queue, Latency: sp.Metrics.Latency, ErrorRate: sp.Metrics.ErrorRate},
+		Builder: sp.Table.Builder, Every: sp.Tick.Every.D(), Jitter: float64(sp.Tick.Jitter), Burst: sp.Admission.Burst,
+		Failsafe: sp.Failsafe.After.D(), Table: route.TableObserve,
+		Params: routegroup.Params{
+			Slots: sp.Table.Slots, Alpha: sp.Filter.Alpha,
+			WQueue: sp.Pressure.Weights.Queue, WLatency: sp.Pressure.Weights.Latency, WErrors: sp.Pressure.Weights.Errors,
+			QueueRef: sp.Pressure.Refs.Queue, LatencyRef: sp.Pressure.Refs.Latency.D().Seconds(), ErrorRef: float64(sp.Pressure.Refs.ErrorRate),
+			ErrorClip: sp.Pressure.ErrorClip, PenaltyAbove: float64(sp.Pressure.ErrorPenalty.Above), PenaltyAdd: sp.Pressure.ErrorPenalty.Add,
+			QueueLimit: sp.Saturation.QueueLimit, Horizon: sp.Saturation.Horizon.D(),
+			MaxSlotsPerTick: sp.Viscosity.MaxSlotsPerTick,
+			SkewEpsilon:     sp.SkewGuard.Epsilon, SkewShrink: sp.SkewGuard.Shrink, MinConnects: uint64(sp.SkewGuard.MinConnects),
+			TransitionAbove: sp.Regimes.TransitionAbove, CrisisAbove: sp.Regimes.CrisisAbove, RecoveryTicks: sp.Regimes.RecoveryTicks,
+			SoftShed: float64(sp.Admission.SoftShed), HardBudget: budget,
+		},
+	}
+	if sp.Enforcement.Table == spec.ModeEnforce {
+		c.Table = route.TableEnforce
+	}
+	return c, c.Check()
+}
+
+// endpoints are the group's backends: given, or the listed pods' IPs at
+// the selector's port (pods without an IP yet are left out).
+func endpoints(r *spec.RouteGroup, obs engine.Observation) ([]string, string) {
+	if len(r.Spec.Backends.Selector) == 0 {
+		out := make([]string, 0, len(r.Spec.Backends.Endpoints))
+		for _, e := range r.Spec.Backends.Endpoints {
+			out = append(out, netip.MustParseAddrPort(e).String())
+		}
+		slices.Sort(out)
+		return slices.Compact(out), ""
+	}
+	key := engine.ListKey(podList(r))
+	if why, failed := obs.ListFailed[key]; failed {
+		return nil, "listing the selector's pods: " + why
+	}
+	var out []string
+	for _, o := range obs.Listed[key] {
+		ip, err := netip.ParseAddr(o.Attributes[podIP].Str())
+		if err != nil || !ip.Is4() {
+			continue
+		}
+		out = append(out, netip.AddrPortFrom(ip, uint16(r.Spec.Backends.Port)).String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out), ""
+}
+
+// Decide sends the resolved config; the provider's loop does the rest.
+func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, _ *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
+	r := doc.(*spec.RouteGroup)
+	id := r.ID()
+	eps, why := endpoints(r, obs)
+	if why != "" {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: r.Src.PosOf("spec.backends.selector"), Message: why}}
+	}
+	if len(eps) == 0 {
+		return nil, []plan.Note{{Severity: diag.Warning, Spec: id, Pos: r.Src.PosOf("spec.backends"),
+			Message: "no backend has an address yet: the group's config holds until one does"}}, nil
+	}
+	conf, err := Resolve(r, eps)
+	if err != nil {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: r.Src.PosOf("spec"), Message: err.Error()}}
+	}
+	raw, err := json.Marshal(conf)
+	if err != nil {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Message: err.Error()}}
+	}
+	v, err := values.StructuredOf(raw)
+	if err != nil {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Message: err.Error()}}
+	}
+	a := address(r, t.DefaultProvider)
+	why = fmt.Sprintf("route group %s over %d backend(s) (%s), %s table of %d slots, tick %s, table %s",
+		conf.VIP, len(eps), summary(eps), conf.Builder, conf.Params.Slots, conf.Every, conf.Table)
+	it := intent.Intent{Attr: addrs.Attr{Object: a, Path: route.P(route.AttrConfig)}, Kind: intent.Exact, Dimension: Config,
+		Value: v, Recommended: v, Rationale: why, Source: id, SourcePos: r.Src.PosOf("spec")}
+	if o, ok := obs.Objects[a]; !ok || !o.Exists {
+		it.Create = &intent.Create{}
+	}
+	return []intent.Intent{it}, nil, nil
+}
+
+func summary(eps []string) string {
+	if len(eps) <= 3 {
+		return strings.Join(eps, ", ")
+	}
+	return fmt.Sprintf("%s, … %s", strings.Join(eps[:2], ", "), eps[len(eps)-1])
+}
+
+// Rules: the config always goes (observe is inside it), unless paused.
+func (decider) Rules(doc spec.Document, _ []addrs.Object, _ intent.Dimension, _ engine.Observation) gate.Rules {
+	r := doc.(*spec.RouteGroup)
+	rules := gate.Rules{Mode: spec.ModeEnforce}
+	if r.Spec.Paused {
+		rules.Paused, rules.PauseReason = true, "spec.paused at "+r.Src.PosOf("spec.paused").String()
+	}
+	return rules
+}
