@@ -47,7 +47,6 @@ type connect4Side struct {
 
 type connect4Stats struct {
 	_        structs.HostLayout
-	Routed   uint64
 	Shed     uint64
 	Refused  uint64
 	Failsafe uint64

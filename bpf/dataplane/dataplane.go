@@ -397,10 +397,10 @@ func (d *Dataplane) SetControl(g uint32, c Control) error {
 	return d.objs.Controls.Put(&g, &v)
 }
 
-// Monotonic is the clock the program's bpf_ktime_get_ns reads.
+// Monotonic is the clock the program's bpf_ktime_get_coarse_ns reads.
 func Monotonic() uint64 {
 	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts)
 	return uint64(ts.Nano())
 }
 
@@ -436,7 +436,16 @@ type Stats struct {
 	Routed, Shed, Refused, Failsafe, Missed uint64
 }
 
-// Stats reads group g's totals.
+var allIDs = func() []uint32 {
+	out := make([]uint32, MaxBackends)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}()
+
+// Stats reads group g's totals (routed: every backend's counter, the
+// failsafe's connects included).
 func (d *Dataplane) Stats(g uint32) (Stats, error) {
 	if err := d.group(g); err != nil {
 		return Stats{}, err
@@ -446,8 +455,14 @@ func (d *Dataplane) Stats(g uint32) (Stats, error) {
 		return Stats{}, err
 	}
 	var s Stats
+	all, err := d.Counters(g, allIDs)
+	if err != nil {
+		return Stats{}, err
+	}
+	for _, n := range all {
+		s.Routed += n
+	}
 	for _, p := range per {
-		s.Routed += p.Routed
 		s.Shed += p.Shed
 		s.Refused += p.Refused
 		s.Failsafe += p.Failsafe

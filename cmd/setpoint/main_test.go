@@ -208,7 +208,7 @@ func TestUnknownProviderInEnvironment(t *testing.T) {
 	}
 	_, errOut, code := runCLI(t, "plan", dir)
 	real, _ := filepath.EvalSymlinks(dir)
-	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (kubernetes, sim) and no setpoint-provider-acme on the plugin path [] (not searched, being inside the spec directory: ["+filepath.Join(real, "plugins")+"])") {
+	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (ebpf, kubernetes, sim) and no setpoint-provider-acme on the plugin path [] (not searched, being inside the spec directory: ["+filepath.Join(real, "plugins")+"])") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// Trusted, the entry is searched.
