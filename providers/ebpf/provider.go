@@ -239,7 +239,7 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 			out.Results[i].Err = "not configured"
 			continue
 		}
-		if c.Action == action.Delete {
+		if c.Action == action.Delete || released(c) {
 			continue
 		}
 		if _, _, err := p.check(c); err != nil {
@@ -278,7 +278,7 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 			out.Results[i].Err = err.Error()
 			continue
 		}
-		if c.Action != action.Delete {
+		if c.Action != action.Delete && !released(c) {
 			out.Results[i].After = map[addrs.Path]values.Value{route.P(route.AttrConfig): c.Attributes[route.P(route.AttrConfig)]}
 		}
 	}
@@ -292,7 +292,9 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 		return errors.New("not configured")
 	}
 	old := p.groups[c.Address]
-	if c.Action == action.Delete {
+	if c.Action == action.Delete || released(c) {
+		// A deleted spec releases its config: the loop stops and the VIP
+		// goes back to whatever routed it before setpoint.
 		delete(p.groups, c.Address)
 		p.mu.Unlock()
 		if old != nil {
@@ -345,6 +347,19 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	}
 	g.start()
 	return nil
+}
+
+// released says the change gives up the config without a new one.
+func released(c providers.ObjectChange) bool {
+	if _, ok := c.Attributes[route.P(route.AttrConfig)]; ok {
+		return false
+	}
+	for _, p := range c.Released {
+		if p == route.P(route.AttrConfig) {
+			return true
+		}
+	}
+	return false
 }
 
 // stop ends a group's loop and, when remove is set, its routing.

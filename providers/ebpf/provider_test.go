@@ -254,11 +254,16 @@ func TestObserveWritesNoTable(t *testing.T) {
 		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
 		return err == nil && peer == b.addr
 	})
-	if err := apply(t, p, change(t, c, action.Delete)); err != "" {
+	// A deleted spec releases the config: the agent stops routing.
+	rel := providers.ObjectChange{Address: rg, Action: action.Update, Released: []addrs.Path{route.P(route.AttrConfig)}}
+	if err := apply(t, p, rel); err != "" {
 		t.Fatal(err)
 	}
 	if _, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP)); err == nil {
-		t.Error("after delete: a connect to the VIP was routed")
+		t.Error("after the config was released: a connect to the VIP was routed")
+	}
+	if r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}}); r.Objects[0].Exists {
+		t.Error("a released group is still there")
 	}
 }
 
