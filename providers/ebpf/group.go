@@ -203,8 +203,10 @@ func (g *group) tick(ctx context.Context) {
 			g.p.log.Error("writing the route table", "group", g.addr.String(), "err", err)
 		}
 	} else if g.installed {
-		// Enforcement turned off: setpoint stops rewriting the VIP.
-		if err := errors.Join(g.p.dp.RemoveVIP(g.vip, g.proto), g.p.dp.ClearGroup(g.idx)); err != nil {
+		// Enforcement turned off: setpoint stops rewriting the VIP. The
+		// backends' ids stay written, so enforcing again republishes
+		// over them.
+		if err := g.p.dp.RemoveVIP(g.vip, g.proto); err != nil {
 			g.p.log.Error("removing the VIP", "group", g.addr.String(), "err", err)
 		}
 		g.installed = false

@@ -85,7 +85,9 @@ func New() *Provider {
 		groups: map[addrs.Object]*group{},
 		buf:    samplebuf.NewBuffer(),
 		events: make(chan providers.Event, 256),
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: false, MaxIdleConnsPerHost: 2}},
+		// A backend's redirect must not send the root agent elsewhere.
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		Clock:  time.Now,
 		log:    slog.Default().With("provider", Name),
 	}

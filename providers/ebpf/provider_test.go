@@ -254,6 +254,24 @@ func TestObserveWritesNoTable(t *testing.T) {
 		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
 		return err == nil && peer == b.addr
 	})
+	// Observe again, then enforce: routed again (the backends' ids were
+	// kept written).
+	c.Table = route.TableObserve
+	if err := apply(t, p, change(t, c, action.Update)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the VIP left alone", func() bool {
+		_, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
+		return err != nil
+	})
+	c.Table = route.TableEnforce
+	if err := apply(t, p, change(t, c, action.Update)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the VIP routed again", func() bool {
+		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
+		return err == nil && peer == b.addr
+	})
 	// A deleted spec releases the config: the agent stops routing.
 	rel := providers.ObjectChange{Address: rg, Action: action.Update, Released: []addrs.Path{route.P(route.AttrConfig)}}
 	if err := apply(t, p, rel); err != "" {

@@ -232,8 +232,17 @@ func (p Params) Pressure(queue, latency, errRate float64) float64 {
 	if errRate > p.PenaltyAbove {
 		pr += p.PenaltyAdd
 	}
+	// A backend reporting absurd numbers weighs as the worst, never as
+	// an infinity that would turn the weights into NaN.
+	if !(pr <= MaxPressure) {
+		pr = MaxPressure
+	}
 	return pr
 }
+
+// MaxPressure caps a backend's pressure: far beyond any regime
+// threshold, finite so weights and means stay numbers.
+const MaxPressure = 1e6
 
 // EWMA filters x into prev with weight alpha; the first sample is taken
 // as it is.
@@ -270,6 +279,9 @@ func Weights(pressure []float64) []float64 {
 	w := make([]float64, len(pressure))
 	sum := 0.0
 	for i, p := range pressure {
+		if !(p <= MaxPressure) {
+			p = MaxPressure
+		}
 		w[i] = 1 / (math.Max(p, 0) + PressureFloor)
 		sum += w[i]
 	}
@@ -288,11 +300,15 @@ func Apportion(weights []float64, total int) []int {
 	if len(weights) == 0 {
 		return out
 	}
+	weights = slices.Clone(weights)
 	sum := 0.0
-	for _, w := range weights {
-		sum += math.Max(w, 0)
+	for i, w := range weights {
+		if !finite(w) || w < 0 {
+			weights[i] = 0
+		}
+		sum += weights[i]
 	}
-	if sum == 0 {
+	if sum == 0 || !finite(sum) {
 		weights = slices.Repeat([]float64{1}, len(weights))
 		sum = float64(len(weights))
 	}

@@ -403,3 +403,33 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A backend's metrics are the backend's to say: absurd numbers weigh as
+// the worst pressure, never as an infinity or NaN in the field.
+func TestAbsurdMetricsStayFinite(t *testing.T) {
+	p := defaults()
+	p.Slots = 101
+	for _, set := range [][]Sample{
+		{{Name: "a", Latency: 1e308}},
+		{{Name: "a", Latency: 1e308}, {Name: "b", Queue: 1e308, ErrorRate: 1e308}},
+		{{Name: "a", Latency: 1e308}, {Name: "b"}},
+	} {
+		st, d := Step(p, State{}, t0, set)
+		_, d2 := Step(p, st, t0.Add(time.Second), set)
+		for _, dd := range []Decision{d, d2} {
+			sum := 0
+			for i := range dd.Slots {
+				sum += dd.Slots[i]
+				if !finite(dd.Weights[i]) || !finite(dd.Pressure[i]) || dd.Slots[i] < 0 {
+					t.Fatalf("%+v: weights %v pressure %v slots %v", set, dd.Weights, dd.Pressure, dd.Slots)
+				}
+			}
+			if sum != p.Slots || !finite(dd.MeanPressure) {
+				t.Fatalf("%+v: slots %v mean %g", set, dd.Slots, dd.MeanPressure)
+			}
+		}
+	}
+	if got := Apportion([]float64{math.NaN(), math.Inf(1), 1}, 10); !slices.Equal(got, []int{0, 0, 10}) {
+		t.Errorf("Apportion with NaN and Inf weights = %v, want [0 0 10]", got)
+	}
+}
