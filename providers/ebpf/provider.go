@@ -88,8 +88,8 @@ func New() *Provider {
 		// A backend's redirect must not send the root agent elsewhere.
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		Clock:  time.Now,
-		log:    slog.Default().With("provider", Name),
+		Clock: time.Now,
+		log:   slog.Default().With("provider", Name),
 	}
 }
 
