@@ -77,30 +77,7 @@ func BenchmarkConnect(b *testing.B) {
 		b.Fatalf("enabling BPF run-time statistics: %v", err)
 	}
 	b.Cleanup(func() { stats.Close() })
-	cg := bpftest.Cgroup(b)
-	d, err := Load(Options{Groups: 2, Slots: 65537})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
-	if _, err := d.Attach(cg); err != nil {
-		b.Fatal(err)
-	}
-	servers := bpftest.Servers(b, 3)
-	for i, s := range servers {
-		if err := d.SetBackend(0, uint32(i), s); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := d.SetVIP(0, vip, TCP); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.SetControl(0, Control{Failsafe: time.Hour}); err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Heartbeat(0, Monotonic()); err != nil {
-		b.Fatal(err)
-	}
+	d, _ := setup(b, 3, Options{})
 	if _, err := d.Publish(0, table(routegroup.Apportion([]float64{0.5, 0.3, 0.2}, 65537)), ids(3)); err != nil {
 		b.Fatal(err)
 	}

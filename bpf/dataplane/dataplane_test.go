@@ -21,7 +21,7 @@ var vip = netip.MustParseAddrPort("127.100.0.1:8080")
 
 // setup loads the program into this kernel, attaches it to a child cgroup
 // holding the test, and names n loopback backends as ids 0..n−1 of group 0.
-func setup(t *testing.T, n int, opts Options) (*Dataplane, []netip.AddrPort) {
+func setup(t testing.TB, n int, opts Options) (*Dataplane, []netip.AddrPort) {
 	t.Helper()
 	cg := bpftest.Cgroup(t)
 	if opts.Groups == 0 {
@@ -301,9 +301,7 @@ func TestFailsafeWhenTheHeartbeatStops(t *testing.T) {
 // A pinned dataplane stays attached when its agent's process lets go, and a
 // new agent resumes it: same tables, same link.
 func TestPinnedLinkOutlivesTheAgent(t *testing.T) {
-	pins := t.TempDir()
-	mountBPF(t, pins)
-	dir := pins + "/setpoint"
+	dir := bpftest.BPFFS(t) + "/setpoint"
 	d, servers := setup(t, 2, Options{Groups: 2, Slots: 65537, PinDir: dir})
 	if _, err := d.Publish(0, table([]int{0, 65537}), ids(2)); err != nil {
 		t.Fatal(err)
@@ -339,13 +337,6 @@ func TestPinnedLinkOutlivesTheAgent(t *testing.T) {
 	if _, err := bpftest.Connect(vip); err == nil {
 		t.Fatal("after cleanup a connect to the VIP still reached a backend")
 	}
-}
-
-func mountBPF(t *testing.T, dir string) {
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting bpffs at %s: %v", dir, err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 }
 
 func TestBadInput(t *testing.T) {

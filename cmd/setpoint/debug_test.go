@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -426,27 +425,12 @@ func TestDebugWatchCommand(t *testing.T) {
 	if err := os.WriteFile(token, []byte("watch-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "watch", "--debug-addr", "127.0.0.1:0", "--debug-token-file", token, dir)
-	var logs testutil.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(20 * time.Second)
-	poll := func(what string, ok func() bool) {
-		t.Helper()
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s; logs:\n%s", what, logs.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	w := startProc(t, "watch", "--debug-addr", "127.0.0.1:0", "--debug-token-file", token, dir)
+	poll := func(what string, ok func() bool) { t.Helper(); testutil.Eventually(t, 20*time.Second, what, ok) }
 	addrRE := regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
 	var base string
 	poll("debug server", func() bool {
-		m := addrRE.FindStringSubmatch(logs.String())
+		m := addrRE.FindStringSubmatch(w.logs.String())
 		if m != nil {
 			base = "http://" + m[1]
 		}
@@ -492,17 +476,5 @@ func TestDebugWatchCommand(t *testing.T) {
 	if code, body := get("GET", "/debug/store", auth, ""); code != 200 || !strings.Contains(body, `"series"`) || strings.Contains(body, `"series": 0,`) {
 		t.Errorf("store: %d %s", code, body)
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("watch did not stop cleanly: %v\n%s", err, logs.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("watch did not stop on SIGINT")
-	}
+	w.stop(t, 10*time.Second)
 }

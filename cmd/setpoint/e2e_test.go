@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -319,24 +318,9 @@ func TestSimCommand(t *testing.T) {
 // last good version keeps running, and SIGINT stops it cleanly.
 func TestWatchLiveEdits(t *testing.T) {
 	dir := copySpecs(t)
-	cmd := exec.Command(binary, "watch", dir)
-	var logs testutil.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitFor := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if strings.Contains(logs.String(), what) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("no %q in:\n%s", what, logs.String())
-	}
+	w := startProc(t, "watch", dir)
+	logs := &w.logs
+	waitFor := func(what string) { t.Helper(); w.waitLog(t, 10*time.Second, what) }
 	waitFor("msg=watching")
 	// The start's reconcile first (it applies fib): an edit before it ends
 	// would be read by it, and applied with reason "start".
@@ -358,19 +342,7 @@ func TestWatchLiveEdits(t *testing.T) {
 	// An edit of another file still reconciles, next to the broken one.
 	edit("inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s}")
 	waitFor(`reason="edit of inventory.nfr.yaml" address=sim:Deployment/shop/inventory`)
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("watch did not stop cleanly: %v\n%s", err, logs.String())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("watch did not stop on SIGINT")
-	}
+	w.stop(t, 5*time.Second)
 }
 
 // TestSimProviderRestartResumes: the sim world runs in its own process; it

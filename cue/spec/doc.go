@@ -171,3 +171,12 @@ func quantityOrder(hiPath string, lo, hi Bytes) []FieldError {
 	}
 	return []FieldError{{Path: hiPath, Message: hi.String() + " is out of range", Expected: ">= " + lo.String()}}
 }
+
+// ProviderOr is a spec's provider: the one it names, or the default (the
+// Environment's first).
+func ProviderOr(named, def string) string {
+	if named != "" {
+		return named
+	}
+	return def
+}

@@ -24,11 +24,7 @@ type NFR struct {
 // TargetKey makes two NFRs on one workload a validation error; a target
 // without a provider is on the default one.
 func (n *NFR) TargetKey(defaultProvider string) string {
-	p := n.Spec.Target.Provider
-	if p == "" {
-		p = defaultProvider
-	}
-	return p + ":" + n.Spec.Target.Kind + "/" + n.Metadata.Namespace + "/" + n.Spec.Target.Name
+	return ProviderOr(n.Spec.Target.Provider, defaultProvider) + ":" + n.Spec.Target.Kind + "/" + n.Metadata.Namespace + "/" + n.Spec.Target.Name
 }
 
 // Mode is off, observe or enforce.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
 )
 
 func init() {
@@ -166,28 +168,12 @@ type RouteGroupEnforcement struct {
 // Bounds of a RouteGroup's table size and tick.
 const (
 	MinRouteGroupSlots = 3
-	MaxRouteGroupSlots = 131071 // 2¹⁷ − 1, a prime
+	MaxRouteGroupSlots = routegroup.MaxSlots // 2¹⁷ − 1, a prime
 	MinRouteGroupTick  = 10 * time.Millisecond
 	MaxRouteGroupTick  = 10 * time.Second
 	// MaxRouteGroupJitter bounds the jitter, as a share of the tick.
 	MaxRouteGroupJitter Percent = 0.5
 )
-
-// IsPrime reports whether n is a prime number.
-func IsPrime(n int) bool {
-	if n < 2 {
-		return false
-	}
-	if n%2 == 0 {
-		return n == 2
-	}
-	for d := 3; d <= n/d; d += 2 {
-		if n%d == 0 {
-			return false
-		}
-	}
-	return true
-}
 
 // VIPAddr parses the VIP, "127.100.0.1:8080/tcp", into its IPv4 address
 // and port and its protocol, tcp or udp.
@@ -251,13 +237,13 @@ func (s RouteGroupSpec) BudgetPerSecond() (float64, error) {
 // it (0 when there is none in [MinRouteGroupSlots, MaxRouteGroupSlots]).
 func nearestPrimes(n int) (below, above int) {
 	for i := min(n-1, MaxRouteGroupSlots); i >= MinRouteGroupSlots; i-- {
-		if IsPrime(i) {
+		if routegroup.IsPrime(i) {
 			below = i
 			break
 		}
 	}
 	for i := max(n+1, MinRouteGroupSlots); i <= MaxRouteGroupSlots; i++ {
-		if IsPrime(i) {
+		if routegroup.IsPrime(i) {
 			above = i
 			break
 		}
@@ -283,7 +269,7 @@ func (r *RouteGroup) Check() []FieldError {
 	case n < MinRouteGroupSlots || n > MaxRouteGroupSlots:
 		errs = append(errs, FieldError{Path: "spec.table.slots", Message: fmt.Sprintf("%d slots is out of range", n),
 			Expected: fmt.Sprintf("a prime from %d to %d", MinRouteGroupSlots, MaxRouteGroupSlots)})
-	case !IsPrime(n):
+	case !routegroup.IsPrime(n):
 		below, above := nearestPrimes(n)
 		errs = append(errs, FieldError{Path: "spec.table.slots", Message: fmt.Sprintf("%d is not prime: %d or %d", n, below, above),
 			Expected: "a prime number of slots, which Maglev needs"})

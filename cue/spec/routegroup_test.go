@@ -164,29 +164,6 @@ func TestRouteGroupCheck(t *testing.T) {
 	}
 }
 
-func TestIsPrime(t *testing.T) {
-	for n, want := range map[int]bool{
-		-7: false, 0: false, 1: false, 2: true, 3: true, 4: false, 9: false, 25: false,
-		65521: true, 65536: false, 65537: true, 131071: true, 131073: false,
-	} {
-		if got := spec.IsPrime(n); got != want {
-			t.Errorf("IsPrime(%d) = %v, want %v", n, got, want)
-		}
-	}
-	// Every number a table may have, against a sieve.
-	composite := make([]bool, spec.MaxRouteGroupSlots+1)
-	for i := 2; i*i <= spec.MaxRouteGroupSlots; i++ {
-		for j := i * i; j <= spec.MaxRouteGroupSlots; j += i {
-			composite[j] = true
-		}
-	}
-	for n := 2; n <= spec.MaxRouteGroupSlots; n++ {
-		if spec.IsPrime(n) == composite[n] {
-			t.Fatalf("IsPrime(%d) = %v", n, spec.IsPrime(n))
-		}
-	}
-}
-
 func TestBudgetPerSecond(t *testing.T) {
 	for in, want := range map[string]float64{"100/s": 100, "6000/m": 100, "0.5/s": 0.5, "90/m": 1.5, "007/s": 7} {
 		s := spec.RouteGroupSpec{Admission: spec.RouteGroupAdmission{HardBudget: in}}

@@ -83,11 +83,7 @@ type ScalePolicy struct {
 
 // TargetKey names the workload for the one-Schedule-per-target check.
 func (s *Schedule) TargetKey(defaultProvider string) string {
-	p := s.Spec.Target.Provider
-	if p == "" {
-		p = defaultProvider
-	}
-	return p + ":" + s.Spec.Target.Kind + "/" + s.Metadata.Namespace + "/" + s.Spec.Target.Name
+	return ProviderOr(s.Spec.Target.Provider, defaultProvider) + ":" + s.Spec.Target.Kind + "/" + s.Metadata.Namespace + "/" + s.Spec.Target.Name
 }
 
 // MaxIdleTimeout bounds an idle timeout: activity is looked for over

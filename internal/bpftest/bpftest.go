@@ -148,3 +148,16 @@ func Connect(to netip.AddrPort) (netip.AddrPort, error) {
 	}
 	return netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port)), nil
 }
+
+// BPFFS mounts a fresh bpffs for the test's pins; unmounting it at the
+// end releases whatever is still pinned there.
+func BPFFS(tb testing.TB) string {
+	tb.Helper()
+	RequireRoot(tb)
+	dir := tb.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		tb.Fatalf("mounting bpffs at %s: %v", dir, err)
+	}
+	tb.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}

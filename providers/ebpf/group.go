@@ -435,6 +435,9 @@ func parseGauges(body []byte, ctype string, want map[string]*float64) int {
 		if dst, ok := want[name]; ok && !seen[name] && !math.IsNaN(v) {
 			*dst, seen[name] = v, true
 		}
+		if len(seen) == len(want) {
+			break // the rest of the exposition is not needed
+		}
 	}
 	return len(seen)
 }
@@ -444,21 +447,21 @@ func (g *group) observed() map[addrs.Path]values.Value {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := map[addrs.Path]values.Value{
-		route.P(route.AttrConfig): g.raw,
-		route.P(route.AttrEpoch):  values.CountOf(int64(g.epoch)),
-		route.P(route.AttrTick):   values.CountOf(int64(g.st.Tick)),
+		route.AttrConfig: g.raw,
+		route.AttrEpoch:  values.CountOf(int64(g.epoch)),
+		route.AttrTick:   values.CountOf(int64(g.st.Tick)),
 	}
 	if g.last.Regime != "" {
-		out[route.P(route.AttrRegime)] = values.StringOf(string(g.last.Regime))
-		out[route.P(route.AttrAdmission)] = values.StringOf(string(g.last.Admission.Mode))
+		out[route.AttrRegime] = values.StringOf(string(g.last.Regime))
+		out[route.AttrAdmission] = values.StringOf(string(g.last.Admission.Mode))
 		skew := "unknown"
 		if g.last.SkewKnown {
 			skew = strconv.FormatFloat(g.last.Skew, 'f', 4, 64)
 		}
-		out[route.P(route.AttrSkew)] = values.StringOf(skew)
+		out[route.AttrSkew] = values.StringOf(skew)
 		if raw, err := json.Marshal(g.field); err == nil {
 			if v, err := values.StructuredOf(raw); err == nil {
-				out[route.P(route.AttrField)] = v
+				out[route.AttrField] = v
 			}
 		}
 	}
@@ -470,7 +473,7 @@ func (g *group) record(now time.Time, d routegroup.Decision) {
 	t := now.UnixMilli()
 	ns, name := g.addr.Namespace, g.addr.Name
 	put := func(metric string, v float64, extra ...string) {
-		key := metric + "\xff" + fmt.Sprint(extra)
+		key := metric + "\xff" + strings.Join(extra, "\xff")
 		c := g.caches[key]
 		if c == nil {
 			c = new(any)

@@ -98,13 +98,13 @@ func (p *Provider) Schema(context.Context) (providers.Schema, []providers.Diagno
 	return providers.Schema{Name: Name, Version: "1", Signals: true, Events: true, Kinds: []providers.KindSchema{{
 		Kind: route.Kind,
 		Attributes: []providers.AttributeSchema{
-			{Path: route.P(route.AttrConfig), Type: values.Structured, Description: "the route group's configuration"},
-			{Path: route.P(route.AttrRegime), Type: values.String, ReadOnly: true, Description: "laminar, transition, crisis or recovery"},
-			{Path: route.P(route.AttrAdmission), Type: values.String, ReadOnly: true, Description: "normal, soft or hard"},
-			{Path: route.P(route.AttrSkew), Type: values.String, ReadOnly: true, Description: "observed split against the weights"},
-			{Path: route.P(route.AttrEpoch), Type: values.Count, ReadOnly: true, Description: "table flips"},
-			{Path: route.P(route.AttrTick), Type: values.Count, ReadOnly: true, Description: "ticks run"},
-			{Path: route.P(route.AttrField), Type: values.Structured, ReadOnly: true, Description: "weights, slots and pressure by backend"},
+			{Path: route.AttrConfig, Type: values.Structured, Description: "the route group's configuration"},
+			{Path: route.AttrRegime, Type: values.String, ReadOnly: true, Description: "laminar, transition, crisis or recovery"},
+			{Path: route.AttrAdmission, Type: values.String, ReadOnly: true, Description: "normal, soft or hard"},
+			{Path: route.AttrSkew, Type: values.String, ReadOnly: true, Description: "observed split against the weights"},
+			{Path: route.AttrEpoch, Type: values.Count, ReadOnly: true, Description: "table flips"},
+			{Path: route.AttrTick, Type: values.Count, ReadOnly: true, Description: "ticks run"},
+			{Path: route.AttrField, Type: values.Structured, ReadOnly: true, Description: "weights, slots and pressure by backend"},
 		},
 	}}}, nil
 }
@@ -201,7 +201,7 @@ func (p *Provider) check(c providers.ObjectChange) (route.Config, values.Value, 
 	if c.Address.Kind != route.Kind {
 		return route.Config{}, values.Value{}, fmt.Errorf("the ebpf provider serves %s objects, not %s", route.Kind, c.Address.Kind)
 	}
-	v, ok := c.Attributes[route.P(route.AttrConfig)]
+	v, ok := c.Attributes[route.AttrConfig]
 	if !ok || v.Type() != values.Structured {
 		return route.Config{}, values.Value{}, fmt.Errorf("%s: no config attribute", c.Address)
 	}
@@ -252,7 +252,7 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 			out.Results[i].Err = fmt.Sprintf("every one of the agent's %d groups is in use", p.cfg.Groups)
 			continue
 		}
-		out.Results[i].After = map[addrs.Path]values.Value{route.P(route.AttrConfig): c.Attributes[route.P(route.AttrConfig)]}
+		out.Results[i].After = map[addrs.Path]values.Value{route.AttrConfig: c.Attributes[route.AttrConfig]}
 	}
 	return out
 }
@@ -281,7 +281,7 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 			continue
 		}
 		if c.Action != action.Delete && !released(c) {
-			out.Results[i].After = map[addrs.Path]values.Value{route.P(route.AttrConfig): c.Attributes[route.P(route.AttrConfig)]}
+			out.Results[i].After = map[addrs.Path]values.Value{route.AttrConfig: c.Attributes[route.AttrConfig]}
 		}
 	}
 	return out
@@ -353,11 +353,11 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 
 // released says the change gives up the config without a new one.
 func released(c providers.ObjectChange) bool {
-	if _, ok := c.Attributes[route.P(route.AttrConfig)]; ok {
+	if _, ok := c.Attributes[route.AttrConfig]; ok {
 		return false
 	}
 	for _, p := range c.Released {
-		if p == route.P(route.AttrConfig) {
+		if p == route.AttrConfig {
 			return true
 		}
 	}

@@ -116,7 +116,7 @@ func change(t *testing.T, c route.Config, act action.Action) providers.ObjectCha
 	if err != nil {
 		t.Fatal(err)
 	}
-	return providers.ObjectChange{Address: rg, Action: act, Attributes: map[addrs.Path]values.Value{route.P(route.AttrConfig): v}}
+	return providers.ObjectChange{Address: rg, Action: act, Attributes: map[addrs.Path]values.Value{route.AttrConfig: v}}
 }
 
 func configured(t *testing.T) *Provider {
@@ -148,12 +148,12 @@ func field(t *testing.T, p *Provider) (route.Field, int64, string) {
 		t.Fatal("the group is not there")
 	}
 	var f route.Field
-	if v, ok := o.Attributes[route.P(route.AttrField)]; ok {
+	if v, ok := o.Attributes[route.AttrField]; ok {
 		if err := json.Unmarshal(v.JSON(), &f); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return f, o.Attributes[route.P(route.AttrTick)].Int(), o.Attributes[route.P(route.AttrRegime)].Str()
+	return f, o.Attributes[route.AttrTick].Int(), o.Attributes[route.AttrRegime].Str()
 }
 
 func slotsOf(f route.Field, name string) int {
@@ -245,39 +245,27 @@ func TestObserveWritesNoTable(t *testing.T) {
 	if _, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP)); err == nil {
 		t.Error("observe: a connect to the VIP was routed")
 	}
-	// Enforcing routes it; going back to observe stops.
-	c.Table = route.TableEnforce
-	if err := apply(t, p, change(t, c, action.Update)); err != "" {
-		t.Fatal(err)
+	vip := netip.MustParseAddrPort(c.VIP)
+	routed := func() bool { peer, err := bpftest.Connect(vip); return err == nil && peer == b.addr }
+	set := func(table string, want bool) {
+		t.Helper()
+		c.Table = table
+		if err := apply(t, p, change(t, c, action.Update)); err != "" {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("table %s: routed %v", table, want), func() bool { return routed() == want })
 	}
-	testutil.Eventually(t, 10*time.Second, "the VIP routed", func() bool {
-		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
-		return err == nil && peer == b.addr
-	})
-	// Observe again, then enforce: routed again (the backends' ids were
-	// kept written).
-	c.Table = route.TableObserve
-	if err := apply(t, p, change(t, c, action.Update)); err != "" {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, "the VIP left alone", func() bool {
-		_, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
-		return err != nil
-	})
-	c.Table = route.TableEnforce
-	if err := apply(t, p, change(t, c, action.Update)); err != "" {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 10*time.Second, "the VIP routed again", func() bool {
-		peer, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP))
-		return err == nil && peer == b.addr
-	})
+	// Enforcing routes it, observe stops, enforcing again routes it again
+	// (the backends' ids were kept written).
+	set(route.TableEnforce, true)
+	set(route.TableObserve, false)
+	set(route.TableEnforce, true)
 	// A deleted spec releases the config: the agent stops routing.
-	rel := providers.ObjectChange{Address: rg, Action: action.Update, Released: []addrs.Path{route.P(route.AttrConfig)}}
+	rel := providers.ObjectChange{Address: rg, Action: action.Update, Released: []addrs.Path{route.AttrConfig}}
 	if err := apply(t, p, rel); err != "" {
 		t.Fatal(err)
 	}
-	if _, err := bpftest.Connect(netip.MustParseAddrPort(c.VIP)); err == nil {
+	if routed() {
 		t.Error("after the config was released: a connect to the VIP was routed")
 	}
 	if r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}}); r.Objects[0].Exists {
@@ -333,5 +321,66 @@ func TestConfigureRefusesWhatIsMissing(t *testing.T) {
 		if len(d) == 0 || !strings.Contains(d[0].Message, c.want) {
 			t.Errorf("config %s: %v, want %q", c.cfg, d, c.want)
 		}
+	}
+}
+
+// Backends replaced under a connect storm: an id is freed only after the
+// flip that stops naming it, so no connect finds a table entry whose
+// backend is gone (the program would count it missed and leave the VIP
+// unrewritten).
+func TestReplacedBackendsNeverLeaveAHole(t *testing.T) {
+	p := configured(t)
+	a, b, c := startBackend(t), startBackend(t), startBackend(t)
+	cfg := testConfig([]string{a.addr.String(), b.addr.String()})
+	cfg.Every = 20 * time.Millisecond
+	cfg.Failsafe = time.Second
+	if err := apply(t, p, change(t, cfg, action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	vip := netip.MustParseAddrPort(cfg.VIP)
+	testutil.Eventually(t, 10*time.Second, "the VIP routed", func() bool { _, err := bpftest.Connect(vip); return err == nil })
+	var stop atomic.Bool
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if _, err := bpftest.Connect(vip); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	g := func() *group { p.mu.Lock(); defer p.mu.Unlock(); return p.groups[rg] }
+	for i := range 20 {
+		other := b
+		if i%2 == 0 {
+			other = c
+		}
+		cfg.Endpoints = []string{a.addr.String(), other.addr.String()}
+		if err := apply(t, p, change(t, cfg, action.Update)); err != "" {
+			t.Fatal(err)
+		}
+		// Wait for a table that names the new backend.
+		testutil.Eventually(t, 10*time.Second, "the new backend published", func() bool {
+			gr := g()
+			gr.mu.Lock()
+			defer gr.mu.Unlock()
+			return slices.Contains(gr.published, other.addr.String())
+		})
+	}
+	stop.Store(true)
+	wg.Wait()
+	st, err := p.dp.Stats(g().idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Missed != 0 || failed.Load() != 0 {
+		t.Errorf("%d connects missed a backend, %d failed, over %d routed", st.Missed, failed.Load(), st.Routed)
+	}
+	if st.Routed < 100 {
+		t.Fatalf("only %d connects routed: the storm checked too little", st.Routed)
 	}
 }

@@ -33,7 +33,7 @@ const (
 var (
 	AttrReplicas        = workload.Replicas
 	AttrReadyReplicas   = workload.ReadyReplicas
-	AttrPodIP           = addrs.MustPath("status.podIP")
+	AttrPodIP           = workload.PodIP
 	AttrMinReplicas     = workload.MinReplicas
 	AttrMaxReplicas     = workload.MaxReplicas
 	AttrCurrentReplicas = workload.CurrentReplicas

@@ -20,14 +20,14 @@ const Kind = "RouteGroup"
 
 // Attributes of a RouteGroup object. Config is the one setpoint writes;
 // the others are what the loop observed at its last tick (read-only).
-const (
-	AttrConfig    = "config"
-	AttrRegime    = "status.regime"
-	AttrAdmission = "status.admission"
-	AttrSkew      = "status.skew"
-	AttrEpoch     = "status.epoch"
-	AttrTick      = "status.tick"
-	AttrField     = "status.field" // structured: names, weights, slots, pressure
+var (
+	AttrConfig    = addrs.MustPath("config")
+	AttrRegime    = addrs.MustPath("status.regime")
+	AttrAdmission = addrs.MustPath("status.admission")
+	AttrSkew      = addrs.MustPath("status.skew")
+	AttrEpoch     = addrs.MustPath("status.epoch")
+	AttrTick      = addrs.MustPath("status.tick")
+	AttrField     = addrs.MustPath("status.field") // structured: names, weights, slots, pressure
 )
 
 // Table enforcement as the config carries it.
@@ -52,11 +52,11 @@ type Config struct {
 	Endpoints []string          `json:"endpoints"`
 	Metrics   Metrics           `json:"metrics"`
 	Builder   string            `json:"builder"`
-	Every     time.Duration     `json:"every"`
+	Every     time.Duration     `json:"everyNanos"`
 	Jitter    float64           `json:"jitter"`
 	Params    routegroup.Params `json:"params"`
 	Burst     int               `json:"burst,omitempty"`
-	Failsafe  time.Duration     `json:"failsafe"`
+	Failsafe  time.Duration     `json:"failsafeNanos"`
 	Table     string            `json:"table"`
 }
 
@@ -129,6 +129,3 @@ func (c Config) Sorted() []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-
-// P is an attribute's parsed path (the constants above always parse).
-func P(attr string) addrs.Path { return addrs.MustPath(attr) }

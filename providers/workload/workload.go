@@ -12,12 +12,15 @@ const (
 	Deployment = "Deployment"
 	HPA        = "HorizontalPodAutoscaler"
 	Knative    = "KnativeService"
+	Pod        = "Pod"
 )
 
 // Attribute paths.
 var (
-	Replicas        = addrs.MustPath("spec.replicas")
-	ReadyReplicas   = addrs.MustPath("status.readyReplicas")
+	Replicas      = addrs.MustPath("spec.replicas")
+	ReadyReplicas = addrs.MustPath("status.readyReplicas")
+	// PodIP is a pod's address (a RouteGroup's selector lists pods).
+	PodIP           = addrs.MustPath("status.podIP")
 	MinReplicas     = addrs.MustPath("spec.minReplicas")
 	MaxReplicas     = addrs.MustPath("spec.maxReplicas")
 	CurrentReplicas = addrs.MustPath("status.currentReplicas")

@@ -58,35 +58,40 @@ const laminarBelow = 0.9
 // Params are a RouteGroup's knobs, resolved from its spec.
 type Params struct {
 	// Slots is the table size (prime for Maglev).
-	Slots int
+	Slots int `json:"slots"`
 	// Alpha is the EWMA's weight of the newest sample, in (0, 1].
-	Alpha float64
+	Alpha float64 `json:"alpha"`
 	// Pressure weights and references: P = Wq·Q/Qref + Wl·L/Lref + We·clip(E/Eref, 0, ErrorClip).
-	WQueue, WLatency, WErrors float64
-	QueueRef                  float64
-	LatencyRef                float64 // seconds
-	ErrorRef                  float64 // ratio
-	ErrorClip                 float64
+	WQueue     float64 `json:"weightQueue"`
+	WLatency   float64 `json:"weightLatency"`
+	WErrors    float64 `json:"weightErrors"`
+	QueueRef   float64 `json:"refQueue"`
+	LatencyRef float64 `json:"refLatencySeconds"`
+	ErrorRef   float64 `json:"refErrorRate"`
+	ErrorClip  float64 `json:"errorClip"`
 	// An error ratio above PenaltyAbove adds PenaltyAdd to the pressure.
-	PenaltyAbove, PenaltyAdd float64
+	PenaltyAbove float64 `json:"penaltyAbove"`
+	PenaltyAdd   float64 `json:"penaltyAdd"`
 	// A backend whose queue reaches QueueLimit within Horizon (at its
 	// current positive rate of growth) counts as crisis. 0: off.
-	QueueLimit float64
-	Horizon    time.Duration
+	QueueLimit float64       `json:"queueLimit,omitempty"`
+	Horizon    time.Duration `json:"horizonNanos"`
 	// MaxSlotsPerTick is Δmax: the most one backend's slot count moves.
-	MaxSlotsPerTick int
+	MaxSlotsPerTick int `json:"maxSlotsPerTick"`
 	// The skew guard: skew worsening by more than SkewEpsilon shrinks
 	// Δmax by SkewShrink; fewer than MinConnects connects in a tick leave
 	// the skew unknown (a share of a handful of connects is noise).
-	SkewEpsilon, SkewShrink float64
-	MinConnects             uint64
+	SkewEpsilon float64 `json:"skewEpsilon"`
+	SkewShrink  float64 `json:"skewShrink"`
+	MinConnects uint64  `json:"minConnects"`
 	// Regime thresholds on the share-weighted mean pressure.
-	TransitionAbove, CrisisAbove float64
-	RecoveryTicks                int
+	TransitionAbove float64 `json:"transitionAbove"`
+	CrisisAbove     float64 `json:"crisisAbove"`
+	RecoveryTicks   int     `json:"recoveryTicks"`
 	// Admission: the fraction shed in soft mode, the budget per second in
 	// hard mode.
-	SoftShed   float64
-	HardBudget float64
+	SoftShed   float64 `json:"softShed"`
+	HardBudget float64 `json:"hardBudgetPerSecond"`
 }
 
 // Validate says what is wrong with the knobs: the provider refuses a

@@ -188,3 +188,26 @@ func TestStepProperty(t *testing.T) {
 		}
 	}
 }
+
+func TestIsPrime(t *testing.T) {
+	for n, want := range map[int]bool{
+		-7: false, 0: false, 1: false, 2: true, 3: true, 4: false, 9: false, 25: false,
+		65521: true, 65536: false, 65537: true, 131071: true, 131073: false,
+	} {
+		if got := IsPrime(n); got != want {
+			t.Errorf("IsPrime(%d) = %v, want %v", n, got, want)
+		}
+	}
+	// Every number a table may have, against a sieve.
+	composite := make([]bool, MaxSlots+1)
+	for i := 2; i*i <= MaxSlots; i++ {
+		for j := i * i; j <= MaxSlots; j += i {
+			composite[j] = true
+		}
+	}
+	for n := 2; n <= MaxSlots; n++ {
+		if IsPrime(n) == composite[n] {
+			t.Fatalf("IsPrime(%d) = %v", n, IsPrime(n))
+		}
+	}
+}

@@ -40,10 +40,7 @@ const ClusterLabel = "cluster"
 type decider struct{}
 
 func provider(f *spec.Fleet, def string) string {
-	if f.Spec.Target.Provider != "" {
-		return f.Spec.Target.Provider
-	}
-	return def
+	return spec.ProviderOr(f.Spec.Target.Provider, def)
 }
 
 // Reads: nothing known in advance; the clusters are listed.

@@ -24,6 +24,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/route"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
 func init() { engine.Register("RouteGroup", decider{}) }
@@ -33,21 +34,13 @@ func init() { engine.Register("RouteGroup", decider{}) }
 // enforcement.table, carried inside it.
 const Config intent.Dimension = "config"
 
-// PodKind and PodIP are what a selector lists: pods and their address.
-const PodKind = "Pod"
-
-var podIP = addrs.MustPath("status.podIP")
-
 // PodsProvider serves the pods a selector names.
 const PodsProvider = "kubernetes"
 
 type decider struct{}
 
 func provider(r *spec.RouteGroup, def string) string {
-	if r.Spec.Target.Provider != "" {
-		return r.Spec.Target.Provider
-	}
-	return def
+	return spec.ProviderOr(r.Spec.Target.Provider, def)
 }
 
 func address(r *spec.RouteGroup, def string) addrs.Object {
@@ -73,7 +66,7 @@ func podList(r *spec.RouteGroup) providers.ListRequest {
 	if ns == "" {
 		ns = r.Metadata.Namespace
 	}
-	return providers.ListRequest{Provider: PodsProvider, Kind: PodKind, Namespace: ns, Selector: r.Spec.Backends.Selector}
+	return providers.ListRequest{Provider: PodsProvider, Kind: workload.Pod, Namespace: ns, Selector: r.Spec.Backends.Selector}
 }
 
 // Resolve turns a spec and its backends into the provider's config.
@@ -127,7 +120,7 @@ func endpoints(r *spec.RouteGroup, obs engine.Observation) ([]string, string) {
 	}
 	var out []string
 	for _, o := range obs.Listed[key] {
-		ip, err := netip.ParseAddr(o.Attributes[podIP].Str())
+		ip, err := netip.ParseAddr(o.Attributes[workload.PodIP].Str())
 		if err != nil || !ip.Is4() {
 			continue
 		}
@@ -164,7 +157,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	a := address(r, t.DefaultProvider)
 	why = fmt.Sprintf("route group %s over %d backend(s) (%s), %s table of %d slots, tick %s, table %s",
 		conf.VIP, len(eps), summary(eps), conf.Builder, conf.Params.Slots, conf.Every, conf.Table)
-	it := intent.Intent{Attr: addrs.Attr{Object: a, Path: route.P(route.AttrConfig)}, Kind: intent.Exact, Dimension: Config,
+	it := intent.Intent{Attr: addrs.Attr{Object: a, Path: route.AttrConfig}, Kind: intent.Exact, Dimension: Config,
 		Value: v, Recommended: v, Rationale: why, Source: id, SourcePos: r.Src.PosOf("spec")}
 	if o, ok := obs.Objects[a]; !ok || !o.Exists {
 		it.Create = &intent.Create{}

@@ -1,0 +1,111 @@
+package routegroupkind
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/simtest"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
+	"github.com/setpoint-dev/setpoint/providers/workload"
+)
+
+func loadGroup(t *testing.T, body string) *spec.RouteGroup {
+	t.Helper()
+	dir := simtest.WriteDir(t, map[string]string{"rg.yaml": body,
+		"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: node}\nspec:\n  providers: [{name: ebpf, config: {cgroup: /sys/fs/cgroup}}]\n"})
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(dir)
+	if len(r.Diags) > 0 {
+		t.Fatalf("specs: %v", r.Diags)
+	}
+	return r.Specs()[0].(*spec.RouteGroup)
+}
+
+// The spec's units become the field's: durations in seconds, percents as
+// ratios, a budget per minute per second, enforce as the table mode.
+func TestResolve(t *testing.T) {
+	r := loadGroup(t, `apiVersion: setpoint.dev/v1alpha1
+kind: RouteGroup
+metadata: {name: vip, namespace: shop}
+spec:
+  vip: 127.100.0.1:8080/udp
+  backends: {endpoints: [127.0.0.1:9002, 127.0.0.1:9001]}
+  table: {slots: 101, builder: replicate}
+  tick: {every: 100ms, jitter: 10%}
+  filter: {alpha: 0.5}
+  pressure:
+    weights: {queue: 0, latency: 3, errors: 1}
+    refs: {queue: 20, latency: 250ms, errorRate: 2%}
+    errorClip: 4
+    errorPenalty: {above: 10%, add: 7}
+  saturation: {queueLimit: 50, horizon: 3s}
+  viscosity: {maxSlotsPerTick: 9}
+  skewGuard: {epsilon: 0.05, shrink: 0.25, minConnects: 40}
+  regimes: {transitionAbove: 1.5, crisisAbove: 3, recoveryTicks: 4}
+  admission: {softShed: 30%, hardBudget: 6000/m, burst: 12}
+  failsafe: {after: 500ms}
+  enforcement: {table: enforce}
+`)
+	c, err := Resolve(r, []string{"127.0.0.1:9001", "127.0.0.1:9002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := routegroup.Params{
+		Slots: 101, Alpha: 0.5, WQueue: 0, WLatency: 3, WErrors: 1, QueueRef: 20, LatencyRef: 0.25, ErrorRef: 0.02, ErrorClip: 4,
+		PenaltyAbove: 0.1, PenaltyAdd: 7, QueueLimit: 50, Horizon: 3 * time.Second, MaxSlotsPerTick: 9,
+		SkewEpsilon: 0.05, SkewShrink: 0.25, MinConnects: 40, TransitionAbove: 1.5, CrisisAbove: 3, RecoveryTicks: 4,
+		SoftShed: 0.3, HardBudget: 100,
+	}
+	if c.Params != want {
+		t.Errorf("params\n%+v\nwant\n%+v", c.Params, want)
+	}
+	if c.VIP != "127.100.0.1:8080" || c.Proto != "udp" || c.Builder != routegroup.BuildReplicate || c.Every != 100*time.Millisecond ||
+		c.Jitter != 0.1 || c.Burst != 12 || c.Failsafe != 500*time.Millisecond || c.Table != route.TableEnforce {
+		t.Errorf("config %+v", c)
+	}
+	r.Spec.Enforcement.Table = spec.ModeOff
+	if c, _ := Resolve(r, c.Endpoints); c.Table != route.TableObserve {
+		t.Errorf("enforcement off: table %s, want observe (the field is still reported)", c.Table)
+	}
+}
+
+// A selector's backends are its pods' IPs at the selector's port, sorted;
+// a pod without an IP yet is left out.
+func TestSelectorEndpoints(t *testing.T) {
+	r := loadGroup(t, `apiVersion: setpoint.dev/v1alpha1
+kind: RouteGroup
+metadata: {name: vip, namespace: shop}
+spec:
+  vip: 127.100.0.1:8080/tcp
+  backends: {selector: {app: checkout}, port: 9001}
+`)
+	pod := func(name, ip string) providers.Object {
+		o := providers.Object{Address: addrs.Object{Provider: "kubernetes", Kind: workload.Pod, Namespace: "shop", Name: name}, Exists: true,
+			Attributes: map[addrs.Path]values.Value{}}
+		if ip != "" {
+			o.Attributes[workload.PodIP] = values.StringOf(ip)
+		}
+		return o
+	}
+	key := engine.ListKey(podList(r))
+	obs := engine.Observation{Listed: map[string][]providers.Object{key: {pod("b", "10.0.0.2"), pod("pending", ""), pod("a", "10.0.0.1"), pod("v6", "fd00::1")}}}
+	eps, why := endpoints(r, obs)
+	if why != "" || !slices.Equal(eps, []string{"10.0.0.1:9001", "10.0.0.2:9001"}) {
+		t.Errorf("endpoints %v (%s), want the two IPv4 pods at 9001", eps, why)
+	}
+	obs = engine.Observation{ListFailed: map[string]string{key: "forbidden"}}
+	if _, why := endpoints(r, obs); why == "" {
+		t.Error("a failed list gave endpoints")
+	}
+}
