@@ -4,7 +4,6 @@ package ebpf
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +56,7 @@ type group struct {
 	admission routegroup.Admission
 	ids       map[string]uint32 // backend → dataplane id
 	base      map[uint32]uint64 // counter value when the id was given
-	caches    map[string]*any   // sample series ids
+	rec       route.Recorder
 	// ticked is signalled after every tick (tests wait on it).
 	ticked chan struct{}
 }
@@ -69,7 +67,7 @@ func newGroup(p *Provider, a addrs.Object, idx uint32, conf route.Config, raw va
 		proto = dataplane.UDP
 	}
 	return &group{p: p, addr: a, idx: idx, conf: conf, raw: raw, vip: netip.MustParseAddrPort(conf.VIP), proto: proto,
-		ids: map[string]uint32{}, base: map[uint32]uint64{}, caches: map[string]*any{}, ticked: make(chan struct{}, 1)}
+		ids: map[string]uint32{}, base: map[uint32]uint64{}, rec: route.Recorder{Namespace: a.Namespace, Name: a.Name}, ticked: make(chan struct{}, 1)}
 }
 
 // inherit takes over a reconfigured group's state and table.
@@ -77,7 +75,7 @@ func (g *group) inherit(old *group) {
 	old.mu.Lock()
 	defer old.mu.Unlock()
 	g.st, g.epoch, g.published, g.table = old.st, old.epoch, old.published, old.table
-	g.installed, g.ids, g.base, g.caches, g.admission = old.installed, old.ids, old.base, old.caches, old.admission
+	g.installed, g.ids, g.base, g.rec, g.admission = old.installed, old.ids, old.base, old.rec, old.admission
 	if old.vip != g.vip || old.proto != g.proto {
 		if old.installed {
 			_ = g.p.dp.RemoveVIP(old.vip, old.proto)
@@ -211,13 +209,8 @@ func (g *group) tick(ctx context.Context) {
 		}
 		g.installed = false
 	}
-	g.field = route.Field{Names: d.Names, Weights: d.Weights, Slots: d.Slots, Pressure: d.Pressure, Churn: churn}
-	for _, b := range st.Backends {
-		if b.Flagged {
-			g.field.Flagged = append(g.field.Flagged, b.Name)
-		}
-	}
-	g.record(now, d)
+	g.field = route.FieldOf(d, st, churn)
+	g.rec.Record(g.p.buf, now, d, g.st)
 	if prevRegime != "" && d.Regime != prevRegime {
 		g.p.emit(providers.Event{Now: now, Address: g.addr, Reason: fmt.Sprintf("regime %s → %s at mean pressure %.3g; admission %s", prevRegime, d.Regime, d.MeanPressure, d.Admission.Mode)})
 	}
@@ -446,79 +439,5 @@ func parseGauges(body []byte, ctype string, want map[string]*float64) int {
 func (g *group) observed() map[addrs.Path]values.Value {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := map[addrs.Path]values.Value{
-		route.AttrConfig: g.raw,
-		route.AttrEpoch:  values.CountOf(int64(g.epoch)),
-		route.AttrTick:   values.CountOf(int64(g.st.Tick)),
-	}
-	if g.last.Regime != "" {
-		out[route.AttrRegime] = values.StringOf(string(g.last.Regime))
-		out[route.AttrAdmission] = values.StringOf(string(g.last.Admission.Mode))
-		skew := "unknown"
-		if g.last.SkewKnown {
-			skew = strconv.FormatFloat(g.last.Skew, 'f', 4, 64)
-		}
-		out[route.AttrSkew] = values.StringOf(skew)
-		if raw, err := json.Marshal(g.field); err == nil {
-			if v, err := values.StructuredOf(raw); err == nil {
-				out[route.AttrField] = v
-			}
-		}
-	}
-	return out
-}
-
-// record appends the tick's figures to the signals buffer.
-func (g *group) record(now time.Time, d routegroup.Decision) {
-	t := now.UnixMilli()
-	ns, name := g.addr.Namespace, g.addr.Name
-	put := func(metric string, v float64, extra ...string) {
-		key := metric + "\xff" + strings.Join(extra, "\xff")
-		c := g.caches[key]
-		if c == nil {
-			c = new(any)
-			g.caches[key] = c
-		}
-		l := labels.FromStrings(append([]string{"__name__", metric, "namespace", ns, "routegroup", name}, extra...)...)
-		_ = g.p.buf.AppendCached(l, c, t, v)
-	}
-	put("setpoint_routegroup_mean_pressure", d.MeanPressure)
-	put("setpoint_routegroup_regime", regimeNumber(d.Regime))
-	put("setpoint_routegroup_scale_hint", b2f(d.ScaleHint))
-	if d.SkewKnown {
-		put("setpoint_routegroup_skew", d.Skew)
-	}
-	if len(g.caches) > 16*routegroup.MaxBackends {
-		// Backends come and go: forget series ids rather than grow.
-		g.caches = map[string]*any{}
-	}
-	for i, b := range d.Names {
-		put("setpoint_routegroup_weight", d.Weights[i], "backend", b)
-		put("setpoint_routegroup_slots", float64(d.Slots[i]), "backend", b)
-		put("setpoint_routegroup_pressure", d.Pressure[i], "backend", b)
-	}
-	for _, b := range g.st.Backends {
-		if b.Counted {
-			put("setpoint_routegroup_connects_total", float64(b.Connects), "backend", b.Name)
-		}
-	}
-}
-
-func regimeNumber(r routegroup.Regime) float64 {
-	switch r {
-	case routegroup.Transition:
-		return 1
-	case routegroup.Crisis:
-		return 2
-	case routegroup.Recovery:
-		return 3
-	}
-	return 0
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
+	return route.Observed(g.raw, g.epoch, g.last, g.st.Tick, g.field)
 }

@@ -1,0 +1,122 @@
+package route
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/values"
+)
+
+// Appender takes samples: a provider's Signals buffer.
+type Appender interface {
+	AppendCached(l labels.Labels, cache *any, t int64, v float64) error
+}
+
+// Recorder appends a group's tick to a provider's signals as the
+// setpoint_routegroup_* series, keeping series handles between ticks.
+// Not safe for concurrent use: one per group loop.
+type Recorder struct {
+	Namespace, Name string
+	caches          map[string]*any
+}
+
+// Record appends the tick's figures at now.
+func (r *Recorder) Record(sink Appender, now time.Time, d routegroup.Decision, st routegroup.State) {
+	if r.caches == nil || len(r.caches) > 16*routegroup.MaxBackends {
+		// Backends come and go: forget series handles rather than grow.
+		r.caches = map[string]*any{}
+	}
+	t := now.UnixMilli()
+	put := func(metric string, v float64, extra ...string) {
+		key := metric + "\xff" + strings.Join(extra, "\xff")
+		c := r.caches[key]
+		if c == nil {
+			c = new(any)
+			r.caches[key] = c
+		}
+		l := labels.FromStrings(append([]string{"__name__", metric, "namespace", r.Namespace, "routegroup", r.Name}, extra...)...)
+		_ = sink.AppendCached(l, c, t, v)
+	}
+	put("setpoint_routegroup_mean_pressure", d.MeanPressure)
+	put("setpoint_routegroup_regime", RegimeNumber(d.Regime))
+	put("setpoint_routegroup_scale_hint", b2f(d.ScaleHint))
+	if d.SkewKnown {
+		put("setpoint_routegroup_skew", d.Skew)
+	}
+	for i, b := range d.Names {
+		put("setpoint_routegroup_weight", d.Weights[i], "backend", b)
+		put("setpoint_routegroup_slots", float64(d.Slots[i]), "backend", b)
+		put("setpoint_routegroup_pressure", d.Pressure[i], "backend", b)
+	}
+	for _, b := range st.Backends {
+		if b.Counted {
+			put("setpoint_routegroup_connects_total", float64(b.Connects), "backend", b.Name)
+		}
+	}
+}
+
+// RegimeNumber is a regime as a series value: laminar 0, transition 1,
+// crisis 2, recovery 3.
+func RegimeNumber(r routegroup.Regime) float64 {
+	switch r {
+	case routegroup.Transition:
+		return 1
+	case routegroup.Crisis:
+		return 2
+	case routegroup.Recovery:
+		return 3
+	}
+	return 0
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Observed is the object a provider's Read reports for a group: its
+// config, and once it has ticked, the last decision and field.
+func Observed(raw values.Value, epoch uint32, d routegroup.Decision, tick uint64, f Field) map[addrs.Path]values.Value {
+	out := map[addrs.Path]values.Value{
+		AttrConfig: raw,
+		AttrEpoch:  values.CountOf(int64(epoch)),
+		AttrTick:   values.CountOf(int64(tick)),
+	}
+	if d.Regime == "" {
+		return out
+	}
+	out[AttrRegime] = values.StringOf(string(d.Regime))
+	out[AttrAdmission] = values.StringOf(string(d.Admission.Mode))
+	skew := "unknown"
+	if d.SkewKnown {
+		skew = strconv.FormatFloat(d.Skew, 'f', 4, 64)
+	}
+	out[AttrSkew] = values.StringOf(skew)
+	if raw, err := json.Marshal(f); err == nil {
+		if v, err := values.StructuredOf(raw); err == nil {
+			out[AttrField] = v
+		}
+	}
+	return out
+}
+
+// FieldOf is the field a provider reports of a tick: the decision's
+// weights, slots and pressure by backend, and the backends whose metrics
+// are missing (their pressure holds).
+func FieldOf(d routegroup.Decision, st routegroup.State, churn float64) Field {
+	f := Field{Names: d.Names, Weights: d.Weights, Slots: d.Slots, Pressure: d.Pressure, Churn: churn}
+	for _, b := range st.Backends {
+		if b.Flagged {
+			f.Flagged = append(f.Flagged, b.Name)
+		}
+	}
+	return f
+}
