@@ -380,17 +380,25 @@ type Control struct {
 	Failsafe time.Duration
 }
 
+// The token bucket counts in 1e12ths of a connect in a u64 (about 1.8e7
+// connects): a burst of at most 1e6 keeps the bucket, and a refill of
+// budget × 1000 units a nanosecond, far from overflow.
+const (
+	MaxBurst  = 1_000_000
+	MaxBudget = 10_000_000 // connects per second
+)
+
 // SetControl writes group g's admission and failsafe threshold.
 func (d *Dataplane) SetControl(g uint32, c Control) error {
 	if err := d.group(g); err != nil {
 		return err
 	}
-	if c.Shed < 0 || c.Shed > 1 || c.Budget < 0 || c.Burst < 0 || c.Failsafe <= 0 {
-		return fmt.Errorf("control %+v: shed 0..1, budget and burst not negative, a failsafe threshold", c)
+	if !(c.Shed >= 0 && c.Shed <= 1) || !(c.Budget >= 0 && c.Budget <= MaxBudget) || c.Burst < 0 || c.Burst > MaxBurst || c.Failsafe <= 0 {
+		return fmt.Errorf("control %+v: shed 0..1, budget 0..%d/s, burst 0..%d, a failsafe threshold", c, MaxBudget, MaxBurst)
 	}
 	burst := c.Burst
 	if burst == 0 {
-		burst = max(1, int(c.Budget))
+		burst = min(max(1, int(c.Budget)), MaxBurst)
 	}
 	v := connect4Control{Mode: uint32(c.Mode), ShedPpm: uint32(c.Shed * 1e6), RateMilli: uint64(c.Budget * 1000),
 		Burst: uint64(burst), FailsafeNs: uint64(c.Failsafe)}

@@ -246,6 +246,16 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("stats say %d refused, the clients saw %d", st.Refused, refused)
 		}
 	})
+	t.Run("the largest bucket admits its burst", func(t *testing.T) {
+		// 1e6 connects of 1e12 units each: 1e18, inside a u64. A bucket
+		// past the bound would wrap and refuse what it should admit.
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: MaxBudget, Burst: MaxBurst, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, refused := storm(t, 500, servers); refused != 0 {
+			t.Errorf("budget %d/s burst %d: %d of 500 refused", MaxBudget, MaxBurst, refused)
+		}
+	})
 	t.Run("normal admits all", func(t *testing.T) {
 		if err := d.SetControl(0, Control{Mode: AdmitNormal, Failsafe: time.Hour}); err != nil {
 			t.Fatal(err)
@@ -360,5 +370,15 @@ func TestBadInput(t *testing.T) {
 	}
 	if err := d.SetVIP(0, netip.MustParseAddrPort("[::1]:80"), TCP); err == nil {
 		t.Error("an IPv6 VIP: no error")
+	}
+	for _, c := range []Control{
+		{Mode: AdmitHard, Budget: 1, Burst: MaxBurst + 1, Failsafe: time.Hour},
+		{Mode: AdmitHard, Budget: MaxBudget + 1, Failsafe: time.Hour},
+		{Mode: AdmitSoft, Shed: math.NaN(), Failsafe: time.Hour},
+		{Mode: AdmitNormal},
+	} {
+		if err := d.SetControl(0, c); err == nil {
+			t.Errorf("control %+v: no error", c)
+		}
 	}
 }

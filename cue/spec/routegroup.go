@@ -298,11 +298,14 @@ func (r *RouteGroup) Check() []FieldError {
 		errs = append(errs, FieldError{Path: "spec.regimes.crisisAbove", Message: fmt.Sprintf("crisisAbove %g is not above transitionAbove %g", g.CrisisAbove, g.TransitionAbove),
 			Expected: "crisisAbove > transitionAbove"})
 	}
-	if after, every := sp.Failsafe.After.D(), sp.Tick.Every.D(); after < 2*every {
-		errs = append(errs, FieldError{Path: "spec.failsafe.after", Message: fmt.Sprintf("failsafe after %s is less than two ticks of %s", after, every),
-			Expected: fmt.Sprintf("at least %s", 2*every)})
+	if after, least := sp.Failsafe.After.D(), routegroup.MinFailsafe(sp.Tick.Every.D(), float64(sp.Tick.Jitter)); after < least {
+		errs = append(errs, FieldError{Path: "spec.failsafe.after", Message: fmt.Sprintf("failsafe after %s could trip while the loop is healthy: a tick of %s ± %s, a scrape and one tick more take %s", after, sp.Tick.Every, sp.Tick.Jitter, least),
+			Expected: fmt.Sprintf("at least %s", least)})
 	}
-	if _, err := sp.BudgetPerSecond(); err != nil {
+	if b, err := sp.BudgetPerSecond(); err == nil && b > routegroup.MaxHardBudget {
+		errs = append(errs, FieldError{Path: "spec.admission.hardBudget", Message: fmt.Sprintf("hard budget %s is %g connects per second", sp.Admission.HardBudget, b),
+			Expected: fmt.Sprintf("at most %d/s", routegroup.MaxHardBudget)})
+	} else if err != nil {
 		errs = append(errs, FieldError{Path: "spec.admission.hardBudget", Message: err.Error(),
 			Expected: `a rate above 0 per second or minute, like "100/s" or "6000/m"`})
 	}

@@ -106,11 +106,16 @@ func TestRouteGroupCheck(t *testing.T) {
 		{"131101 slots", func(s *spec.RouteGroupSpec) { s.Table.Slots = 131101 },
 			"spec.table.slots", "131101 slots is out of range", ""},
 		// The tick.
-		{"tick 10ms", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(10); s.Failsafe.After = ms(20) }, "", "", ""},
-		{"tick 10s", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(10000); s.Failsafe.After = ms(20000) }, "", "", ""},
+		// The failsafe's least: a tick ± 5%, a scrape (0.8 of a tick, at most
+		// 2s) and one tick more. 10ms: 10.5 + 8 + 10 = 28.5ms.
+		{"tick 10ms", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(10); s.Failsafe.After = ms(29) }, "", "", ""},
+		// 10s: 10.5 + 2 + 10 = 22.5s.
+		{"tick 10s", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(10000); s.Failsafe.After = ms(22500) }, "", "", ""},
+		{"tick 10s failsafe short", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(10000); s.Failsafe.After = ms(22499) },
+			"spec.failsafe.after", "failsafe after 22.499s could trip while the loop is healthy: a tick of 10s ± 5%, a scrape and one tick more take 22.5s", ""},
 		{"tick 9ms", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(9) },
 			"spec.tick.every", "tick 9ms is out of range", ""},
-		{"tick 11s", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(11000); s.Failsafe.After = ms(22000) },
+		{"tick 11s", func(s *spec.RouteGroupSpec) { s.Tick.Every = ms(11000); s.Failsafe.After = ms(30000) },
 			"spec.tick.every", "tick 11s is out of range", ""},
 		{"jitter 50%", func(s *spec.RouteGroupSpec) { s.Tick.Jitter = 0.5 }, "", "", ""},
 		{"jitter 51%", func(s *spec.RouteGroupSpec) { s.Tick.Jitter = 0.51 },
@@ -130,15 +135,22 @@ func TestRouteGroupCheck(t *testing.T) {
 		{"crisis below transition", func(s *spec.RouteGroupSpec) { s.Regimes.TransitionAbove = 2.5 },
 			"spec.regimes.crisisAbove", "crisisAbove 2 is not above transitionAbove 2.5", ""},
 		// Failsafe.
-		{"failsafe at two ticks", func(s *spec.RouteGroupSpec) { s.Failsafe.After = ms(400) }, "", "", ""},
-		{"failsafe within two ticks", func(s *spec.RouteGroupSpec) { s.Failsafe.After = ms(399) },
-			"spec.failsafe.after", "failsafe after 399ms is less than two ticks of 200ms", ""},
+		// 200ms: 210 + 160 + 200 = 570ms.
+		{"failsafe at its least", func(s *spec.RouteGroupSpec) { s.Failsafe.After = ms(570) }, "", "", ""},
+		{"failsafe under its least", func(s *spec.RouteGroupSpec) { s.Failsafe.After = ms(569) },
+			"spec.failsafe.after", "failsafe after 569ms could trip while the loop is healthy: a tick of 200ms ± 5%, a scrape and one tick more take 570ms", ""},
+		// 50% jitter: 300 + 160 + 200 = 660ms.
+		{"failsafe under its least with jitter", func(s *spec.RouteGroupSpec) { s.Tick.Jitter = 0.5; s.Failsafe.After = ms(659) },
+			"spec.failsafe.after", "failsafe after 659ms could trip while the loop is healthy: a tick of 200ms ± 50%, a scrape and one tick more take 660ms", ""},
 		// Admission.
 		{"budget per minute", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "0.5/m" }, "", "", ""},
 		{"budget 0", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "0/s" },
 			"spec.admission.hardBudget", `hard budget "0/s" admits nothing`, ""},
 		{"budget 0.0 per minute", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "0.0/m" },
 			"spec.admission.hardBudget", `hard budget "0.0/m" admits nothing`, ""},
+		{"budget at its bound", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "10000000/s" }, "", "", ""},
+		{"budget over its bound", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "600000060/m" },
+			"spec.admission.hardBudget", "hard budget 600000060/m is 1.0000001e+07 connects per second", ""},
 		{"budget per hour", func(s *spec.RouteGroupSpec) { s.Admission.HardBudget = "100/h" },
 			"spec.admission.hardBudget", `invalid hard budget "100/h"`, ""},
 	}

@@ -26,8 +26,11 @@ import (
 	"github.com/setpoint-dev/setpoint/providers/route"
 )
 
-// maxMetricsBody bounds one backend's exposition.
-const maxMetricsBody = 1 << 20
+// maxMetricsBody bounds one backend's exposition. Up to 1,024 backends are
+// read every tick, so the bound is what a tick may read at worst (64 MiB):
+// a backend whose exposition is larger is flagged as missing metrics and
+// logged once; spec.metrics.path can name a smaller endpoint.
+const maxMetricsBody = 64 << 10
 
 // scrapeParallel bounds the scrapes of one tick in flight at once.
 const scrapeParallel = 32
@@ -57,6 +60,7 @@ type group struct {
 	ids       map[string]uint32 // backend → dataplane id
 	base      map[uint32]uint64 // counter value when the id was given
 	rec       route.Recorder
+	oversize  sync.Map // backends whose oversized metrics were logged
 	// ticked is signalled after every tick (tests wait on it).
 	ticked chan struct{}
 }
@@ -345,7 +349,7 @@ func (g *group) project(d routegroup.Decision) (float64, error) {
 // scrape reads every backend's metrics, at most scrapeParallel at once,
 // within most of a tick.
 func (g *group) scrape(ctx context.Context, names []string) []routegroup.Sample {
-	timeout := min(g.conf.Every*8/10, 2*time.Second)
+	timeout := routegroup.ScrapeTimeout(g.conf.Every)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := make([]routegroup.Sample, len(names))
@@ -384,7 +388,13 @@ func (g *group) scrapeOne(ctx context.Context, name string) routegroup.Sample {
 		return s
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBody+1))
-	if err != nil || len(body) > maxMetricsBody {
+	if err != nil {
+		return s
+	}
+	if len(body) > maxMetricsBody {
+		if _, warned := g.oversize.LoadOrStore(name, true); !warned {
+			g.p.log.Warn("a backend's metrics exceed what a tick reads: its pressure holds", "group", g.addr.String(), "backend", name, "limit", maxMetricsBody, "path", g.conf.Metrics.Path)
+		}
 		return s
 	}
 	want := map[string]*float64{}

@@ -85,8 +85,12 @@ func (c Config) Check() error {
 		return fmt.Errorf("%d backends: at most %d", len(c.Endpoints), routegroup.MaxBackends)
 	}
 	for _, e := range c.Endpoints {
-		if _, err := netip.ParseAddrPort(e); err != nil {
+		ap, err := netip.ParseAddrPort(e)
+		if err != nil {
 			return fmt.Errorf("backend %q: %w", e, err)
+		}
+		if ap.Port() == 0 {
+			return fmt.Errorf("backend %q: port 0 is no port", e)
 		}
 	}
 	if !routegroup.IsPrime(c.Params.Slots) {
@@ -101,8 +105,14 @@ func (c Config) Check() error {
 	if c.Every < 10*time.Millisecond || c.Every > 10*time.Second || c.Jitter < 0 || c.Jitter > 0.5 {
 		return fmt.Errorf("tick every %s jitter %g: want 10ms..10s and 0..0.5", c.Every, c.Jitter)
 	}
-	if c.Failsafe < 2*c.Every {
-		return fmt.Errorf("failsafe after %s: want at least two ticks (%s)", c.Failsafe, 2*c.Every)
+	if least := routegroup.MinFailsafe(c.Every, c.Jitter); c.Failsafe < least {
+		return fmt.Errorf("failsafe after %s: want at least %s (a jittered tick, a full scrape and one tick more)", c.Failsafe, least)
+	}
+	if c.Burst < 0 || c.Burst > routegroup.MaxBurst {
+		return fmt.Errorf("admission burst %d: want 0..%d", c.Burst, routegroup.MaxBurst)
+	}
+	if c.Metrics.Port < 0 || c.Metrics.Port > 65535 {
+		return fmt.Errorf("metrics port %d: want 1..65535 (or 0: the backend's own port)", c.Metrics.Port)
 	}
 	if c.Table != TableObserve && c.Table != TableEnforce {
 		return fmt.Errorf("table enforcement %q: want observe or enforce", c.Table)

@@ -139,8 +139,8 @@ func (p Params) Validate() error {
 	if p.RecoveryTicks < 1 {
 		bad("recoveryTicks %d: want at least 1", p.RecoveryTicks)
 	}
-	if !(p.SoftShed >= 0 && p.SoftShed <= 1) || !(p.HardBudget > 0) {
-		bad("admission soft shed %g, hard budget %g/s: want 0..1 and > 0", p.SoftShed, p.HardBudget)
+	if !(p.SoftShed >= 0 && p.SoftShed <= 1) || !(p.HardBudget > 0 && p.HardBudget <= MaxHardBudget) {
+		bad("admission soft shed %g, hard budget %g/s: want 0..1 and 0 < budget <= %d/s", p.SoftShed, p.HardBudget, MaxHardBudget)
 	}
 	return errors.Join(errs...)
 }
@@ -168,6 +168,9 @@ type Backend struct {
 	Latency  float64 `json:"latency"` // EWMA, seconds
 	Errors   float64 `json:"errors"`  // EWMA, ratio
 	Seen     bool    `json:"seen"`    // the EWMAs hold a sample
+	// SeenAt is when: the queue's rate is over the time since, which is
+	// more than a tick after a tick without metrics.
+	SeenAt time.Time `json:"seenAt"`
 	Pressure float64 `json:"pressure"`
 	Weight   float64 `json:"weight"`
 	Slots    int     `json:"slots"`
@@ -384,10 +387,14 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 		q := EWMA(p.Alpha, b.Queue, s.Queue, b.Seen)
 		v := 0.0
 		if b.Seen {
-			v = Rate(b.Queue, q, dt)
+			since := dt
+			if !b.SeenAt.IsZero() {
+				since = now.Sub(b.SeenAt)
+			}
+			v = Rate(b.Queue, q, since)
 		}
 		b.Queue, b.Latency, b.Errors = q, EWMA(p.Alpha, b.Latency, s.Latency, b.Seen), EWMA(p.Alpha, b.Errors, s.ErrorRate, b.Seen)
-		b.Seen = true
+		b.Seen, b.SeenAt = true, now
 		b.Pressure = p.Pressure(b.Queue, b.Latency, b.Errors)
 		b.Crisis = Saturates(b.Queue, v, p.QueueLimit, p.Horizon)
 		if b.Crisis {
@@ -417,7 +424,10 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	d.Weights = Weights(d.Pressure)
 	d.Targets = Apportion(d.Weights, p.Slots)
 
-	// Skew: the observed split of this tick's connects against the weights.
+	// Skew: the observed split of the connects since the last tick against
+	// the weights that tick steered to. Against this tick's weights, a
+	// backend degrading would read as a worsening split and shrink Δmax
+	// exactly when the field must move.
 	var delta []uint64
 	var total uint64
 	countersOK := n > 0
@@ -442,7 +452,7 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	hold := false
 	if countersOK && total >= max(p.MinConnects, 1) {
 		for i := range samples {
-			d.Skew = math.Max(d.Skew, math.Abs(float64(delta[i])/float64(total)-d.Weights[i]))
+			d.Skew = math.Max(d.Skew, math.Abs(float64(delta[i])/float64(total)-old[samples[i].Name].Weight))
 		}
 		d.SkewKnown = true
 		if prev.SkewKnown && d.Skew > prev.Skew+p.SkewEpsilon {
@@ -593,6 +603,10 @@ func NextRegime(p Params, prev Regime, calm int, mean float64) (Regime, int) {
 	switch {
 	case mean >= p.CrisisAbove:
 		return Crisis, 0
+	case prev == Crisis && mean >= laminarBelow*p.CrisisAbove:
+		// The same band as transition's: a mean hovering at the crisis
+		// line does not toggle hard and soft admission every tick.
+		return Crisis, 0
 	case prev == Crisis || prev == Recovery:
 		if mean >= p.TransitionAbove {
 			return Recovery, 0
@@ -667,4 +681,27 @@ func abs(x int) int {
 		return -x
 	}
 	return x
+}
+
+// Admission bounds. The dataplane's token bucket counts in 1e12ths of a
+// connect in a u64, so a bucket holds at most about 1.8e7 connects: the
+// burst stays well under that, and the budget's refill per nanosecond
+// (budget × 1000 units) stays far from overflow.
+const (
+	MaxBurst      = 1_000_000
+	MaxHardBudget = 10_000_000 // connects per second
+)
+
+// ScrapeTimeout is how long a tick waits for its backends' metrics: most
+// of a tick, never more than 2 s.
+func ScrapeTimeout(every time.Duration) time.Duration {
+	return min(every*8/10, 2*time.Second)
+}
+
+// MinFailsafe is the shortest failsafe threshold a loop ticking every
+// ±jitter can keep clear of: the longest gap between two heartbeats is a
+// jittered period plus a full scrape, and one more period leaves room for
+// a slow step or a pause, so a healthy agent never trips its own failsafe.
+func MinFailsafe(every time.Duration, jitter float64) time.Duration {
+	return time.Duration(float64(every)*(1+jitter)) + ScrapeTimeout(every) + every
 }

@@ -161,6 +161,10 @@ func TestRegimes(t *testing.T) {
 		{Transition, 0, 0.89, Laminar, 0},
 		{Transition, 0, 2.0, Crisis, 0},
 		{Laminar, 0, 5, Crisis, 0},
+		// crisisAbove 2: crisis holds down to 0.9 × 2 = 1.8.
+		{Crisis, 0, 1.85, Crisis, 0},
+		{Crisis, 0, 1.8, Crisis, 0},
+		{Crisis, 0, 1.79, Recovery, 0},
 		{Crisis, 0, 1.5, Recovery, 0},
 		{Crisis, 0, 0.5, Recovery, 1},
 		{Recovery, 1, 0.5, Recovery, 2},
@@ -308,6 +312,51 @@ func TestSkewGuard(t *testing.T) {
 		t.Fatalf("tick 5: guard %q Δmax %d, want none and 4", d.Guard, d.DeltaMax)
 	}
 	_ = st
+}
+
+// A backend degrading moves the weights; a split that follows the table
+// the last tick steered to is no worsening, so Δmax stays whole.
+func TestSkewIsAgainstTheWeightsSteeredTo(t *testing.T) {
+	p := defaults()
+	p.Slots, p.MaxSlotsPerTick = 101, 4
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 200 * time.Millisecond) }
+	st, _ := Step(p, State{}, at(0), []Sample{counted("a", 0), counted("b", 0)})
+	st, d := Step(p, st, at(1), []Sample{counted("a", 50), counted("b", 50)})
+	if !d.SkewKnown || d.Skew != 0 {
+		t.Fatalf("tick 2: skew %g known %v, want 0", d.Skew, d.SkewKnown)
+	}
+	// a's queue jumps and the weights move to about 0.2 : 0.8 (targets
+	// 20 : 81). The split is still 50/50, as the table in force says: a
+	// skew against the new weights (0.3) would have halved Δmax.
+	a := counted("a", 100)
+	a.Queue = 10
+	_, d = Step(p, st, at(2), []Sample{a, counted("b", 100)})
+	if !d.SkewKnown || d.Skew != 0 || d.Guard != GuardNone || d.DeltaMax != 4 {
+		t.Fatalf("tick 3: skew %g guard %q Δmax %d, want 0, none and 4 (weights %v)", d.Skew, d.Guard, d.DeltaMax, d.Weights)
+	}
+	if d.Targets[0] != 20 || d.Slots[0] != 51-4 {
+		t.Errorf("slots %v: a should give up Δmax = 4 of its 51 toward its target 20 (targets %v)", d.Slots, d.Targets)
+	}
+}
+
+// A queue's rate after a tick without metrics is over the time since it
+// was last seen: 0 → 10 over 2 s is 5/s, not 10/s.
+func TestRateSpansAMissingSample(t *testing.T) {
+	p := defaults()
+	p.Alpha, p.QueueLimit, p.Horizon = 1, 25, 2*time.Second
+	q := func(v float64) Sample { return Sample{Name: "a", Queue: v} }
+	st, _ := Step(p, State{}, t0, []Sample{q(0), {Name: "b"}})
+	st, _ = Step(p, st, t0.Add(time.Second), []Sample{{Name: "a", Missing: true}, {Name: "b"}})
+	// 10 + 5/s × 2 s = 20 < 25: no crisis. At 10/s it would be 30.
+	st, _ = Step(p, st, t0.Add(2*time.Second), []Sample{q(10), {Name: "b"}})
+	if st.Backends[0].Crisis {
+		t.Errorf("queue 0 → 10 over 2 s (one of them without metrics) read as saturating within 2 s")
+	}
+	// 10 → 18 in 1 s: 18 + 8 × 2 = 34 ≥ 25.
+	st, _ = Step(p, st, t0.Add(3*time.Second), []Sample{q(18), {Name: "b"}})
+	if !st.Backends[0].Crisis {
+		t.Errorf("queue 10 → 18 in 1 s toward 25 within 2 s: no crisis")
+	}
 }
 
 func TestSkewGuardHolds(t *testing.T) {

@@ -31,6 +31,11 @@ func Build(builder string, names []string, counts []int, out []uint32) error {
 	case BuildReplicate:
 		Replicate(counts, out)
 	case BuildMaglev:
+		// Maglev's permutations visit every slot only when the size is
+		// prime; otherwise the fill may never end.
+		if !IsPrime(len(out)) {
+			return fmt.Errorf("a Maglev table of %d slots: the size must be prime", len(out))
+		}
 		Maglev(names, counts, out)
 	default:
 		return fmt.Errorf("table builder %q: want %s or %s", builder, BuildReplicate, BuildMaglev)

@@ -52,6 +52,14 @@ func TestBuildRefusesCountsThatDoNotFill(t *testing.T) {
 	if err := Build("random", []string{"a"}, []int{7}, out); err == nil {
 		t.Error("unknown builder: no error")
 	}
+	// 8 = 2 × 4: a backend whose skip is 2 or 4 walks only part of the
+	// table, and the fill would spin.
+	if err := Build(BuildMaglev, []string{"a", "b"}, []int{4, 4}, make([]uint32, 8)); err == nil {
+		t.Error("a Maglev table of 8 slots: no error")
+	}
+	if err := Build(BuildReplicate, []string{"a", "b"}, []int{4, 4}, make([]uint32, 8)); err != nil {
+		t.Errorf("a replicated table of 8 slots: %v", err)
+	}
 }
 
 func names(n int) []string {
