@@ -659,6 +659,16 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 				for _, m := range members[oc.Address] {
 					refused[m] = why
 				}
+				continue
+			}
+			// What a provider warns of an accepted change (releasing a route
+			// group stops its routing) goes in the plan beside it.
+			for _, d := range resp.Diagnostics {
+				if d.Severity != providers.Warning || d.Address == nil || *d.Address != oc.Address || len(members[oc.Address]) == 0 {
+					continue
+				}
+				d.Spec = p.Changes[members[oc.Address][0]].Spec
+				p.Notes = append(p.Notes, d)
 			}
 		}
 	}

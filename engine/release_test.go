@@ -28,6 +28,19 @@ func (r *recorder) Apply(ctx context.Context, req providers.ApplyRequest) provid
 	return r.Provider.Apply(ctx, req)
 }
 
+// PlanChange warns of a release, as a provider whose release has an
+// effect (a route group stops routing) does.
+func (r *recorder) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	resp := r.Provider.PlanChange(ctx, req)
+	for _, c := range req.Changes {
+		if len(c.Released) > 0 {
+			a := c.Address
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a, Message: "releasing it stops what it did"})
+		}
+	}
+	return resp
+}
+
 // TestDeletedSpecReleases: a field whose every setter is gone is released
 // (value kept, state forgotten, the provider told), never while specs fail
 // to load, and not when more than half of the specs vanish at once unless
@@ -93,6 +106,9 @@ func TestDeletedSpecReleases(t *testing.T) {
 	if len(r) != 1 || r[0].To != "8" || !strings.Contains(text(pl), "spec.replicas: 8 (released: setpoint stops managing it; the value stays)") ||
 		!strings.Contains(text(pl), "1 to release") {
 		t.Fatalf("want the release:\n%s", text(pl))
+	}
+	if len(pl.Notes) != 1 || pl.Notes[0].Message != "releasing it stops what it did" || pl.Notes[0].Spec != "NFR/shop/plain" {
+		t.Fatalf("the provider's warning of the release, on the spec that set it: %+v", pl.Notes)
 	}
 	rec.applied = nil
 	if res := e.Apply(ctx, now.Add(time.Minute), pl, st); len(res) != 1 || res[0].Err != "" {

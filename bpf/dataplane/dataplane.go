@@ -51,6 +51,9 @@ type Dataplane struct {
 	opts Options
 	objs connect4Objects
 	link link.Link
+	// lock holds the pin directory: one process at a time owns what is
+	// pinned there (an agent, or a cleanup).
+	lock *os.File
 	// keys caches slot indexes for batch writes, by side index.
 	mu   sync.Mutex
 	keys map[uint32][]uint32
@@ -85,24 +88,58 @@ func Load(opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("setting the group count: %w", err)
 	}
 	var copts ebpf.CollectionOptions
+	d := &Dataplane{opts: opts, keys: map[uint32][]uint32{}}
 	if opts.PinDir != "" {
 		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
 			return nil, fmt.Errorf("making the pin directory: %w", err)
 		}
+		lock, err := lockDir(opts.PinDir)
+		if err != nil {
+			return nil, err
+		}
+		d.lock = lock
 		copts.Maps.PinPath = opts.PinDir
 	} else {
 		for _, m := range spec.Maps {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	d := &Dataplane{opts: opts, keys: map[uint32][]uint32{}}
 	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+		d.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("loading the connect4 program: the maps pinned in %s were sized for another configuration (run the provider's cleanup): %w", opts.PinDir, err)
 		}
 		return nil, fmt.Errorf("loading the connect4 program (root with BPF and BTF needed): %w", err)
 	}
 	return d, nil
+}
+
+// lockDir takes the pin directory's lock without waiting: two agents on
+// one pinned dataplane would write each other's tables, and a cleanup
+// under a running agent would detach it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the pin directory: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s (another agent on this node, or a cleanup, is using it)", ErrPinDirBusy, dir)
+		}
+		return nil, fmt.Errorf("locking the pin directory %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// ErrPinDirBusy is a pin directory another process holds.
+var ErrPinDirBusy = errors.New("the pin directory is in use")
+
+func (d *Dataplane) unlock() {
+	if d.lock != nil {
+		d.lock.Close()
+		d.lock = nil
+	}
 }
 
 func (d *Dataplane) linkPin() string { return filepath.Join(d.opts.PinDir, "link") }
@@ -146,6 +183,7 @@ func (d *Dataplane) Close() error {
 		errs = append(errs, d.link.Close())
 	}
 	errs = append(errs, d.objs.Close())
+	d.unlock()
 	return errors.Join(errs...)
 }
 
@@ -162,10 +200,12 @@ func (d *Dataplane) Cleanup() error {
 			errs = append(errs, m.Unpin())
 		}
 	}
-	errs = append(errs, d.Close())
 	if d.opts.PinDir != "" {
+		// Removed while the lock is held: an agent starting now makes a
+		// new directory rather than pinning into one going away.
 		errs = append(errs, os.Remove(d.opts.PinDir))
 	}
+	errs = append(errs, d.Close())
 	return errors.Join(errs...)
 }
 
@@ -204,16 +244,22 @@ func (d *Dataplane) RemoveVIP(vip netip.AddrPort, proto uint32) error {
 	return nil
 }
 
+// VIP is a routed address and its protocol (TCP or UDP).
+type VIP struct {
+	Addr  netip.AddrPort
+	Proto uint32
+}
+
 // VIPs lists the VIPs and their groups (a resumed agent's starting point).
-func (d *Dataplane) VIPs() (map[netip.AddrPort]uint32, error) {
-	out := map[netip.AddrPort]uint32{}
+func (d *Dataplane) VIPs() (map[VIP]uint32, error) {
+	out := map[VIP]uint32{}
 	var k connect4VipKey
 	var g uint32
 	it := d.objs.Vips.Iterate()
 	for it.Next(&k, &g) {
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], k.Ip)
-		out[netip.AddrPortFrom(netip.AddrFrom4(b), uint16(port16(uint16(k.Port))))] = g
+		out[VIP{netip.AddrPortFrom(netip.AddrFrom4(b), uint16(port16(uint16(k.Port)))), k.Proto}] = g
 	}
 	return out, it.Err()
 }
@@ -485,8 +531,19 @@ func (d *Dataplane) ClearGroup(g uint32) error {
 	if err := d.group(g); err != nil {
 		return err
 	}
+	// A VIP still pointing at g (left by an agent that crashed) must not
+	// route into the tables the group's next user writes.
+	vips, err := d.VIPs()
+	if err != nil {
+		return fmt.Errorf("listing VIPs: %w", err)
+	}
 	zero := uint64(0)
 	var errs []error
+	for v, vg := range vips {
+		if vg == g {
+			errs = append(errs, d.RemoveVIP(v.Addr, v.Proto))
+		}
+	}
 	errs = append(errs, d.objs.Heartbeats.Put(&g, &zero))
 	for side := range uint32(2) {
 		si := g*2 + side

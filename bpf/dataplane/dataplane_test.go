@@ -334,8 +334,30 @@ func TestPinnedLinkOutlivesTheAgent(t *testing.T) {
 	if act, err := d2.Active(0); err != nil || len(act) != 65537 || act[0] != 1 {
 		t.Fatalf("resumed active table: %d slots, err %v", len(act), err)
 	}
-	if vips, err := d2.VIPs(); err != nil || vips[vip] != 0 || len(vips) != 1 {
+	if vips, err := d2.VIPs(); err != nil || len(vips) != 1 {
 		t.Fatalf("resumed VIPs %v, err %v", vips, err)
+	} else if g, ok := vips[VIP{vip, TCP}]; !ok || g != 0 {
+		t.Fatalf("resumed VIPs %v: want %s/tcp in group 0", vips, vip)
+	}
+	// One process at a time holds the pins: a second agent, or a cleanup
+	// under a running one, is refused.
+	if d3, err := Load(Options{Groups: 2, Slots: 65537, PinDir: dir}); !errors.Is(err, ErrPinDirBusy) {
+		if d3 != nil {
+			d3.Close()
+		}
+		t.Fatalf("a second process on the held pins: %v, want %v", err, ErrPinDirBusy)
+	}
+	// A group given to someone else forgets the VIPs that pointed at it,
+	// and only those.
+	other := netip.MustParseAddrPort("127.0.0.1:7")
+	if err := d2.SetVIP(1, other, TCP); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.ClearGroup(1); err != nil {
+		t.Fatal(err)
+	}
+	if vips, err := d2.VIPs(); err != nil || len(vips) != 1 || vips[VIP{vip, TCP}] != 0 {
+		t.Fatalf("VIPs after clearing group 1: %v, err %v; want only %s in group 0", vips, err, vip)
 	}
 	if bs, err := d2.Backends(0); err != nil || bs[1] != servers[1] {
 		t.Fatalf("resumed backends %v, err %v", bs, err)

@@ -61,6 +61,7 @@ type group struct {
 	base      map[uint32]uint64 // counter value when the id was given
 	rec       route.Recorder
 	oversize  sync.Map // backends whose oversized metrics were logged
+	err       string   // the last tick's failure, or ""
 	// ticked is signalled after every tick (tests wait on it).
 	ticked chan struct{}
 }
@@ -199,20 +200,23 @@ func (g *group) tick(ctx context.Context) {
 	st, d := routegroup.Step(g.conf.Params, g.st, now, samples)
 	g.st, g.last = st, d
 	churn := 0.0
+	var failed error
 	if enforce {
 		var err error
 		if churn, err = g.project(d); err != nil {
-			g.p.log.Error("writing the route table", "group", g.addr.String(), "err", err)
+			failed = fmt.Errorf("writing the route table: %w", err)
 		}
 	} else if g.installed {
 		// Enforcement turned off: setpoint stops rewriting the VIP. The
 		// backends' ids stay written, so enforcing again republishes
 		// over them.
 		if err := g.p.dp.RemoveVIP(g.vip, g.proto); err != nil {
-			g.p.log.Error("removing the VIP", "group", g.addr.String(), "err", err)
+			failed = fmt.Errorf("removing the VIP: %w", err)
+		} else {
+			g.installed = false
 		}
-		g.installed = false
 	}
+	g.fail(now, failed)
 	g.field = route.FieldOf(d, st, churn)
 	g.rec.Record(g.p.buf, now, d, g.st)
 	if prevRegime != "" && d.Regime != prevRegime {
@@ -443,6 +447,32 @@ func parseGauges(body []byte, ctype string, want map[string]*float64) int {
 		}
 	}
 	return len(seen)
+}
+
+// fail records the tick's error, so Read shows it and an Event says when
+// it starts or changes (a log line alone reaches nobody watching a plan).
+func (g *group) fail(now time.Time, err error) {
+	why := ""
+	if err != nil {
+		why = err.Error()
+		g.p.log.Error("route group tick", "group", g.addr.String(), "err", err)
+	}
+	if why == g.err {
+		return
+	}
+	g.err = why
+	if why == "" {
+		g.p.emit(providers.Event{Now: now, Address: g.addr, Reason: "the loop writes its table again"})
+		return
+	}
+	g.p.emit(providers.Event{Now: now, Address: g.addr, Reason: why})
+}
+
+// failing is the last tick's error, or "".
+func (g *group) failing() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
 }
 
 // observed is the object Read reports.

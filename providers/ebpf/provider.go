@@ -64,11 +64,22 @@ var DefaultAllow = []string{"127.0.0.0/8"}
 // Provider is the eBPF node agent.
 type Provider struct {
 	sdk.Base
+	// applyMu makes Apply and Shutdown one at a time: a group's start,
+	// reconfiguration or stop runs whole.
+	applyMu sync.Mutex
 	mu      sync.Mutex
 	cfg     Config
-	allow   []netip.Prefix
-	dp      *dataplane.Dataplane
-	resumed map[netip.AddrPort]uint32 // VIPs a pinned dataplane already routed
+	// configured: Configure checked the node; the dataplane is loaded only
+	// by the first Apply that starts a group, so a plan (which never
+	// applies) neither takes over a pinned dataplane nor detaches it.
+	configured bool
+	closed     bool
+	allow      []netip.Prefix
+	dp         *dataplane.Dataplane
+	// resumed are the VIPs a pinned dataplane routed before this agent
+	// started, by VIP and protocol; their groups are reserved until a
+	// config for the same VIP claims them.
+	resumed map[dataplane.VIP]uint32
 	groups  map[addrs.Object]*group
 	used    []bool
 	buf     *samplebuf.Buffer
@@ -113,8 +124,8 @@ func errDiag(format string, a ...any) []providers.Diagnostic {
 	return []providers.Diagnostic{{Severity: providers.Error, Message: fmt.Sprintf(format, a...)}}
 }
 
-// Configure loads and attaches the dataplane. It needs root, BPF with
-// BTF, and a cgroup2 directory.
+// Configure checks the node: root, a cgroup2 directory, and a kernel that
+// loads the program (BPF with BTF). Nothing is attached until an Apply.
 func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) []providers.Diagnostic {
 	var c Config
 	if len(req.Config) > 0 {
@@ -154,30 +165,57 @@ func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.dp != nil {
+	if p.configured {
 		if equalConfig(p.cfg, c) {
 			return nil
 		}
 		return errDiag("the ebpf provider is already configured with another dataplane: restart it to change cgroup, pinDir, groups or slots")
 	}
-	dp, err := dataplane.Load(dataplane.Options{Groups: c.Groups, Slots: c.Slots, PinDir: c.PinDir})
+	// The program and maps this config sizes must load here; unpinned,
+	// the probe touches nothing another agent holds.
+	probe, err := dataplane.Load(dataplane.Options{Groups: c.Groups, Slots: c.Slots})
 	if err != nil {
 		return errDiag("%v", err)
+	}
+	probe.Close()
+	p.cfg, p.allow, p.used, p.configured = c, allow, make([]bool, c.Groups), true
+	p.resumed = map[dataplane.VIP]uint32{}
+	return nil
+}
+
+// ensure loads and attaches the dataplane, taking over a pinned one (and
+// reserving the groups of the VIPs it routes). Called with applyMu held.
+func (p *Provider) ensure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dp != nil {
+		return nil
+	}
+	c := p.cfg
+	dp, err := dataplane.Load(dataplane.Options{Groups: c.Groups, Slots: c.Slots, PinDir: c.PinDir})
+	if err != nil {
+		return err
 	}
 	resumed, err := dp.Attach(c.Cgroup)
 	if err != nil {
 		dp.Close()
-		return errDiag("%v", err)
+		return err
 	}
-	p.resumed = map[netip.AddrPort]uint32{}
 	if resumed {
-		if p.resumed, err = dp.VIPs(); err != nil {
+		vips, err := dp.VIPs()
+		if err != nil {
 			dp.Close()
-			return errDiag("reading the pinned dataplane's VIPs: %v", err)
+			return fmt.Errorf("reading the pinned dataplane's VIPs: %w", err)
+		}
+		for v, g := range vips {
+			if int(g) < len(p.used) {
+				p.resumed[v] = g
+				p.used[g] = true
+			}
 		}
 		p.log.Info("resumed a pinned dataplane", "pinDir", c.PinDir, "vips", len(p.resumed))
 	}
-	p.cfg, p.allow, p.dp, p.used = c, allow, dp, make([]bool, c.Groups)
+	p.dp = dp
 	return nil
 }
 
@@ -212,6 +250,11 @@ func (p *Provider) check(c providers.ObjectChange) (route.Config, values.Value, 
 	if conf.Params.Slots > p.cfg.Slots {
 		return route.Config{}, values.Value{}, fmt.Errorf("table of %d slots: this agent's maps hold at most %d (its config's slots)", conf.Params.Slots, p.cfg.Slots)
 	}
+	if conf.Proto != "tcp" {
+		// connect4 sees connect() only: a UDP client's sendto() would pass
+		// the table by, and half a route group is worse than none.
+		return route.Config{}, values.Value{}, fmt.Errorf("protocol %s: this agent routes TCP only (the dataplane hooks connect(), which unconnected UDP sockets never call)", conf.Proto)
+	}
 	vip := netip.MustParseAddrPort(conf.VIP)
 	if !vip.Addr().Is4() || !p.allowed(vip.Addr()) {
 		return route.Config{}, values.Value{}, fmt.Errorf("VIP %s is outside what this agent may route (%v)", vip, p.cfg.Allow)
@@ -237,11 +280,14 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 	out := providers.PlanChangeResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
 	for i, c := range req.Changes {
 		out.Results[i] = providers.ObjectResult{Address: c.Address}
-		if p.dp == nil {
+		if !p.configured {
 			out.Results[i].Err = "not configured"
 			continue
 		}
 		if c.Action == action.Delete || released(c) {
+			a := c.Address
+			out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a,
+				Message: fmt.Sprintf("releasing %s's config stops the route group on this node: its loop ends and its VIP is no longer rewritten (connects to it go where they would without setpoint)", a)})
 			continue
 		}
 		if _, _, err := p.check(c); err != nil {
@@ -273,6 +319,8 @@ func (p *Provider) free(a addrs.Object) int {
 
 // Apply starts, reconfigures or stops groups.
 func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
 	out := providers.ApplyResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
 	for i, c := range req.Changes {
 		out.Results[i] = providers.ObjectResult{Address: c.Address}
@@ -289,7 +337,11 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 
 func (p *Provider) apply(c providers.ObjectChange) error {
 	p.mu.Lock()
-	if p.dp == nil {
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return errors.New("the agent is shutting down")
+	case !p.configured:
 		p.mu.Unlock()
 		return errors.New("not configured")
 	}
@@ -313,14 +365,20 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 		p.mu.Unlock()
 		return nil
 	}
-	vip := netip.MustParseAddrPort(conf.VIP)
+	p.mu.Unlock()
+	if err := p.ensure(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	g := newGroup(p, c.Address, 0, conf, raw)
+	key := dataplane.VIP{Addr: g.vip, Proto: g.proto}
 	idx := -1
-	resumedIdx, resumed := p.resumed[vip]
+	resumedIdx, resumed := p.resumed[key]
 	switch {
 	case old != nil:
 		idx = int(old.idx)
-	case resumed && int(resumedIdx) < len(p.used) && !p.used[resumedIdx]:
-		idx = int(resumedIdx)
+	case resumed:
+		idx = int(resumedIdx) // reserved for this VIP since the resume
 	default:
 		idx = p.free(c.Address)
 	}
@@ -329,21 +387,21 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 		return fmt.Errorf("every one of the agent's %d groups is in use", p.cfg.Groups)
 	}
 	p.used[idx] = true
-	g := newGroup(p, c.Address, uint32(idx), conf, raw)
+	g.idx = uint32(idx)
 	p.groups[c.Address] = g
+	if resumed && old == nil {
+		delete(p.resumed, key)
+	}
 	p.mu.Unlock()
 	if old != nil {
 		// A new config takes over the old one's table and state, so its
 		// first step is bounded by Δmax from what the kernel has.
 		old.halt()
 		g.inherit(old)
-	} else if resumed && uint32(idx) == resumedIdx {
+	} else if resumed {
 		if err := g.resume(); err != nil {
 			p.log.Warn("resuming a pinned group", "group", c.Address.String(), "err", err)
 		}
-		p.mu.Lock()
-		delete(p.resumed, vip)
-		p.mu.Unlock()
 	} else if err := p.dp.ClearGroup(uint32(idx)); err != nil {
 		return fmt.Errorf("clearing group %d: %w", idx, err)
 	}
@@ -389,7 +447,17 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 			out.Objects[i].Attributes = g.observed()
 		}
 	}
-	if p.dp == nil {
+	for _, g := range p.groups {
+		if why := g.failing(); why != "" {
+			a := g.addr
+			out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a, Message: why})
+		}
+	}
+	for v, g := range p.resumed {
+		out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning,
+			Message: fmt.Sprintf("VIP %s (group %d) was routed by the pinned dataplane before this agent started, and no config claims it: its failsafe splits it evenly; apply its RouteGroup, or run `setpoint provider cleanup ebpf`", v.Addr, g)})
+	}
+	if !p.configured {
 		out.Diagnostics = errDiag("not configured")
 	}
 	return out
@@ -426,7 +494,10 @@ func (p *Provider) emit(e providers.Event) {
 // pins and all: a clean exit leaves nothing behind. A crash skips this,
 // and a pinned program's failsafe takes over.
 func (p *Provider) Shutdown() error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
 	p.mu.Lock()
+	p.closed = true
 	groups := make([]*group, 0, len(p.groups))
 	for _, g := range p.groups {
 		groups = append(groups, g)

@@ -288,6 +288,10 @@ func TestBadConfigsAreRefused(t *testing.T) {
 		{"negative weight", func(c *route.Config) { c.Params.WLatency = -1 }, "pressure weight latency"},
 		{"negative ref", func(c *route.Config) { c.Params.QueueRef = -1 }, "pressure reference queue"},
 		{"larger than the maps", func(c *route.Config) { c.Params.Slots = 131071 }, "at most 65537"},
+		{"UDP", func(c *route.Config) { c.Proto = "udp" }, "routes TCP only"},
+		{"backend port 0", func(c *route.Config) { c.Endpoints[0] = "127.0.0.1:0" }, "port 0 is no port"},
+		{"burst past the bucket", func(c *route.Config) { c.Burst = routegroup.MaxBurst + 1 }, "admission burst"},
+		{"failsafe that trips on a healthy loop", func(c *route.Config) { c.Failsafe = 2 * c.Every }, "failsafe after"},
 	} {
 		cfg := good
 		cfg.Endpoints = slices.Clone(good.Endpoints)
@@ -382,5 +386,188 @@ func TestReplacedBackendsNeverLeaveAHole(t *testing.T) {
 	}
 	if st.Routed < 100 {
 		t.Fatalf("only %d connects routed: the storm checked too little", st.Routed)
+	}
+}
+
+// pinnedAgent is an agent on a pin directory in a cgroup of its own.
+func pinnedAgent(t *testing.T, cg, pins string) *Provider {
+	t.Helper()
+	p := New()
+	cfg, _ := json.Marshal(Config{Cgroup: cg, PinDir: pins})
+	if d := p.Configure(context.Background(), providers.ConfigureRequest{Config: cfg}); len(d) > 0 {
+		t.Fatalf("configure: %v", d)
+	}
+	return p
+}
+
+// reaches says whether a connect to the VIP reaches one of backends.
+func reaches(vip string, backends ...*backend) bool {
+	peer, err := bpftest.Connect(netip.MustParseAddrPort(vip))
+	if err != nil {
+		return false
+	}
+	for _, b := range backends {
+		if peer == b.addr {
+			return true
+		}
+	}
+	return false
+}
+
+// A plan starts the agent too: it must neither take over the pinned
+// dataplane a running agent holds nor detach it when it exits. A second
+// agent's apply is refused while the first holds the pins.
+func TestAPlanningAgentLeavesTheRunningOneAlone(t *testing.T) {
+	cg := bpftest.Cgroup(t)
+	pins := bpftest.BPFFS(t) + "/setpoint"
+	b := startBackend(t)
+	running := pinnedAgent(t, cg, pins)
+	t.Cleanup(func() { running.Shutdown() })
+	cfg := testConfig([]string{b.addr.String()})
+	if err := apply(t, running, change(t, cfg, action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the VIP reaches its backend", func() bool { return reaches(cfg.VIP, b) })
+
+	planning := pinnedAgent(t, cg, pins)
+	if r := planning.PlanChange(context.Background(), providers.PlanChangeRequest{Changes: []providers.ObjectChange{change(t, cfg, action.Update)}}); r.Results[0].Err != "" {
+		t.Fatalf("plan: %s", r.Results[0].Err)
+	}
+	planning.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+	if err := apply(t, planning, change(t, cfg, action.Update)); !strings.Contains(err, "pin directory is in use") {
+		t.Errorf("a second agent's apply on held pins: %q, want the pin directory in use", err)
+	}
+	if err := planning.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if !reaches(cfg.VIP, b) {
+		t.Fatal("the planning agent's exit detached the running agent's dataplane")
+	}
+	if _, _, regime := field(t, running); regime == "" {
+		t.Fatal("the running agent's loop stopped")
+	}
+}
+
+// A crashed agent's VIP, resumed from the pins, keeps its group: a new
+// VIP never lands in the tables it still routes by, the agent says no
+// config claims it, and its own config takes it back.
+func TestResumedVIPKeepsItsGroup(t *testing.T) {
+	cg := bpftest.Cgroup(t)
+	pins := bpftest.BPFFS(t) + "/setpoint"
+	a, other := startBackend(t), startBackend(t)
+	first := pinnedAgent(t, cg, pins)
+	cfg := testConfig([]string{a.addr.String()})
+	if err := apply(t, first, change(t, cfg, action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the VIP reaches its backend", func() bool { return reaches(cfg.VIP, a) })
+	first.crash()
+
+	second := pinnedAgent(t, cg, pins)
+	t.Cleanup(func() { second.Shutdown() })
+	otherCfg := testConfig([]string{other.addr.String()})
+	otherCfg.VIP = "127.100.0.2:8080"
+	otherRG := addrs.Object{Provider: Name, Kind: route.Kind, Namespace: "shop", Name: "other"}
+	ch := change(t, otherCfg, action.Create)
+	ch.Address = otherRG
+	if err := apply(t, second, ch); err != "" {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 5*time.Second, "the new VIP reaches its backend", func() bool { return reaches(otherCfg.VIP, other) })
+	// The old VIP still reaches its own backend only (the failsafe's even
+	// split over it), never the new group's.
+	for range 20 {
+		if !reaches(cfg.VIP, a) {
+			t.Fatal("the resumed VIP was routed elsewhere once a new group started")
+		}
+	}
+	r := second.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+	if r.Objects[0].Exists || len(r.Diagnostics) != 1 || !strings.Contains(r.Diagnostics[0].Message, "no config claims it") {
+		t.Fatalf("before its config comes back: exists %v, diagnostics %v", r.Objects[0].Exists, r.Diagnostics)
+	}
+	if err := apply(t, second, change(t, cfg, action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	if r := second.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}}); len(r.Diagnostics) != 0 {
+		t.Fatalf("after its config came back: %v", r.Diagnostics)
+	}
+	testutil.Eventually(t, 5*time.Second, "both VIPs reach their backends", func() bool { return reaches(cfg.VIP, a) && reaches(otherCfg.VIP, other) })
+}
+
+// Releasing a config stops routing: the plan must say so.
+func TestReleaseIsWarnedOfInThePlan(t *testing.T) {
+	p := configured(t)
+	ch := providers.ObjectChange{Address: rg, Action: action.Update, Released: []addrs.Path{route.AttrConfig}}
+	r := p.PlanChange(context.Background(), providers.PlanChangeRequest{Changes: []providers.ObjectChange{ch}})
+	if r.Results[0].Err != "" || len(r.Diagnostics) != 1 || r.Diagnostics[0].Severity != providers.Warning ||
+		r.Diagnostics[0].Address == nil || *r.Diagnostics[0].Address != rg || !strings.Contains(r.Diagnostics[0].Message, "no longer rewritten") {
+		t.Fatalf("plan of a release: %+v", r)
+	}
+}
+
+// A tick that cannot write its table says so in Read and in an Event,
+// and the error clears when the loop recovers.
+func TestLoopErrorsShowInRead(t *testing.T) {
+	p := configured(t)
+	b := startBackend(t)
+	if err := apply(t, p, change(t, testConfig([]string{b.addr.String()}), action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	g := p.groups[rg]
+	g.mu.Lock()
+	g.fail(time.Now(), fmt.Errorf("writing the route table: %w", fmt.Errorf("map full")))
+	g.mu.Unlock()
+	r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+	if len(r.Diagnostics) != 1 || !strings.Contains(r.Diagnostics[0].Message, "map full") || *r.Diagnostics[0].Address != rg {
+		t.Fatalf("read: %v", r.Diagnostics)
+	}
+	testutil.Eventually(t, 5*time.Second, "an event of the failure", func() bool {
+		select {
+		case e := <-p.events:
+			return strings.Contains(e.Reason, "map full")
+		default:
+			return false
+		}
+	})
+	// The next good tick clears it.
+	testutil.Eventually(t, 5*time.Second, "the error clears", func() bool {
+		return len(p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}}).Diagnostics) == 0
+	})
+}
+
+// Applies racing each other and the shutdown leave no loop running and
+// nothing routed (run with -race).
+func TestConcurrentAppliesAndShutdown(t *testing.T) {
+	cg := bpftest.Cgroup(t)
+	b := startBackend(t)
+	p := New()
+	cfgJSON, _ := json.Marshal(Config{Cgroup: cg})
+	if d := p.Configure(context.Background(), providers.ConfigureRequest{Config: cfgJSON}); len(d) > 0 {
+		t.Fatal(d)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := testConfig([]string{b.addr.String()})
+			c.Params.MaxSlotsPerTick = 1000 + i
+			p.Apply(context.Background(), providers.ApplyRequest{Changes: []providers.ObjectChange{change(t, c, action.Update)}})
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); p.Shutdown() }()
+	wg.Wait()
+	if err := p.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.groups) != 0 {
+		t.Fatalf("%d groups left after the shutdown", len(p.groups))
+	}
+	if err := apply(t, p, change(t, testConfig([]string{b.addr.String()}), action.Create)); !strings.Contains(err, "shutting down") {
+		t.Fatalf("an apply after the shutdown: %q", err)
+	}
+	if _, err := bpftest.Connect(netip.MustParseAddrPort("127.100.0.1:8080")); err == nil {
+		t.Fatal("the VIP is still routed after the shutdown")
 	}
 }

@@ -163,21 +163,21 @@ type Sample struct {
 
 // Backend is one backend's remembered state.
 type Backend struct {
-	Name     string  `json:"name"`
-	Queue    float64 `json:"queue"`   // EWMA
-	Latency  float64 `json:"latency"` // EWMA, seconds
-	Errors   float64 `json:"errors"`  // EWMA, ratio
-	Seen     bool    `json:"seen"`    // the EWMAs hold a sample
+	Name    string  `json:"name"`
+	Queue   float64 `json:"queue"`   // EWMA
+	Latency float64 `json:"latency"` // EWMA, seconds
+	Errors  float64 `json:"errors"`  // EWMA, ratio
+	Seen    bool    `json:"seen"`    // the EWMAs hold a sample
 	// SeenAt is when: the queue's rate is over the time since, which is
 	// more than a tick after a tick without metrics.
-	SeenAt time.Time `json:"seenAt"`
-	Pressure float64 `json:"pressure"`
-	Weight   float64 `json:"weight"`
-	Slots    int     `json:"slots"`
-	Connects uint64  `json:"connects"`
-	Counted  bool    `json:"counted"` // Connects holds a reading
-	Crisis   bool    `json:"crisis"`
-	Flagged  bool    `json:"flagged"` // no metrics: pressure held
+	SeenAt   time.Time `json:"seenAt"`
+	Pressure float64   `json:"pressure"`
+	Weight   float64   `json:"weight"`
+	Slots    int       `json:"slots"`
+	Connects uint64    `json:"connects"`
+	Counted  bool      `json:"counted"` // Connects holds a reading
+	Crisis   bool      `json:"crisis"`
+	Flagged  bool      `json:"flagged"` // no metrics: pressure held
 }
 
 // State is what a group's loop remembers from tick to tick.
