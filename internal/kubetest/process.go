@@ -142,6 +142,9 @@ func tryStart(apiBin, etcdBin string, o options) (_ *Env, err error) {
 		"--service-account-signing-key-file", pki.saKeyFile,
 		"--service-cluster-ip-range", "10.0.0.0/24",
 		"--disable-admission-plugins", "ServiceAccount",
+		// As kubeadm's clusters do: node agents (the eBPF DaemonSet) are
+		// privileged pods.
+		"--allow-privileged=true",
 		// Lighter: no API priority and fairness machinery, no pprof, no
 		// endpoint reconciler for the "kubernetes" Service.
 		"--enable-priority-and-fairness=false",

@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,18 +108,7 @@ func New() *Provider {
 
 // Schema says what the provider serves.
 func (p *Provider) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
-	return providers.Schema{Name: Name, Version: "1", Signals: true, Events: true, Kinds: []providers.KindSchema{{
-		Kind: route.Kind,
-		Attributes: []providers.AttributeSchema{
-			{Path: route.AttrConfig, Type: values.Structured, Description: "the route group's configuration"},
-			{Path: route.AttrRegime, Type: values.String, ReadOnly: true, Description: "laminar, transition, crisis or recovery"},
-			{Path: route.AttrAdmission, Type: values.String, ReadOnly: true, Description: "normal, soft or hard"},
-			{Path: route.AttrSkew, Type: values.String, ReadOnly: true, Description: "observed split against the weights"},
-			{Path: route.AttrEpoch, Type: values.Count, ReadOnly: true, Description: "table flips"},
-			{Path: route.AttrTick, Type: values.Count, ReadOnly: true, Description: "ticks run"},
-			{Path: route.AttrField, Type: values.Structured, ReadOnly: true, Description: "weights, slots and pressure by backend"},
-		},
-	}}}, nil
+	return providers.Schema{Name: Name, Version: "1", Signals: true, Events: true, Kinds: []providers.KindSchema{route.KindSchema()}}, nil
 }
 
 func errDiag(format string, a ...any) []providers.Diagnostic {
@@ -517,6 +508,31 @@ func (p *Provider) Shutdown() error {
 		errs = append(errs, dp.Cleanup())
 	}
 	return errors.Join(errs...)
+}
+
+// Leave stops every loop and lets go of the dataplane without detaching
+// it: with a pin directory the program stays attached with its last
+// tables, its failsafe takes over when the heartbeat goes stale, and the
+// next agent resumes it. A DaemonSet's agent leaves this way on SIGTERM,
+// so a rolling update never leaves the VIPs unrouted; without pins the
+// program goes with the process.
+func (p *Provider) Leave() error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	p.mu.Lock()
+	p.closed = true
+	groups := slices.Collect(maps.Values(p.groups))
+	p.groups = map[addrs.Object]*group{}
+	dp := p.dp
+	p.dp = nil
+	p.mu.Unlock()
+	for _, g := range groups {
+		g.halt()
+	}
+	if dp == nil {
+		return nil
+	}
+	return dp.Close()
 }
 
 // Cleanup removes a pinned dataplane a crashed agent left at pinDir: the

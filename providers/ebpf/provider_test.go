@@ -461,7 +461,10 @@ func TestResumedVIPKeepsItsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the VIP reaches its backend", func() bool { return reaches(cfg.VIP, a) })
-	first.crash()
+	// What a killed agent leaves: loops gone, pins in place.
+	if err := first.Leave(); err != nil {
+		t.Fatal(err)
+	}
 
 	second := pinnedAgent(t, cg, pins)
 	t.Cleanup(func() { second.Shutdown() })

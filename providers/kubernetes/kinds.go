@@ -3,11 +3,13 @@ package kubernetes
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/setpoint-dev/setpoint/providers/workload"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +28,7 @@ const (
 	KindPod        = "Pod"
 	// KindNodeAgent is the custom resource the node agents (NRI, eBPF)
 	// reconcile from in a cluster (deploy/crds).
-	KindNodeAgent = "NodeAgentConfig"
+	KindNodeAgent = nodeagent.Kind
 )
 
 // Attribute paths, the same as the sim world's.
@@ -48,17 +50,15 @@ var (
 	pathTemplateContainers = workload.Containers
 	pathPodContainers      = addrs.MustPath("spec.containers")
 	pathMetrics            = addrs.MustPath("spec.metrics")
-	pathNodes              = addrs.MustPath("status.nodes")
+	pathNodes              = nodeagent.Nodes
 
-	AttrAgent       = addrs.MustPath("spec.agent")
-	AttrAgentConfig = addrs.MustPath("spec.config")
+	AttrAgent       = nodeagent.Agent
+	AttrAgentConfig = nodeagent.Config
 )
 
 // NodeAttr is the path of a node agent's report (which: observedGeneration,
 // message or observed) in a NodeAgentConfig's status.
-func NodeAttr(node, which string) addrs.Path {
-	return pathNodes.Child(addrs.Sel("name", node), addrs.F(which))
-}
+var NodeAttr = nodeagent.NodeAttr
 
 // ContainerAttr is the path of a pod template container's memory request
 // or limit (which: "requests" or "limits").

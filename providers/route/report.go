@@ -120,3 +120,28 @@ func FieldOf(d routegroup.Decision, st routegroup.State, churn float64) Field {
 	}
 	return f
 }
+
+// Summary is what a node reports of a group in a cluster's
+// NodeAgentConfig status: small and of fixed size (a status entry per node
+// with every backend's weight would pass etcd's object limit on a large
+// cluster); the per-backend figures go to Signals.
+func Summary(attrs map[addrs.Path]values.Value) map[string]any {
+	out := map[string]any{}
+	for k, p := range map[string]addrs.Path{"regime": AttrRegime, "admission": AttrAdmission, "skew": AttrSkew} {
+		if v, ok := attrs[p]; ok {
+			out[k] = v.Str()
+		}
+	}
+	for k, p := range map[string]addrs.Path{"epoch": AttrEpoch, "tick": AttrTick} {
+		if v, ok := attrs[p]; ok {
+			out[k] = v.Int()
+		}
+	}
+	if v, ok := attrs[AttrField]; ok {
+		var f Field
+		if json.Unmarshal(v.JSON(), &f) == nil {
+			out["backends"], out["flagged"] = len(f.Names), len(f.Flagged)
+		}
+	}
+	return out
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Kind is the object a RouteGroup's provider serves.
@@ -29,6 +31,20 @@ var (
 	AttrTick      = addrs.MustPath("status.tick")
 	AttrField     = addrs.MustPath("status.field") // structured: names, weights, slots, pressure
 )
+
+// KindSchema is the RouteGroup kind as a provider serving it lists it in
+// its Schema.
+func KindSchema() providers.KindSchema {
+	return providers.KindSchema{Kind: Kind, Attributes: []providers.AttributeSchema{
+		{Path: AttrConfig, Type: values.Structured, Description: "the route group's configuration"},
+		{Path: AttrRegime, Type: values.String, ReadOnly: true, Description: "laminar, transition, crisis or recovery"},
+		{Path: AttrAdmission, Type: values.String, ReadOnly: true, Description: "normal, soft or hard"},
+		{Path: AttrSkew, Type: values.String, ReadOnly: true, Description: "observed split against the weights"},
+		{Path: AttrEpoch, Type: values.Count, ReadOnly: true, Description: "table flips"},
+		{Path: AttrTick, Type: values.Count, ReadOnly: true, Description: "ticks run"},
+		{Path: AttrField, Type: values.Structured, ReadOnly: true, Description: "weights, slots and pressure by backend"},
+	}}
+}
 
 // Table enforcement as the config carries it.
 const (

@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
 	"github.com/setpoint-dev/setpoint/providers/route"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 )
@@ -34,7 +35,9 @@ func init() { engine.Register("RouteGroup", decider{}) }
 // enforcement.table, carried inside it.
 const Config intent.Dimension = "config"
 
-// PodsProvider serves the pods a selector names.
+// PodsProvider serves the pods a selector names. A group whose target is
+// this provider runs in the cluster: its config goes to a NodeAgentConfig
+// the eBPF agents' DaemonSet reconciles from.
 const PodsProvider = "kubernetes"
 
 type decider struct{}
@@ -43,8 +46,24 @@ func provider(r *spec.RouteGroup, def string) string {
 	return spec.ProviderOr(r.Spec.Target.Provider, def)
 }
 
+// inCluster says the group's config goes through the cluster's node
+// agents rather than to an agent setpoint runs itself.
+func inCluster(r *spec.RouteGroup, def string) bool { return provider(r, def) == PodsProvider }
+
 func address(r *spec.RouteGroup, def string) addrs.Object {
-	return addrs.Object{Provider: provider(r, def), Kind: route.Kind, Namespace: r.Metadata.Namespace, Name: r.Metadata.Name}
+	kind := route.Kind
+	if inCluster(r, def) {
+		kind = nodeagent.Kind
+	}
+	return addrs.Object{Provider: provider(r, def), Kind: kind, Namespace: r.Metadata.Namespace, Name: r.Metadata.Name}
+}
+
+// configPath is the attribute the config goes to.
+func configPath(r *spec.RouteGroup, def string) addrs.Path {
+	if inCluster(r, def) {
+		return nodeagent.Config
+	}
+	return route.AttrConfig
 }
 
 // Reads the group's object.
@@ -157,12 +176,41 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	a := address(r, t.DefaultProvider)
 	why = fmt.Sprintf("route group %s over %d backend(s) (%s), %s table of %d slots, tick %s, table %s",
 		conf.VIP, len(eps), summary(eps), conf.Builder, conf.Params.Slots, conf.Every, conf.Table)
-	it := intent.Intent{Attr: addrs.Attr{Object: a, Path: route.AttrConfig}, Kind: intent.Exact, Dimension: Config,
+	it := intent.Intent{Attr: addrs.Attr{Object: a, Path: configPath(r, t.DefaultProvider)}, Kind: intent.Exact, Dimension: Config,
 		Value: v, Recommended: v, Rationale: why, Source: id, SourcePos: r.Src.PosOf("spec")}
-	if o, ok := obs.Objects[a]; !ok || !o.Exists {
-		it.Create = &intent.Create{}
+	o, exists := obs.Objects[a]
+	exists = exists && o.Exists
+	if !inCluster(r, t.DefaultProvider) {
+		if !exists {
+			it.Create = &intent.Create{}
+		}
+		return []intent.Intent{it}, nil, nil
 	}
-	return []intent.Intent{it}, nil, nil
+	// In a cluster: the NodeAgentConfig names the eBPF agents, and what
+	// each node reported of the config comes back as notes.
+	agent := values.StringOf(nodeagent.EBPF)
+	if !exists {
+		it.Create = &intent.Create{Attributes: map[addrs.Path]values.Value{nodeagent.Agent: agent}}
+	}
+	byAgent := intent.Intent{Attr: addrs.Attr{Object: a, Path: nodeagent.Agent}, Kind: intent.Exact, Dimension: Config,
+		Value: agent, Recommended: agent, Rationale: "the eBPF node agents run route groups", Source: id, SourcePos: r.Src.PosOf("spec")}
+	return []intent.Intent{it, byAgent}, nodeReports(id, r, o), nil
+}
+
+// nodeReports are the nodes whose agent reported a problem with the
+// config, as warnings on the spec.
+func nodeReports(id string, r *spec.RouteGroup, o providers.Object) []plan.Note {
+	var notes []plan.Note
+	for p, v := range o.Attributes {
+		node, ok := p.Selected("name")
+		if !ok || !p.HasPrefix(nodeagent.Nodes) || p != nodeagent.NodeAttr(node, "message") || v.Str() == "ok" {
+			continue
+		}
+		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: r.Src.PosOf("spec"),
+			Message: fmt.Sprintf("node %s's eBPF agent: %s", node, v.Str())})
+	}
+	slices.SortFunc(notes, func(a, b plan.Note) int { return strings.Compare(a.Message, b.Message) })
+	return notes
 }
 
 func summary(eps []string) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/simtest"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
 	"github.com/setpoint-dev/setpoint/providers/route"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 )
@@ -107,5 +108,50 @@ spec:
 	obs = engine.Observation{ListFailed: map[string]string{key: "forbidden"}}
 	if _, why := endpoints(r, obs); why == "" {
 		t.Error("a failed list gave endpoints")
+	}
+}
+
+// A group whose target is the kubernetes provider runs on the cluster's
+// eBPF agents: its config goes to a NodeAgentConfig for them, created
+// with the agent named, and a node's report of a problem comes back as a
+// note on the spec.
+func TestInClusterGoesThroughTheNodeAgents(t *testing.T) {
+	r := loadGroup(t, `apiVersion: setpoint.dev/v1alpha1
+kind: RouteGroup
+metadata: {name: vip, namespace: shop}
+spec:
+  target: {provider: kubernetes}
+  vip: 127.100.0.1:8080/tcp
+  backends: {endpoints: [127.0.0.1:9001]}
+`)
+	tick := &engine.Tick{DefaultProvider: "ebpf"}
+	nac := addrs.Object{Provider: "kubernetes", Kind: nodeagent.Kind, Namespace: "shop", Name: "vip"}
+	if got := (decider{}).Reads(r, "ebpf"); !slices.Equal(got, []addrs.Object{nac}) {
+		t.Fatalf("reads %v, want %v", got, nac)
+	}
+	its, notes, errs := decider{}.Decide(tick, r, nil, engine.Observation{}, nil)
+	if len(errs) > 0 || len(notes) > 0 || len(its) != 2 {
+		t.Fatalf("intents %+v notes %v errors %v", its, notes, errs)
+	}
+	cfg, agent := its[0], its[1]
+	if cfg.Attr != (addrs.Attr{Object: nac, Path: nodeagent.Config}) || cfg.Create == nil || cfg.Create.Attributes[nodeagent.Agent] != values.StringOf("ebpf") {
+		t.Errorf("config intent %+v", cfg)
+	}
+	if c, err := route.Parse(cfg.Value.JSON()); err != nil || c.VIP != "127.100.0.1:8080" {
+		t.Errorf("the NodeAgentConfig's config is no route config: %v %+v", err, c)
+	}
+	if agent.Attr != (addrs.Attr{Object: nac, Path: nodeagent.Agent}) || agent.Value != values.StringOf("ebpf") {
+		t.Errorf("agent intent %+v", agent)
+	}
+	obs := engine.Observation{Objects: map[addrs.Object]providers.Object{nac: {Address: nac, Exists: true, Attributes: map[addrs.Path]values.Value{
+		nodeagent.NodeAttr("node-a", "message"): values.StringOf("ok"),
+		nodeagent.NodeAttr("node-b", "message"): values.StringOf("VIP 127.100.0.1:8080 is outside what this agent may route"),
+	}}}}
+	its, notes, _ = decider{}.Decide(tick, r, nil, obs, nil)
+	if its[0].Create != nil {
+		t.Error("an existing NodeAgentConfig is created again")
+	}
+	if len(notes) != 1 || notes[0].Message != "node node-b's eBPF agent: VIP 127.100.0.1:8080 is outside what this agent may route" {
+		t.Errorf("notes %v, want node-b's report", notes)
 	}
 }

@@ -49,16 +49,7 @@ func (c *Client) Get(ctx context.Context) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("nodeagentconfig %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	var out Config
-	out.Generation = u.GetGeneration()
-	out.Agent, _, _ = unstructured.NestedString(u.Object, "spec", "agent")
-	out.NodeSelector, _, _ = unstructured.NestedStringMap(u.Object, "spec", "nodeSelector")
-	if cfg, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "config"); ok {
-		if out.Config, err = json.Marshal(cfg); err != nil {
-			return Config{}, err
-		}
-	}
-	return out, nil
+	return decode(u)
 }
 
 // Report writes this node's entry of the status: the generation acted

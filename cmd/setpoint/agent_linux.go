@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/ebpf"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/agentcr"
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
+	"github.com/setpoint-dev/setpoint/providers/route"
+)
+
+// newAgentCmd runs a node agent as a DaemonSet's pod: the provider in this
+// process, configured from the NodeAgentConfigs that select its node.
+func newAgentCmd() *cobra.Command {
+	var node, namespace, kubeconfig string
+	var every, refresh time.Duration
+	var cfg ebpf.Config
+	cmd := &cobra.Command{
+		Use:   "agent ebpf --node NAME",
+		Short: "Run the eBPF node agent from the cluster's NodeAgentConfigs (a DaemonSet's pod)",
+		Long: `agent runs the eBPF provider on this node and reconciles it from every
+NodeAgentConfig with spec.agent "ebpf" whose nodeSelector matches the node's
+labels, reporting in each one's status.nodes entry for this node. On SIGTERM
+it stops its loops and leaves the dataplane pinned (the failsafe routes until
+the next agent resumes it), so a rolling update never leaves a VIP unrouted;
+'setpoint provider cleanup ebpf' detaches it for good.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != ebpf.Name {
+				return fmt.Errorf("no node agent %q: the agents are ebpf", args[0])
+			}
+			if node == "" {
+				return errors.New("--node is required (in a DaemonSet: the downward API's spec.nodeName)")
+			}
+			if every < 100*time.Millisecond || refresh < every {
+				return fmt.Errorf("--every %s, --refresh %s: want every ≥ 100ms and refresh ≥ every", every, refresh)
+			}
+			rc, err := kubernetes.RestConfig(kubernetes.Config{Kubeconfig: kubeconfig, InCluster: kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""})
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(rc)
+			if err != nil {
+				return fmt.Errorf("kubernetes client: %w", err)
+			}
+			p := ebpf.New()
+			raw, err := json.Marshal(cfg)
+			if err != nil {
+				return err
+			}
+			if d := p.Configure(cmd.Context(), providers.ConfigureRequest{Config: raw}); len(d) > 0 {
+				return fmt.Errorf("configuring the eBPF agent: %w", errors.Join(diagErrors(d)...))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			r := &agentcr.Reconciler{
+				Dyn: dyn, Namespace: namespace, Node: node, Agent: nodeagent.EBPF, Provider: p,
+				Object: func(ns, name string) addrs.Object {
+					return addrs.Object{Provider: ebpf.Name, Kind: route.Kind, Namespace: ns, Name: name}
+				},
+				Attr:     route.AttrConfig,
+				Observed: func(o providers.Object) any { return route.Summary(o.Attributes) },
+				Refresh:  refresh,
+				Log:      slog.Default(),
+			}
+			slog.Info("eBPF node agent started", "node", node, "namespace", namespace, "cgroup", cfg.Cgroup, "pinDir", cfg.PinDir)
+			r.Run(ctx, every)
+			slog.Info("eBPF node agent stopping: the dataplane stays pinned for the next agent", "node", node)
+			return p.Leave()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&node, "node", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	f.StringVar(&namespace, "namespace", "", "the namespace of the NodeAgentConfigs to take (default: all)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "a kubeconfig (default: in-cluster, else the usual kubeconfig)")
+	f.DurationVar(&every, "every", 2*time.Second, "how often the NodeAgentConfigs are read")
+	f.DurationVar(&refresh, "refresh", 30*time.Second, "how often an unchanged report is rewritten")
+	f.StringVar(&cfg.Cgroup, "cgroup", "/sys/fs/cgroup", "the cgroup2 directory whose connects are routed")
+	f.StringVar(&cfg.PinDir, "pin-dir", "/sys/fs/bpf/setpoint", "where the dataplane is pinned (in a bpffs); empty: not pinned")
+	f.IntVar(&cfg.Groups, "groups", ebpf.DefaultGroups, "route groups the maps hold")
+	f.IntVar(&cfg.Slots, "slots", ebpf.DefaultSlots, "the largest table")
+	f.StringSliceVar(&cfg.Allow, "allow", nil, "prefixes VIPs and backends may be in (default 127.0.0.0/8)")
+	return cmd
+}
+
+func diagErrors(ds []providers.Diagnostic) []error {
+	out := make([]error, len(ds))
+	for i, d := range ds {
+		out[i] = d
+	}
+	return out
+}
