@@ -72,7 +72,7 @@ func newGroup(p *Provider, a addrs.Object, idx uint32, conf route.Config, raw va
 		proto = dataplane.UDP
 	}
 	return &group{p: p, addr: a, idx: idx, conf: conf, raw: raw, vip: netip.MustParseAddrPort(conf.VIP), proto: proto,
-		ids: map[string]uint32{}, base: map[uint32]uint64{}, rec: route.Recorder{Namespace: a.Namespace, Name: a.Name}, ticked: make(chan struct{}, 1)}
+		ids: map[string]uint32{}, base: map[uint32]uint64{}, rec: route.Recorder{Namespace: a.Namespace, Name: a.Name, Every: recordEvery}, ticked: make(chan struct{}, 1)}
 }
 
 // inherit takes over a reconfigured group's state and table.

@@ -60,6 +60,16 @@ const (
 	DefaultSlots  = 65537
 )
 
+// The signals buffer's bounds: a few groups of a thousand backends each,
+// with their churn, and about 24 MB of samples waiting for a reader.
+const (
+	maxSeries  = 64 << 10
+	maxSamples = 1 << 20
+)
+
+// recordEvery is how often a group's series are sampled.
+const recordEvery = time.Second
+
 // DefaultAllow is loopback only: anything wider is the operator's choice.
 var DefaultAllow = []string{"127.0.0.0/8"}
 
@@ -96,7 +106,7 @@ type Provider struct {
 func New() *Provider {
 	return &Provider{
 		groups: map[addrs.Object]*group{},
-		buf:    samplebuf.NewBuffer(),
+		buf:    samplebuf.NewBounded(maxSeries, maxSamples),
 		events: make(chan providers.Event, 256),
 		// A backend's redirect must not send the root agent elsewhere.
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2},

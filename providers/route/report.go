@@ -23,11 +23,20 @@ type Appender interface {
 // Not safe for concurrent use: one per group loop.
 type Recorder struct {
 	Namespace, Name string
-	caches          map[string]*any
+	// Every is the least time between two records: a 200 ms loop over a
+	// thousand backends need not write 20,000 samples a second for
+	// queries over minutes (0: every tick).
+	Every  time.Duration
+	last   time.Time
+	caches map[string]*any
 }
 
 // Record appends the tick's figures at now.
 func (r *Recorder) Record(sink Appender, now time.Time, d routegroup.Decision, st routegroup.State) {
+	if r.Every > 0 && !r.last.IsZero() && now.Sub(r.last) < r.Every && now.After(r.last) {
+		return
+	}
+	r.last = now
 	if r.caches == nil || len(r.caches) > 16*routegroup.MaxBackends {
 		// Backends come and go: forget series handles rather than grow.
 		r.caches = map[string]*any{}

@@ -36,6 +36,15 @@ type Buffer struct {
 	samples  []providers.Sample
 	base     uint64 // cursor of samples[0]
 	instance string
+	// maxSeries and maxSamples bound a buffer nobody may read for hours
+	// (0: only Retention bounds it).
+	maxSeries, maxSamples int
+}
+
+// handle is what a caller's cache keeps: the series' id in one instance.
+type handle struct {
+	instance string
+	id       uint64
 }
 
 // NewBuffer returns an empty buffer with a fresh instance id, so a
@@ -46,21 +55,42 @@ func NewBuffer() *Buffer {
 	return &Buffer{instance: hex.EncodeToString(b), ids: map[string]uint64{}}
 }
 
+// NewBounded returns a buffer of at most maxSeries series and maxSamples
+// samples, for a node agent whose series come and go with the backends
+// (every pod IP a new series) and whose Signals may go unread: past
+// maxSeries the buffer starts over as a new instance (a reader starts from
+// zero, as after a restart); past maxSamples the oldest quarter goes.
+func NewBounded(maxSeries, maxSamples int) *Buffer {
+	b := NewBuffer()
+	b.maxSeries, b.maxSamples = maxSeries, maxSamples
+	return b
+}
+
 // AppendCached records a sample; cache keeps the series' id.
 func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	id, ok := (*cache).(uint64)
-	if !ok {
+	h, ok := (*cache).(handle)
+	if !ok || h.instance != b.instance {
 		key := l.String()
-		if id, ok = b.ids[key]; !ok {
+		id, ok := b.ids[key]
+		if !ok {
+			if b.maxSeries > 0 && len(b.series) >= b.maxSeries {
+				b.restart()
+			}
 			id = uint64(len(b.series))
 			b.series = append(b.series, providers.SeriesDef{ID: id, Labels: l.Map()})
 			b.ids[key] = id
 		}
-		*cache = id
+		h = handle{b.instance, id}
+		*cache = h
 	}
-	b.samples = append(b.samples, providers.Sample{Series: id, T: t, V: v})
+	b.samples = append(b.samples, providers.Sample{Series: h.id, T: t, V: v})
+	if b.maxSamples > 0 && len(b.samples) > b.maxSamples {
+		drop := len(b.samples) / 4
+		b.samples = append(b.samples[:0], b.samples[drop:]...)
+		b.base += uint64(drop)
+	}
 	// Samples come in time order. Forget those past the retention once they
 	// are half a retention's worth, so the copy is paid for: at most one
 	// and a half retentions are held.
@@ -71,6 +101,12 @@ func (b *Buffer) AppendCached(l labels.Labels, cache *any, t int64, v float64) e
 		b.base += uint64(drop)
 	}
 	return nil
+}
+
+// restart forgets every series and sample under a new instance id.
+func (b *Buffer) restart() {
+	fresh := NewBuffer()
+	b.series, b.ids, b.samples, b.base, b.instance = nil, fresh.ids, nil, 0, fresh.instance
 }
 
 // Take returns series from req.KnownSeries and samples from req.Cursor,

@@ -43,3 +43,51 @@ func TestBufferIsBounded(t *testing.T) {
 		t.Errorf("the same series got id %v (was %v); %d series", fresh, cache, len(b.series))
 	}
 }
+
+// A bounded buffer nobody reads holds at most its samples, and a series
+// past its bound starts a new instance: a reader starts from zero, and a
+// caller's old handle finds its series again under the new ids.
+func TestBoundedBuffer(t *testing.T) {
+	b := NewBounded(3, 100)
+	var up any
+	upL := labels.FromStrings("__name__", "up")
+	for ts := range int64(1000) {
+		if err := b.AppendCached(upL, &up, ts, float64(ts)); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.samples) > 100 {
+			t.Fatalf("%d samples held, bound 100", len(b.samples))
+		}
+	}
+	r := b.Take(providers.SignalsRequest{})
+	if last := r.Samples[len(r.Samples)-1]; last.V != 999 || r.Cursor != 1000 {
+		t.Fatalf("the newest sample %+v, cursor %d: want 999 and every sample counted", last, r.Cursor)
+	}
+	first := r.Instance
+	caches := make([]any, 3)
+	for i := range 3 {
+		if err := b.AppendCached(labels.FromStrings("__name__", "x", "i", string(rune('a'+i))), &caches[i], 2000, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.instance == first || len(b.series) != 1 {
+		t.Fatalf("a fourth series under a bound of 3: instance %s (was %s), %d series", b.instance, first, len(b.series))
+	}
+	// up's handle is from the old instance: it must not name x's id.
+	if err := b.AppendCached(upL, &up, 2001, 7); err != nil {
+		t.Fatal(err)
+	}
+	r = b.Take(providers.SignalsRequest{Instance: first, Cursor: 1000, KnownSeries: 3})
+	byID := map[uint64]map[string]string{}
+	for _, s := range r.Series {
+		byID[s.ID] = s.Labels
+	}
+	if r.Instance == first || len(r.Series) != 2 {
+		t.Fatalf("after the restart: instance %s, series %v", r.Instance, r.Series)
+	}
+	for _, s := range r.Samples {
+		if s.T == 2001 && (byID[s.Series]["__name__"] != "up" || s.V != 7) {
+			t.Fatalf("up's sample landed on %v", byID[s.Series])
+		}
+	}
+}
