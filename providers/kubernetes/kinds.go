@@ -151,6 +151,7 @@ var kinds = map[string]*kind{
 		apiVersion: "v1", apiKind: "Pod",
 		attrs: []attr{
 			{path: AttrPodIP, typ: values.String, enc: encString, readOnly: true, desc: "the pod's IP (a RouteGroup's backend)"},
+			{path: workload.PodReady, typ: values.String, enc: encString, readOnly: true, desc: "the pod's Ready condition: True, False or Unknown"},
 		},
 		containers: pathPodContainers,
 	},

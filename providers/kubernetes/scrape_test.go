@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,8 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/signals/scrape"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
 func annotated(ip string, ann map[string]string, ports ...int32) *corev1.Pod {
@@ -209,5 +212,40 @@ func TestPodDiscoveryScrapes(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "loopback") {
 		t.Fatalf("the loopback refusal is not said:\n%s", logs.String())
+	}
+}
+
+// A RouteGroup's selector lists pods: each with its IP and its Ready
+// condition, as the kubelet reports them.
+func TestListedPodsCarryIPAndReadiness(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	for _, name := range []string{"ready", "unready", "starting"} {
+		env.Apply(t, fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s, labels: {app: checkout}}\nspec: {containers: [{name: app, image: app}]}\n", name, ns))
+	}
+	cs := env.Clientset(t)
+	for name, ready := range map[string]corev1.ConditionStatus{"ready": corev1.ConditionTrue, "unready": corev1.ConditionFalse} {
+		setRunning(t, env, ns, name, map[string]string{"ready": "10.1.0.1", "unready": "10.1.0.2"}[name])
+		p, err := cs.CoreV1().Pods(ns).Get(ctxT(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: ready}}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctxT(t), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newProvider(t, env.Config())
+	r := p.List(ctxT(t), providers.ListRequest{Provider: "kubernetes", Kind: KindPod, Namespace: ns, Selector: map[string]string{"app": "checkout"}})
+	if len(r.Diagnostics) > 0 || len(r.Objects) != 3 {
+		t.Fatalf("list: %d objects, %v", len(r.Objects), r.Diagnostics)
+	}
+	got := map[string]string{}
+	for _, o := range r.Objects {
+		got[o.Address.Name] = o.Attributes[AttrPodIP].Str() + " " + o.Attributes[workload.PodReady].Str()
+	}
+	want := map[string]string{"ready": "10.1.0.1 True", "unready": "10.1.0.2 False", "starting": " "}
+	if !maps.Equal(got, want) {
+		t.Errorf("pods %q, want %q", got, want)
 	}
 }

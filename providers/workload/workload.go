@@ -20,7 +20,10 @@ var (
 	Replicas      = addrs.MustPath("spec.replicas")
 	ReadyReplicas = addrs.MustPath("status.readyReplicas")
 	// PodIP is a pod's address (a RouteGroup's selector lists pods).
-	PodIP           = addrs.MustPath("status.podIP")
+	PodIP = addrs.MustPath("status.podIP")
+	// PodReady is its Ready condition ("True" when it passes its
+	// readiness probe): a backend that is not ready gets no traffic.
+	PodReady        = addrs.MustPath("status.conditions[type=Ready].status")
 	MinReplicas     = addrs.MustPath("spec.minReplicas")
 	MaxReplicas     = addrs.MustPath("spec.maxReplicas")
 	CurrentReplicas = addrs.MustPath("status.currentReplicas")

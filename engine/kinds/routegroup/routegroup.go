@@ -122,8 +122,8 @@ func Resolve(r *spec.RouteGroup, endpoints []string) (route.Config, error) {
 	return c, c.Check()
 }
 
-// endpoints are the group's backends: given, or the listed pods' IPs at
-// the selector's port (pods without an IP yet are left out).
+// endpoints are the group's backends: given, or the listed ready pods' IPs
+// at the selector's port (pods without an IP yet are left out).
 func endpoints(r *spec.RouteGroup, obs engine.Observation) ([]string, string) {
 	if len(r.Spec.Backends.Selector) == 0 {
 		out := make([]string, 0, len(r.Spec.Backends.Endpoints))
@@ -139,6 +139,9 @@ func endpoints(r *spec.RouteGroup, obs engine.Observation) ([]string, string) {
 	}
 	var out []string
 	for _, o := range obs.Listed[key] {
+		if o.Attributes[workload.PodReady].Str() != "True" {
+			continue // not passing its readiness probe: no traffic
+		}
 		ip, err := netip.ParseAddr(o.Attributes[workload.PodIP].Str())
 		if err != nil || !ip.Is4() {
 			continue

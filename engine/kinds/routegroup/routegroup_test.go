@@ -81,8 +81,8 @@ spec:
 	}
 }
 
-// A selector's backends are its pods' IPs at the selector's port, sorted;
-// a pod without an IP yet is left out.
+// A selector's backends are its ready pods' IPs at the selector's port,
+// sorted; a pod without an IP yet, or not ready, is left out.
 func TestSelectorEndpoints(t *testing.T) {
 	r := loadGroup(t, `apiVersion: setpoint.dev/v1alpha1
 kind: RouteGroup
@@ -93,14 +93,17 @@ spec:
 `)
 	pod := func(name, ip string) providers.Object {
 		o := providers.Object{Address: addrs.Object{Provider: "kubernetes", Kind: workload.Pod, Namespace: "shop", Name: name}, Exists: true,
-			Attributes: map[addrs.Path]values.Value{}}
+			Attributes: map[addrs.Path]values.Value{workload.PodReady: values.StringOf("True")}}
 		if ip != "" {
 			o.Attributes[workload.PodIP] = values.StringOf(ip)
 		}
 		return o
 	}
 	key := engine.ListKey(podList(r))
-	obs := engine.Observation{Listed: map[string][]providers.Object{key: {pod("b", "10.0.0.2"), pod("pending", ""), pod("a", "10.0.0.1"), pod("v6", "fd00::1")}}}
+	unready, noCondition := pod("unready", "10.0.0.3"), pod("starting", "10.0.0.4")
+	unready.Attributes[workload.PodReady] = values.StringOf("False")
+	delete(noCondition.Attributes, workload.PodReady)
+	obs := engine.Observation{Listed: map[string][]providers.Object{key: {pod("b", "10.0.0.2"), pod("pending", ""), pod("a", "10.0.0.1"), pod("v6", "fd00::1"), unready, noCondition}}}
 	eps, why := endpoints(r, obs)
 	if why != "" || !slices.Equal(eps, []string{"10.0.0.1:9001", "10.0.0.2:9001"}) {
 		t.Errorf("endpoints %v (%s), want the two IPv4 pods at 9001", eps, why)
