@@ -136,6 +136,24 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// The node agent's flags: each refusal says what is missing.
+func TestAgentUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "nri", "--node", "a"}, `no node agent "nri"`},
+		{[]string{"agent", "ebpf", "--node", ""}, "--node is required"},
+		{[]string{"agent", "ebpf", "--node", "a", "--every", "1ms"}, "want every ≥ 100ms"},
+		{[]string{"agent", "ebpf", "--node", "a", "--kubeconfig", "/nonexistent"}, "kubeconfig /nonexistent"},
+	} {
+		_, errOut, code := runCLI(t, c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
 func TestQuery(t *testing.T) {
 	out, errOut, code := runCLI(t, "query", "--dir", "specs", "--at", "15m", `sum by (app) (rate(http_requests_total{code="200"}[1m]))`)
 	if code != 0 || !strings.Contains(errOut, "# at 2023-11-16T18:30:46Z (15m0s into the trace") {
