@@ -242,13 +242,17 @@ func (p *Plan) Text(w io.Writer) {
 		if c.Action == action.Create {
 			keys := slices.SortedFunc(maps.Keys(c.Create), func(a, b addrs.Path) int { return strings.Compare(a.String(), b.String()) })
 			for _, k := range keys {
-				fmt.Fprintf(w, "    %s: %s\n", k, c.Create[k])
+				fmt.Fprintf(w, "    %s: %s\n", k, shortValue(c.Create[k].String()))
 			}
 			fmt.Fprintf(w, "    %s\n", c.reason())
 			continue
 		}
 		if c.Release {
-			fmt.Fprintf(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s\n", c.Attribute, c.To, c.reason())
+			fmt.Fprintf(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s\n", c.Attribute, shortValue(c.To), c.reason())
+			continue
+		}
+		if d, ok := fieldDiff(c.From, c.To); ok {
+			fmt.Fprintf(w, "    %s: %s   %s\n", c.Attribute, d, c.reason())
 			continue
 		}
 		fmt.Fprintf(w, "    %s: %s → %s   %s\n", c.Attribute, c.From, c.To, c.reason())
@@ -259,10 +263,14 @@ func (p *Plan) Text(w io.Writer) {
 		if c.Action == action.Create {
 			from = "(new)"
 		}
+		change := shortValue(from) + " → " + shortValue(c.To)
+		if d, ok := fieldDiff(from, c.To); ok {
+			change = d
+		}
 		if r := c.reason(); r != "" {
-			fmt.Fprintf(w, "    %s → %s %s: %s\n", from, c.To, r, c.Held)
+			fmt.Fprintf(w, "    %s %s: %s\n", change, r, c.Held)
 		} else {
-			fmt.Fprintf(w, "    %s → %s: %s\n", from, c.To, c.Held)
+			fmt.Fprintf(w, "    %s: %s\n", change, c.Held)
 		}
 	}
 	for _, n := range p.Notes {
