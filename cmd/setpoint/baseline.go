@@ -55,6 +55,12 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 		for _, n := range w.nfrs {
 			b.mutate(n)
 		}
+		// The baselines compare the workloads' policies: route groups play
+		// no part in them, and their loops would only cost time.
+		w.eng.Specs = slices.DeleteFunc(slices.Clone(w.eng.Specs), func(d spec.Document) bool {
+			_, ok := d.(*spec.RouteGroup)
+			return ok
+		})
 		for _, d := range w.specs {
 			if s, ok := d.(*spec.Schedule); ok && b.observe && s.Spec.Enforcement.Replicas == spec.ModeEnforce {
 				s.Spec.Enforcement.Replicas = spec.ModeObserve
@@ -107,7 +113,9 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			return Variant{}, nil, ctx.Err()
 		}
 		cfg := w.simCfg
-		cfg.Workloads = nil
+		// Route groups serve none of the workloads: only their cost would
+		// change with them.
+		cfg.Workloads, cfg.RouteGroups = nil, nil
 		for i := range ss {
 			if ss[i].done {
 				continue

@@ -157,7 +157,7 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 		t.Fatalf("apply --lock-timeout never said it was waiting for the lock")
 	}
 	unlock()
-	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 6 applied, 0 failed") {
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 7 applied, 0 failed") {
 		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
 	}
 	// The world moved: the saved plan is refused, naming what moved.
@@ -200,7 +200,7 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 }
 
 // TestConcurrentApplies starts applies at once: the state lock lets one
-// apply the plan's four changes; the others are refused while it holds the
+// apply the plan's changes; the others are refused while it holds the
 // lock, or find nothing left to do after it. Without the lock two of them
 // would plan from the same state and apply twice.
 func TestConcurrentApplies(t *testing.T) {
@@ -244,8 +244,8 @@ func TestConcurrentApplies(t *testing.T) {
 			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
 		}
 	}
-	if applied != 6 {
-		t.Fatalf("the plan's 6 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
+	if applied != 7 {
+		t.Fatalf("the plan's 7 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
 	}
 	if locked == 0 {
 		t.Fatal("no apply ran while another held the lock: the test proved nothing")
@@ -294,7 +294,8 @@ func TestSimCommand(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("%d %s", code, errOut)
 	}
-	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "shop/checkout (p99 ≤ 250ms)", "  setpoint  "} {
+	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "shop/checkout (p99 ≤ 250ms)", "  setpoint  ",
+		"] + sim:RouteGroup/shop/checkout-vip config: ", "route group shop/checkout-vip on 127.100.0.1:8080 (table enforce since 5s)", "  127.0.0.1:9002 *  "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
@@ -409,7 +410,7 @@ func TestApplyConfirmsOnATerminal(t *testing.T) {
 		code         int
 	}{
 		{"no\n", "apply cancelled", 1},
-		{"yes\n", "Apply complete: 6 applied, 0 failed", 0},
+		{"yes\n", "Apply complete: 7 applied, 0 failed", 0},
 	} {
 		dir := copySpecs(t, quick...)
 		cmd := exec.Command("script", "-q", "-e", "-c", binary+" apply "+dir, "/dev/null")
@@ -496,6 +497,18 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 	// The demo's fleet grows at the peak and shrinks after it.
 	if len(s.Fleets) != 1 || s.Fleets[0].Created == 0 || s.Fleets[0].Deleted == 0 || s.Fleets[0].Steps == 0 {
 		t.Errorf("fleets %+v: want clusters created, deleted and nodes stepped", s.Fleets)
+	}
+	// The demo's route group moves its degraded backend's traffic to the
+	// others for the five minutes it is degraded, and back, without
+	// flapping.
+	if len(s.RouteGroups) != 1 || len(s.RouteGroups[0].Backends) != 3 || len(s.RouteGroups[0].Phases) != 3 {
+		t.Fatalf("route groups %+v: want the demo's", s.RouteGroups)
+	}
+	for _, b := range s.RouteGroups[0].Backends {
+		degraded := b.Address == "127.0.0.1:9002"
+		if during := b.Share[1]; degraded && during > 0.1 || !degraded && during < 0.4 || b.Share[0] < 0.3 || b.Share[2] < 0.3 || b.Flaps != 0 {
+			t.Errorf("%s: shares %v before / during / after its window, %d flaps", b.Address, b.Share, b.Flaps)
+		}
 	}
 	for _, w := range s.Workloads {
 		if w.Workload != "shop/reports" {

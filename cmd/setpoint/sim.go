@@ -159,6 +159,9 @@ type Summary struct {
 	Final map[string]string       `json:"final"`
 	// Fleets are what each Fleet spec did to its clusters.
 	Fleets []FleetResult `json:"fleets,omitempty"`
+	// RouteGroups are what the world measured of each of its route
+	// groups: where requests went, and what the field did.
+	RouteGroups []sim.RouteReport `json:"routeGroups,omitempty"`
 }
 
 // FleetResult is one fleet's run: clusters and nodes at the end, and the
@@ -357,6 +360,11 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		}
 		sum.Fleets = append(sum.Fleets, fr)
 	}
+	groups, err := readRouteReports(ctx, w, end)
+	if err != nil {
+		return nil, err
+	}
+	sum.RouteGroups = groups
 	sum.Virtual = end.Sub(start).Round(time.Second).String()
 	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
 	var as []addrs.Object
@@ -380,6 +388,31 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 	}
 	sum.Workloads = results
 	return sum, nil
+}
+
+// readRouteReports reads the world's report of each of its route groups
+// at end.
+func readRouteReports(ctx context.Context, w *workspace, end time.Time) ([]sim.RouteReport, error) {
+	if len(w.simCfg.RouteGroups) == 0 {
+		return nil, nil
+	}
+	var as []addrs.Object
+	for _, g := range w.simCfg.RouteGroups {
+		as = append(as, addrs.Object{Provider: "sim", Kind: sim.KindRouteReport, Namespace: g.Namespace, Name: g.Name})
+	}
+	resp := w.providers["sim"].Read(ctx, providers.ReadRequest{Now: end, Addresses: as})
+	if len(resp.Objects) != len(as) {
+		return nil, fmt.Errorf("reading the sim world's route group reports: %d of %d", len(resp.Objects), len(as))
+	}
+	out := make([]sim.RouteReport, len(as))
+	for i, o := range resp.Objects {
+		r, err := sim.DecodeRouteReport(o)
+		if err != nil {
+			return nil, fmt.Errorf("reading the sim world's route group report: %w", err)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // readReports reads the world's report of each workload at end.
@@ -443,6 +476,10 @@ func (s *Summary) print(w io.Writer) {
 	fmt.Fprint(w, s.table())
 	for _, f := range s.Fleets {
 		fmt.Fprintf(w, "fleet %s: %d clusters, %d nodes at the end; %d created, %d deleted, %d node steps\n", f.Fleet, f.Clusters, f.Nodes, f.Created, f.Deleted, f.Steps)
+	}
+	for _, r := range s.RouteGroups {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, routeTable(r))
 	}
 }
 

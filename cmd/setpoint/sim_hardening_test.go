@@ -128,6 +128,7 @@ func TestSimConcurrentAppliesAgree(t *testing.T) {
 	applied := 0
 	complete := regexp.MustCompile(`Apply complete: (\d+) applied, 0 failed`)
 	step := regexp.MustCompile(`^    (\S+): (\S+) → (\S+)   \(`)
+	created := regexp.MustCompile(`^    (\S+): [^→]+$`)
 	steps := map[string]int{}
 	for i, c := range codes {
 		m := complete.FindStringSubmatch(outs[i])
@@ -143,6 +144,9 @@ func TestSimConcurrentAppliesAgree(t *testing.T) {
 			}
 			if m := step.FindStringSubmatch(line); m != nil && !strings.HasPrefix(object, "held: ") {
 				steps[object+" "+m[1]+" "+m[2]+" → "+m[3]]++
+			} else if m := created.FindStringSubmatch(line); m != nil && strings.HasPrefix(object, "+ ") {
+				// An object created with its value (a route group's config).
+				steps[object+" "+m[1]]++
 			}
 		}
 	}

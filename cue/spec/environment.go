@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -127,6 +128,59 @@ type SimConfig struct {
 	Seed         int64         `json:"seed"`
 	Workloads    []SimWorkload `json:"workloads"`
 	Fleets       []SimFleet    `json:"fleets"`
+	// RouteGroups are VIPs whose backends RouteGroup specs steer between.
+	RouteGroups []SimRouteGroup `json:"routeGroups"`
+}
+
+// SimRouteGroup mirrors #SimRouteGroup: a VIP receiving a share of the
+// trace, and its backends.
+type SimRouteGroup struct {
+	Namespace string  `json:"namespace"`
+	Name      string  `json:"name"`
+	VIP       string  `json:"vip"` // IPv4:port
+	Share     float64 `json:"share"`
+	// The group's own transformations of the trace; absent: the config's.
+	RateScale *float64 `json:"rateScale,omitempty"`
+	Thin      *float64 `json:"thin,omitempty"`
+	// ErrorWindow is what each backend's error-ratio gauge is taken over.
+	ErrorWindow Duration     `json:"errorWindow"`
+	Backends    []SimBackend `json:"backends"`
+}
+
+// SimBackend mirrors #SimBackend: one backend of a sim route group, with
+// its own capacity, latency and errors, and the windows in which they are
+// worse.
+type SimBackend struct {
+	Address   string       `json:"address"`  // IPv4:port
+	Capacity  float64      `json:"capacity"` // requests per second
+	Latency   Duration     `json:"latency"`  // p95 with no queue
+	ErrorRate Percent      `json:"errorRate"`
+	Degrade   []SimDegrade `json:"degrade,omitempty"`
+}
+
+// SimDegrade mirrors #SimDegrade: from From until Until (offsets from the
+// trace's start) the backend's latency is multiplied by Latency, its
+// capacity by Capacity, and its error rate is ErrorRate when given.
+type SimDegrade struct {
+	From      Duration `json:"from"`
+	Until     Duration `json:"until"`
+	Latency   float64  `json:"latency"`
+	Capacity  float64  `json:"capacity"`
+	ErrorRate *Percent `json:"errorRate,omitempty"`
+}
+
+// TraceForGroup is the trace a route group replays and its
+// transformations: the group's own where it gives them, the config's
+// otherwise.
+func (c SimConfig) TraceForGroup(g SimRouteGroup) SimConfig {
+	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Seed: c.Seed}
+	if g.RateScale != nil {
+		t.RateScale = *g.RateScale
+	}
+	if g.Thin != nil {
+		t.Thin = *g.Thin
+	}
+	return t
 }
 
 // SimFleet mirrors #SimFleet.
@@ -272,7 +326,8 @@ type SimContainer struct {
 
 // Check: every sim container's request ≤ limit, no two sim workloads with
 // one namespace and name (the sim world and its metrics know a workload by
-// those), and the shares written add up to at most the whole trace.
+// those), the shares written add up to at most the whole trace, and the
+// sim route groups' addresses and windows hold together.
 // MinTick and MaxTick bound an Environment's tick.
 const (
 	MinTick = time.Second
@@ -329,6 +384,71 @@ func (e *Environment) Check() []FieldError {
 				errs = append(errs, FieldError{Path: fmt.Sprintf("%s.%d.share", wls, j),
 					Message:  fmt.Sprintf("the shares up to this workload add up to %s, more than the whole trace", formatShare(share)),
 					Expected: "shares that add up to at most 1"})
+			}
+		}
+		errs = append(errs, checkSimRouteGroups(fmt.Sprintf("spec.providers.%d.config.routeGroups", i), c.RouteGroups)...)
+	}
+	return errs
+}
+
+// A sim route group's error window: the schema's default and the bounds.
+const (
+	DefaultSimErrorWindow = time.Minute
+	MinSimErrorWindow     = time.Second
+	MaxSimErrorWindow     = 5 * time.Minute
+)
+
+// checkSimRouteGroups: each group once by namespace and name and by VIP,
+// addresses that parse, an error window in range, each backend once in
+// its group, and each backend's degrade windows in order, none empty,
+// none overlapping.
+func checkSimRouteGroups(at string, groups []SimRouteGroup) []FieldError {
+	var errs []FieldError
+	const addr = "an IPv4 address and a port from 1 to 65535, like 127.0.0.1:9001"
+	names, vips := map[string]int{}, map[netip.AddrPort]int{}
+	for j, g := range groups {
+		gp := fmt.Sprintf("%s.%d", at, j)
+		key := g.Namespace + "/" + g.Name
+		if f, dup := names[key]; dup {
+			errs = append(errs, FieldError{Path: gp + ".name", Message: "duplicate sim route group " + key,
+				Expected: "one route group per namespace and name", Related: fmt.Sprintf("%s.%d.name", at, f)})
+		} else {
+			names[key] = j
+		}
+		if vip, err := parseIPv4Port(g.VIP); err != nil {
+			errs = append(errs, FieldError{Path: gp + ".vip", Message: fmt.Sprintf("invalid VIP %q: %v", g.VIP, err), Expected: addr})
+		} else if f, dup := vips[vip]; dup {
+			errs = append(errs, FieldError{Path: gp + ".vip", Message: "a second route group on VIP " + vip.String(),
+				Expected: "each VIP once", Related: fmt.Sprintf("%s.%d.vip", at, f)})
+		} else {
+			vips[vip] = j
+		}
+		if d := g.ErrorWindow.D(); d < MinSimErrorWindow || d > MaxSimErrorWindow {
+			errs = append(errs, FieldError{Path: gp + ".errorWindow", Message: fmt.Sprintf("error window %s is out of range", d),
+				Expected: fmt.Sprintf("between %s and %s", MinSimErrorWindow, MaxSimErrorWindow)})
+		}
+		seen := map[netip.AddrPort]int{}
+		for k, b := range g.Backends {
+			bp := fmt.Sprintf("%s.backends.%d", gp, k)
+			ap, err := parseIPv4Port(b.Address)
+			if err != nil {
+				errs = append(errs, FieldError{Path: bp + ".address", Message: fmt.Sprintf("invalid backend address %q: %v", b.Address, err), Expected: addr})
+			} else if f, dup := seen[ap]; dup {
+				errs = append(errs, FieldError{Path: bp + ".address", Message: "a second backend " + ap.String(),
+					Expected: "each backend once", Related: fmt.Sprintf("%s.backends.%d.address", gp, f)})
+			} else {
+				seen[ap] = k
+			}
+			for d, w := range b.Degrade {
+				dp := fmt.Sprintf("%s.degrade.%d", bp, d)
+				switch {
+				case w.Until <= w.From:
+					errs = append(errs, FieldError{Path: dp + ".until", Message: fmt.Sprintf("until %s is not after from %s", w.Until, w.From),
+						Expected: "a window that ends after it starts"})
+				case d > 0 && w.From < b.Degrade[d-1].Until:
+					errs = append(errs, FieldError{Path: dp + ".from", Message: fmt.Sprintf("from %s is before the window before it ends (%s)", w.From, b.Degrade[d-1].Until),
+						Expected: "windows in time order, none overlapping", Related: fmt.Sprintf("%s.degrade.%d.until", bp, d-1)})
+				}
 			}
 		}
 	}

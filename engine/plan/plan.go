@@ -205,6 +205,10 @@ func (p *Plan) Empty() bool { return len(p.Changes) == 0 }
 func (c Change) reason() string {
 	parts := []string{}
 	switch {
+	case len(c.Wanted) > maxShown && c.Reason != "":
+		// A whole structured value: the line above shows it (or what
+		// changed in it); the JSON plan has it whole.
+		parts = append(parts, c.Reason)
 	case c.Wanted != "" && (c.Wanted != c.To || c.Reason != ""):
 		r := "wanted " + c.Wanted
 		if c.Reason != "" {

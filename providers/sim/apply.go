@@ -20,6 +20,7 @@ type pending struct {
 	c       providers.ObjectChange
 	o       *object   // the object changed; nil when it is created, or deleted and absent
 	wl      *workload // the workload whose HPA is created
+	route   *routeChange
 	// set is what is written, in path order: every changed path, and the
 	// other attributes of the change setpoint already owns (another
 	// manager's unchanged fields are left alone).
@@ -39,8 +40,11 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	}
 	o := w.byKey[c.Address.Key()]
 	p := &pending{c: c, o: o}
-	if c.Address.Kind == KindCluster {
+	switch c.Address.Kind {
+	case KindCluster:
 		return w.checkCluster(p, res)
+	case KindRouteGroup:
+		return w.checkRoute(p, res)
 	}
 	switch c.Action {
 	case action.Delete:
@@ -222,8 +226,11 @@ func (w *World) creatable(a providers.Address) (*workload, error) {
 // moved (a value, a manager, an object created or deleted).
 func (w *World) commit(p *pending) bool {
 	c := p.c
-	if c.Address.Kind == KindCluster {
+	switch c.Address.Kind {
+	case KindCluster:
 		return w.commitCluster(p)
+	case KindRouteGroup:
+		return w.commitRoute(p)
 	}
 	if c.Action == action.Delete {
 		if p.o == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
 	"github.com/setpoint-dev/setpoint/providers/samplebuf"
 )
 
@@ -59,6 +60,7 @@ func simSchema() providers.Schema {
 		{Kind: KindKnative, Attributes: append([]providers.AttributeSchema{
 			attr(AttrMinScale, values.Count, false, "pods kept however idle"),
 			attr(AttrMaxScale, values.Count, false, "at most this many pods (0: no bound)")}, pods()...)},
+		route.KindSchema(),
 	}}
 }
 

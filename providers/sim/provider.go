@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/route"
 )
 
 // StateVersion is the sim state file's format: 3 seals the changes with a
@@ -219,7 +220,7 @@ func (c Change) check() error {
 		return fmt.Errorf("%s: the sim world's objects are namespaced", c.Address)
 	}
 	switch c.Address.Kind {
-	case KindDeployment, KindHPA, KindKnative, KindCluster:
+	case KindDeployment, KindHPA, KindKnative, KindCluster, KindRouteGroup:
 	default:
 		return fmt.Errorf("%s: the sim world has no kind %s", c.Address, c.Address.Kind)
 	}
@@ -235,6 +236,12 @@ func (c Change) check() error {
 			return errors.New("an attribute without a path")
 		case !v.IsValid():
 			return fmt.Errorf("%s: no value", p)
+		case c.Address.Kind == KindRouteGroup:
+			// A route group's one attribute, its config, parsed when the
+			// change is replayed.
+			if p != route.AttrConfig || v.Type() != values.Structured {
+				return fmt.Errorf("%s: a route group has only its structured %s", p, route.AttrConfig)
+			}
 		case v.Type() == values.String && c.Address.Kind == KindCluster:
 			// A cluster's template and labels.
 		case v.Type() != values.Count && v.Type() != values.Bytes:
@@ -348,6 +355,10 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 			resp.Objects = append(resp.Objects, o.toObject(a, p.World.sec))
 		} else if r, ok := p.World.Report(a.Namespace, a.Name); ok && a.Kind == KindReport {
 			resp.Objects = append(resp.Objects, reportObject(a, r))
+		} else if g := p.World.group(a.Namespace, a.Name); g != nil && a.Kind == KindRouteGroup {
+			resp.Objects = append(resp.Objects, g.object(a))
+		} else if g != nil && a.Kind == KindRouteReport {
+			resp.Objects = append(resp.Objects, routeReportObject(a, g.report()))
 		} else {
 			resp.Objects = append(resp.Objects, providers.Object{Address: a})
 		}

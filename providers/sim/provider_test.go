@@ -434,7 +434,7 @@ func TestStateFileVersions(t *testing.T) {
 // TestSchemaTypes: every attribute is typed.
 func TestSchemaTypes(t *testing.T) {
 	s, diags := NewPlugin().Schema(context.Background())
-	if len(diags) > 0 || len(s.Kinds) != 3 {
+	if len(diags) > 0 || len(s.Kinds) != 4 {
 		t.Fatalf("%+v %v", s, diags)
 	}
 	types := map[string]values.Type{}
@@ -451,6 +451,8 @@ func TestSchemaTypes(t *testing.T) {
 		`KnativeService spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`: values.Count,
 		"HorizontalPodAutoscaler spec.minReplicas":                                               values.Count,
 		"HorizontalPodAutoscaler status.desiredReplicas":                                         values.Count,
+		"RouteGroup config":       values.Structured,
+		"RouteGroup status.field": values.Structured,
 	} {
 		if types[key] != want {
 			t.Errorf("%s: %v, want %v", key, types[key], want)

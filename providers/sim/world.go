@@ -99,6 +99,8 @@ type World struct {
 	wls   []*workload
 	// fleets are pools of clusters Fleet specs size.
 	fleets []*simFleet
+	// groups are VIPs RouteGroup specs steer.
+	groups []*simGroup
 	byKey  map[string]*object
 	// traces are the workloads' traces, kept for a rebuild: the world
 	// replays what it loaded, not the file as it is now.
@@ -196,6 +198,21 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 			return nil, err
 		}
 		w.fleets = append(w.fleets, f)
+	}
+	for _, gc := range cfg.RouteGroups {
+		if w.group(gc.Namespace, gc.Name) != nil {
+			return nil, fmt.Errorf("sim route group %s/%s twice", gc.Namespace, gc.Name)
+		}
+		g, err := newGroup(w, gc, tr)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range w.groups {
+			if o.vip == g.vip {
+				return nil, fmt.Errorf("sim route groups %s/%s and %s/%s are both on VIP %s", o.cfg.Namespace, o.cfg.Name, gc.Namespace, gc.Name, g.vip)
+			}
+		}
+		w.groups = append(w.groups, g)
 	}
 	w.changes = append(w.changes, o.Changes...)
 	sort.SliceStable(w.changes, func(i, j int) bool { return w.changes[i].At < w.changes[j].At })
@@ -304,6 +321,9 @@ func (w *World) step() {
 	}
 	for _, f := range w.fleets {
 		f.step(s)
+	}
+	for _, g := range w.groups {
+		g.step(s)
 	}
 	w.sec++
 	if w.sec%ScrapeInterval == 0 && w.sink != nil {

@@ -426,6 +426,19 @@ func TestFullTraceReplay(t *testing.T) {
 	if !approx(sum, traceTotal, 5*math.Sqrt(traceTotal)) {
 		t.Errorf("shares should cover the trace: %v of %v", sum, traceTotal)
 	}
+	// A route group replays its own share of the trace; never configured,
+	// it routes every request, evenly.
+	for _, g := range cfg.RouteGroups {
+		r, _ := w.RouteReport(g.Namespace, g.Name)
+		sd := math.Sqrt(traceTotal * g.Share * (1 - g.Share))
+		var routed int64
+		for _, ph := range r.Phases {
+			routed += ph.Requests
+		}
+		if !approx(float64(r.Arrived), traceTotal*g.Share, 5*sd+1) || routed != r.Arrived || r.ConfiguredAt != -1 {
+			t.Errorf("route group %s: arrived %d (routed %d), want %v ± %.0f", g.Name, r.Arrived, routed, traceTotal*g.Share, 5*sd+1)
+		}
+	}
 	if st := store.Stats(); st.MaxT-st.MinT > (30 * time.Minute).Milliseconds() {
 		t.Errorf("the store outgrew its retention: %+v", st)
 	}
