@@ -547,13 +547,9 @@ func encodePoints(r Report) Report {
 
 // DecodeReport reads the Report of a SimReport object.
 func DecodeReport(o providers.Object) (Report, error) {
-	v, ok := o.Attributes[AttrReport]
-	if !o.Exists || !ok {
-		return Report{}, fmt.Errorf("%s: no report", o.Address)
-	}
 	var r Report
-	if err := json.Unmarshal(v.JSON(), &r); err != nil {
-		return Report{}, fmt.Errorf("%s: %w", o.Address, err)
+	if err := decodeReport(o, &r); err != nil {
+		return Report{}, err
 	}
 	back := func(xs []float64) {
 		for i, x := range xs {
@@ -570,4 +566,16 @@ func DecodeReport(o providers.Object) (Report, error) {
 	back(r.Points.P99)
 	back(r.Points.P99Exact)
 	return r, nil
+}
+
+// decodeReport reads a report object's AttrReport into r.
+func decodeReport(o providers.Object, r any) error {
+	v, ok := o.Attributes[AttrReport]
+	if !o.Exists || !ok {
+		return fmt.Errorf("%s: no report", o.Address)
+	}
+	if err := json.Unmarshal(v.JSON(), r); err != nil {
+		return fmt.Errorf("%s: %w", o.Address, err)
+	}
+	return nil
 }

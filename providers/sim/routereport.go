@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"time"
 
@@ -305,13 +304,6 @@ func routeReportObject(a providers.Address, r RouteReport) providers.Object {
 
 // DecodeRouteReport reads the RouteReport of a SimRouteGroupReport object.
 func DecodeRouteReport(o providers.Object) (RouteReport, error) {
-	v, ok := o.Attributes[AttrReport]
-	if !o.Exists || !ok {
-		return RouteReport{}, fmt.Errorf("%s: no report", o.Address)
-	}
 	var r RouteReport
-	if err := json.Unmarshal(v.JSON(), &r); err != nil {
-		return RouteReport{}, fmt.Errorf("%s: %w", o.Address, err)
-	}
-	return r, nil
+	return r, decodeReport(o, &r)
 }
