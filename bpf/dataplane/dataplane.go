@@ -448,7 +448,14 @@ func (d *Dataplane) SetControl(g uint32, c Control) error {
 	}
 	v := connect4Control{Mode: uint32(c.Mode), ShedPpm: uint32(c.Shed * 1e6), RateMilli: uint64(c.Budget * 1000),
 		Burst: uint64(burst), FailsafeNs: uint64(c.Failsafe)}
-	return d.objs.Controls.Put(&g, &v)
+	if err := d.objs.Controls.Put(&g, &v); err != nil {
+		return err
+	}
+	// A new admission starts with a full bucket (the program fills one
+	// whose last refill is 0): a hard episode begins with its burst, not
+	// with what the last one left, which on the coarse clock refused
+	// every connect until the next jiffy.
+	return d.objs.Buckets.Put(&g, &connect4Bucket{})
 }
 
 // Monotonic is the clock the program's bpf_ktime_get_coarse_ns reads.

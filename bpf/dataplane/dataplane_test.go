@@ -246,6 +246,23 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("stats say %d refused, the clients saw %d", st.Refused, refused)
 		}
 	})
+	t.Run("a new admission starts with a full bucket", func(t *testing.T) {
+		// 1/s: over the test's milliseconds the refill is nothing, so
+		// what is admitted is what the bucket held when the control
+		// changed.
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if got, refused := storm(t, 20, servers); got[0]+got[1] > 2 || refused < 18 {
+			t.Fatalf("burst 1: %v admitted, %d refused", got, refused)
+		}
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 5, Failsafe: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := storm(t, 20, servers); got[0]+got[1] < 5 {
+			t.Errorf("burst 5 after a drained bucket: %v admitted, want the new burst of 5", got)
+		}
+	})
 	t.Run("the largest bucket admits its burst", func(t *testing.T) {
 		// 1e6 connects of 1e12 units each: 1e18, inside a u64. A bucket
 		// past the bound would wrap and refuse what it should admit.
