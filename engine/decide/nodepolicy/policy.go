@@ -334,4 +334,3 @@ func (r Result) Clone() Result {
 	r.Problems = slices.Clone(r.Problems)
 	return r
 }
-

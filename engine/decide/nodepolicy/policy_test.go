@@ -55,9 +55,9 @@ func TestRebalanceByHand(t *testing.T) {
 			// of core 0 (its sibling is reserved) rather than breaking a
 			// whole core.
 			name: "reserved first, whole core, then a loose thread", topo: "1x4x2",
-			policy: Policy{Reserved: set(t, "0"), Pools: []Pool{{Name: "a", Namespaces: []string{"shop"}, MinCPUs: 2, MaxCPUs: 4}}},
-			ctrs:   []Container{ctr("x", "shop", 1500, 1), ctr("y", "shop", 1000, 2), ctr("z", "other", 4000, 3)},
-			want:   map[string]string{"a": "1,4-5", Default: "2-3,6-7"},
+			policy:   Policy{Reserved: set(t, "0"), Pools: []Pool{{Name: "a", Namespaces: []string{"shop"}, MinCPUs: 2, MaxCPUs: 4}}},
+			ctrs:     []Container{ctr("x", "shop", 1500, 1), ctr("y", "shop", 1000, 2), ctr("z", "other", 4000, 3)},
+			want:     map[string]string{"a": "1,4-5", Default: "2-3,6-7"},
 			assigned: map[string]string{"x": "a", "y": "a", "z": Default},
 		},
 		{
