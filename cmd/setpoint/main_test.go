@@ -109,7 +109,7 @@ func TestVersionAndCompletion(t *testing.T) {
 		APIVersion string
 		Kinds      []string
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.APIVersion != "setpoint.dev/v1alpha1" || strings.Join(v.Kinds, ",") != "Environment,Fleet,NFR,RouteGroup,Schedule" {
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.APIVersion != "setpoint.dev/v1alpha1" || strings.Join(v.Kinds, ",") != "Environment,Fleet,NFR,NodePolicy,RouteGroup,Schedule" {
 		t.Fatalf("version: %d %s", code, out)
 	}
 	out, _, code = runCLI(t, "completion", "bash")

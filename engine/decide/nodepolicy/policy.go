@@ -145,8 +145,9 @@ type Result struct {
 	Problems []Problem             `json:"problems,omitempty"`
 }
 
-// PoolField is the spec path of a pool's field.
-func PoolField(pool, field string) string { return fmt.Sprintf("spec.pools[name=%s].%s", pool, field) }
+// PoolField is the spec path of the i'th pool's field, as positions are
+// looked up.
+func PoolField(i int, field string) string { return fmt.Sprintf("spec.pools.%d.%s", i, field) }
 
 // Rebalance assigns every container its pool, CPUs and memory limit.
 func Rebalance(in Input) Result {
@@ -210,7 +211,7 @@ func Rebalance(in Input) Result {
 	live := make([]bool, len(pools))
 	for i, p := range pools {
 		if p.MinCPUs > budget {
-			res.Problems = append(res.Problems, Problem{Field: PoolField(p.Name, "minCPUs"),
+			res.Problems = append(res.Problems, Problem{Field: PoolField(i, "minCPUs"),
 				Message: fmt.Sprintf("minCPUs %d does not fit: %d of the node's %d CPUs are left after the reserved CPUs, earlier pools and one for the default pool; its containers go to the default pool", p.MinCPUs, budget, n)})
 			continue
 		}
@@ -249,7 +250,7 @@ func Rebalance(in Input) Result {
 				if grant[i] < p.MaxCPUs {
 					why = "the node has no more CPUs for it"
 				}
-				res.Problems = append(res.Problems, Problem{Field: PoolField(p.Name, "maxCPUs"),
+				res.Problems = append(res.Problems, Problem{Field: PoolField(i, "maxCPUs"),
 					Message: fmt.Sprintf("container %s/%s/%s requests %dm but pool %s has %d CPUs with %dm requested (%s): placed in the default pool",
 						c.Namespace, c.PodName, c.Name, c.CPUMilli, p.Name, grant[i], sum, why)})
 				continue

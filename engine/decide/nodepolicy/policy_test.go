@@ -102,7 +102,7 @@ func TestRebalanceByHand(t *testing.T) {
 			ctrs:     []Container{ctr("late", "shop", 400, 9), ctr("early", "shop", 800, 1)},
 			want:     map[string]string{"a": "0", Default: "1-3"},
 			assigned: map[string]string{"early": "a", "late": Default},
-			problem:  "spec.pools[name=a].maxCPUs: container shop/pod-late/app requests 400m but pool a has 1 CPUs with 800m requested (maxCPUs 1): placed in the default pool",
+			problem:  "spec.pools.0.maxCPUs: container shop/pod-late/app requests 400m but pool a has 1 CPUs with 800m requested (maxCPUs 1): placed in the default pool",
 		},
 		{
 			// 2 CPUs, one kept for the default pool: a's minimum of 2
@@ -112,7 +112,7 @@ func TestRebalanceByHand(t *testing.T) {
 			ctrs:     []Container{ctr("x", "shop", 0, 1)},
 			want:     map[string]string{"a": "", Default: "0-1"},
 			assigned: map[string]string{"x": Default},
-			problem:  "spec.pools[name=a].minCPUs: minCPUs 2 does not fit: 1 of the node's 2 CPUs are left after the reserved CPUs, earlier pools and one for the default pool; its containers go to the default pool",
+			problem:  "spec.pools.0.minCPUs: minCPUs 2 does not fit: 1 of the node's 2 CPUs are left after the reserved CPUs, earlier pools and one for the default pool; its containers go to the default pool",
 		},
 		{
 			name: "reserved CPUs outside the node", topo: "1x2x1",
