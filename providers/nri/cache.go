@@ -61,15 +61,15 @@ type PolicyState struct {
 // came, what setpoint set on each, the pools' CPUs, the policy and the
 // NFR memory limits.
 type Cache struct {
-	Version  int                           `json:"version"`
-	Topology nodepolicy.Topology           `json:"topology"`
-	Pods     map[string]Pod                `json:"pods"`
-	Ctrs     map[string]Ctr                `json:"containers"`
-	Owned    map[string]Owned              `json:"owned"`
-	Pools    map[string]nodepolicy.CPUSet  `json:"pools"`
-	Policy   *PolicyState                  `json:"policy,omitempty"`
-	Memory   map[string]map[string]int64   `json:"memory"` // workload "ns/name" → container → bytes
-	Seq      uint64                        `json:"seq"`
+	Version  int                          `json:"version"`
+	Topology nodepolicy.Topology          `json:"topology"`
+	Pods     map[string]Pod               `json:"pods"`
+	Ctrs     map[string]Ctr               `json:"containers"`
+	Owned    map[string]Owned             `json:"owned"`
+	Pools    map[string]nodepolicy.CPUSet `json:"pools"`
+	Policy   *PolicyState                 `json:"policy,omitempty"`
+	Memory   map[string]map[string]int64  `json:"memory"` // workload "ns/name" → container → bytes
+	Seq      uint64                       `json:"seq"`
 }
 
 func newCache(t nodepolicy.Topology) *Cache {

@@ -669,4 +669,3 @@ func (p *Pipeline) write(s snapshot) error {
 	p.savedVer = s.ver
 	return nil
 }
-
