@@ -144,6 +144,7 @@ var kinds = map[string]*kind{
 		attrs: []attr{
 			{path: AttrAgent, typ: values.String, enc: encString, desc: "nri or ebpf: which agents take it"},
 			{path: AttrAgentConfig, typ: values.Structured, enc: encStructured, desc: "the agents' configuration"},
+			{path: nodeagent.NodeSelector, typ: values.Structured, enc: encStructured, desc: "which nodes' agents take it, by label"},
 		},
 	},
 	KindPod: {

@@ -22,6 +22,9 @@ var (
 	// Config is what the agents apply: the one writable attribute of the
 	// agent's own object (a RouteGroup's config).
 	Config = addrs.MustPath("spec.config")
+	// NodeSelector says which nodes' agents take a config (all when
+	// empty).
+	NodeSelector = addrs.MustPath("spec.nodeSelector")
 	// Nodes holds each node's report, keyed by node name.
 	Nodes = addrs.MustPath("status.nodes")
 )

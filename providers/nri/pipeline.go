@@ -669,3 +669,19 @@ func (p *Pipeline) write(s snapshot) error {
 	p.savedVer = s.ver
 	return nil
 }
+
+// DryRun is what the node would make of a policy, without running it:
+// its problems on this node's topology and containers.
+func (p *Pipeline) DryRun(ctx context.Context, ps *PolicyState) ([]nodepolicy.Problem, error) {
+	var out []nodepolicy.Problem
+	err := p.do(ctx, "dry-run", func() {
+		saved, last, pools := p.c.Policy, p.last, p.c.Pools
+		notify := p.Notify
+		p.Notify = nil
+		p.c.Policy = ps
+		p.rebalance()
+		out = p.last.Problems
+		p.c.Policy, p.last, p.c.Pools, p.Notify = saved, last, pools, notify
+	})
+	return out, err
+}

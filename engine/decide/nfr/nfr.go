@@ -18,6 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
 )
 
 // Attribute paths of the objects an NFR acts on (package workload's).
@@ -98,7 +99,11 @@ type Input struct {
 	// Target is the workload (Deployment or KnativeService) as read; HPA
 	// the Deployment's autoscaler (HPA.Exists false when there is none).
 	Target, HPA providers.Object
-	Signals     Signals
+	// Node is the workload's node-applied memory (memory.apply: node), as
+	// the node agent holds it; its Address is zero when no node agent
+	// serves the workload.
+	Node    providers.Object
+	Signals Signals
 	// UserValue is each attribute's value when setpoint first adopted it.
 	UserValue map[addrs.Path]values.Value
 }
@@ -383,7 +388,7 @@ func targetCPU(p spec.Percent) int64 {
 func memory(in Input, out *Output) {
 	m := in.Spec.Spec.Memory
 	if m.Apply == spec.MemoryNode {
-		out.note(Memory, "memory is applied by the node agent of a NodePolicy (memory.apply: node): no change to the pod template or to pods here")
+		nodeMemory(in, out)
 		return
 	}
 	inPlace := ""
@@ -441,6 +446,57 @@ func memory(in Input, out *Output) {
 		if m.Limit == nil {
 			add(limAttr, lim, limWhy)
 		}
+	}
+}
+
+// nodeMemory recommends each container's limit for the node agent of a
+// NodePolicy (memory.apply: node): the limit only, in place on the node,
+// never in the pod template. The agent keeps it above the container's
+// working set.
+func nodeMemory(in Input, out *Output) {
+	m := in.Spec.Spec.Memory
+	if in.Node.Address.IsZero() {
+		out.note(Memory, "memory.apply: node needs a node agent serving the workload: no change here")
+		return
+	}
+	if m.Limit != nil {
+		out.note(Memory, "memory is pinned (limit %s): not recommended", m.Limit)
+		return
+	}
+	containers := m.Containers
+	if len(containers) == 0 {
+		containers = Containers(in.Target)
+	}
+	pos := in.Spec.Src.PosOf("spec.memory")
+	for _, c := range containers {
+		ws, ok := in.Signals.WorkingSet[c]
+		if !ok {
+			out.note(Memory, "container %s: no memory recommendation: working set %s", c, missing(in.Signals, "workingSet/"+c))
+			continue
+		}
+		req, lim, _, limWhy := MemoryRecommendation(ws, m)
+		if m.Request != nil {
+			req = int64(*m.Request)
+			lim, limWhy = LimitFor(req, m.LimitFactor)
+			limWhy += " (from the pinned request)"
+		}
+		// A limit under the pod's request would leave the scheduler
+		// counting memory the container may not use.
+		if r, ok := in.Target.Attributes[ContainerAttr(c, "requests")]; ok && r.Type() == values.Bytes && lim < r.Int() {
+			lim, limWhy = r.Int(), fmt.Sprintf("the pod template's request %s (the recommendation %s is below it)", r, values.BytesOf(lim))
+		}
+		attr := noderes.MemoryAttr(c)
+		if cur, ok := in.Node.Attributes[attr]; ok && cur.Type() == values.Bytes && !Significant(cur.Int(), lim) {
+			out.note(Memory, "container %s: node limit %s is within 20%%/64Mi of %s: no change", c, values.BytesOf(lim), cur)
+			continue
+		}
+		it := intent.Intent{Attr: addrs.Attr{Object: in.Node.Address, Path: attr}, Kind: intent.Exact,
+			Dimension: Memory, Value: values.BytesOf(lim), Recommended: values.BytesOf(lim),
+			Rationale: limWhy + ", applied in place by the node agent", Source: in.Spec.ID(), SourcePos: pos, Group: "memory/" + c}
+		if !in.Node.Exists {
+			it.Create = &intent.Create{}
+		}
+		out.Intents = append(out.Intents, it)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	// Each registers its decider in an init.
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/fleet"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
+	_ "github.com/setpoint-dev/setpoint/engine/kinds/nodepolicy"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/routegroup"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
 )

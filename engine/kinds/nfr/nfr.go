@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
 )
 
 func init() { engine.Register("NFR", nfrDecider{}) }
@@ -100,13 +101,29 @@ func hpaAddress(w addrs.Object) addrs.Object {
 	return w
 }
 
+// NodeMemoryAddress is where an NFR with memory.apply: node sends its
+// limits: the sim world's node agent for a sim workload, else the NRI
+// provider's.
+func NodeMemoryAddress(n *spec.NFR, def string) addrs.Object {
+	w := WorkloadAddress(n, def)
+	prov := "nri"
+	if w.Provider == "sim" {
+		prov = "sim"
+	}
+	return addrs.Object{Provider: prov, Kind: noderes.MemoryKind, Namespace: w.Namespace, Name: w.Name}
+}
+
 func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 	n := doc.(*spec.NFR)
 	w := WorkloadAddress(n, def)
+	out := []addrs.Object{w}
 	if w.Kind == "Deployment" {
-		return []addrs.Object{w, hpaAddress(w)}
+		out = append(out, hpaAddress(w))
 	}
-	return []addrs.Object{w}
+	if n.Spec.Memory.Apply == spec.MemoryNode {
+		out = append(out, NodeMemoryAddress(n, def))
+	}
+	return out
 }
 
 func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
@@ -124,10 +141,16 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 	if !w.Exists {
 		return nil, []plan.Note{{Severity: diag.Warning, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf("target %s does not exist: nothing to do (setpoint creates only what a spec asks for)", wAddr)}}, nil
 	}
-	var hpa providers.Object
-	if len(reads) > 1 {
-		hpa = obs.Objects[reads[1]]
-		hpa.Address = reads[1]
+	var hpa, node providers.Object
+	for _, a := range reads[1:] {
+		switch a.Kind {
+		case "HorizontalPodAutoscaler":
+			hpa = obs.Objects[a]
+			hpa.Address = a
+		case noderes.MemoryKind:
+			node = obs.Objects[a]
+			node.Address = a
+		}
 	}
 	users := map[addrs.Path]values.Value{}
 	for _, o := range []providers.Object{w, hpa} {
@@ -140,7 +163,7 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 		}
 	}
 	sig, errs := signalsFor(t, n)
-	out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Signals: sig, UserValue: users})
+	out := nfr.Decide(nfr.Input{Spec: n, Target: w, HPA: hpa, Node: node, Signals: sig, UserValue: users})
 	out.Intents = append(out.Intents, restores(n, []providers.Object{w, hpa}, st)...)
 	var notes []plan.Note
 	for _, note := range out.Notes {

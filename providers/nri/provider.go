@@ -1,0 +1,384 @@
+// Package nri is the NRI provider: the node agent that runs a NodePolicy
+// on one node. Its NRI plugin (containerd/nri's stub, over the runtime's
+// ttrpc socket) places each container as it is created and moves the
+// others a change affects; a serialized pipeline over a persisted cache
+// runs every event; the engine plans and gates the policy's config and
+// the NFRs' node-applied memory limits, and reads back pools,
+// assignments and problems.
+package nri
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/confine"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
+	"github.com/setpoint-dev/setpoint/providers/sdk"
+)
+
+// Name is the provider's name in an Environment.
+const Name = "nri"
+
+// Config is the provider's block in the Environment.
+type Config struct {
+	// Socket is the runtime's NRI socket.
+	Socket string `json:"socket,omitempty"`
+	// PluginIdx orders plugins at the runtime (two digits).
+	PluginIdx string `json:"pluginIdx,omitempty"`
+	// Topology, sockets×cores×threads ("2x32x2"), stands for the node's
+	// own (read from sysfs when empty).
+	Topology string `json:"topology,omitempty"`
+	// Cache is where the pipeline's cache persists: relative to the
+	// Environment's directory and inside it (the agent's --cache flag
+	// takes any path).
+	Cache string `json:"cache,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultSocket    = "/var/run/nri/nri.sock"
+	DefaultPluginIdx = "50"
+	DefaultCache     = ".setpoint/nri-cache.json"
+)
+
+// Provider is the NRI node agent.
+type Provider struct {
+	sdk.Base
+	mu     sync.Mutex
+	cfg    Config
+	pipe   *Pipeline
+	plugin *Plugin
+	cancel context.CancelFunc
+	done   chan struct{}
+	events chan providers.Event
+	log    *slog.Logger
+	// Connected, when set before Configure, is told of each connection
+	// to the runtime.
+	Connected func()
+}
+
+// New returns an unconfigured provider.
+func New() *Provider {
+	return &Provider{events: make(chan providers.Event, 64), log: slog.Default().With("provider", Name)}
+}
+
+// Schema says what the provider serves.
+func (p *Provider) Schema(context.Context) (providers.Schema, []providers.Diagnostic) {
+	return providers.Schema{Name: Name, Version: "1", Events: true, Kinds: noderes.KindSchemas()}, nil
+}
+
+func errDiag(format string, a ...any) []providers.Diagnostic {
+	return []providers.Diagnostic{{Severity: providers.Error, Message: fmt.Sprintf(format, a...)}}
+}
+
+// Configure reads the node's topology, loads the cache and connects to
+// the runtime (in the background: a runtime that is not up yet is
+// retried).
+func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) []providers.Diagnostic {
+	var c Config
+	if len(req.Config) > 0 {
+		if err := json.Unmarshal(req.Config, &c); err != nil {
+			return errDiag("nri provider config: %v", err)
+		}
+	}
+	if c.Socket == "" {
+		c.Socket = DefaultSocket
+	}
+	if c.PluginIdx == "" {
+		c.PluginIdx = DefaultPluginIdx
+	}
+	if len(c.PluginIdx) != 2 || c.PluginIdx[0] < '0' || c.PluginIdx[0] > '9' || c.PluginIdx[1] < '0' || c.PluginIdx[1] > '9' {
+		return errDiag("nri provider config: pluginIdx %q: want two digits, as in \"50\"", c.PluginIdx)
+	}
+	cache := ""
+	if req.BaseDir != "" {
+		root, err := confine.NewRoot(req.BaseDir)
+		if err != nil {
+			return errDiag("nri provider config: %v", err)
+		}
+		if cache, err = root.Inside(req.BaseDir, cmpOr(c.Cache, DefaultCache)); err != nil {
+			return errDiag("nri provider config: cache: %v", err)
+		}
+	} else if c.Cache != "" {
+		cache = filepath.Clean(c.Cache)
+	}
+	return p.start(c, cache)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Start runs the agent with a config whose cache path is already
+// resolved (the node agent's flags).
+func (p *Provider) Start(c Config) error {
+	if d := p.start(c, c.Cache); len(d) > 0 {
+		return d[0]
+	}
+	return nil
+}
+
+func (p *Provider) start(c Config, cache string) []providers.Diagnostic {
+	topo, err := topologyOf(c.Topology)
+	if err != nil {
+		return errDiag("nri provider: %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pipe != nil {
+		if p.cfg == c {
+			return nil
+		}
+		return errDiag("the nri provider is already running with another socket, topology or cache: restart it to change them")
+	}
+	pipe, err := NewPipeline(topo, cache, p.log)
+	if err != nil {
+		return errDiag("nri provider: %v", err)
+	}
+	pipe.Notify = p.notify
+	pl := NewPlugin(pipe, p.log)
+	pipe.Start(pl.Send)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cfg, p.pipe, p.plugin, p.cancel, p.done = c, pipe, pl, cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		_ = pl.Run(ctx, c.Socket, c.PluginIdx, p.Connected)
+	}()
+	return nil
+}
+
+// Pipeline is the running pipeline (nil before Configure).
+func (p *Provider) Pipeline() *Pipeline {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pipe
+}
+
+func topologyOf(s string) (nodepolicy.Topology, error) {
+	if s != "" {
+		return nodepolicy.ParseTopology(s)
+	}
+	return DetectTopology("/sys/devices/system/cpu")
+}
+
+func (p *Provider) notify(reason string) {
+	select {
+	case p.events <- providers.Event{Now: time.Now(), Reason: reason}:
+	default:
+	}
+}
+
+// Events sends pool and problem changes until ctx ends.
+func (p *Provider) Events(ctx context.Context, _ time.Time, send func(providers.Event) error) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-p.events:
+			if err := send(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Read reports the policy the node runs (pools, problems, containers)
+// and the memory limits it holds.
+func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	out := providers.ReadResponse{Objects: make([]providers.Object, len(req.Addresses))}
+	pipe := p.Pipeline()
+	if pipe == nil {
+		out.Diagnostics = errDiag("not configured")
+		return out
+	}
+	snap, err := pipe.Snapshot(ctx)
+	if err != nil {
+		out.Diagnostics = errDiag("%v", err)
+		return out
+	}
+	for i, a := range req.Addresses {
+		out.Objects[i] = Observed(a, snap)
+	}
+	return out
+}
+
+// Observed is an address as a snapshot of the node shows it.
+func Observed(a addrs.Object, snap Snapshot) providers.Object {
+	o := providers.Object{Address: a}
+	switch a.Kind {
+	case noderes.Kind:
+		if snap.Policy == nil || snap.Policy.Address != a.String() {
+			return o
+		}
+		o.Exists = true
+		o.Attributes = map[addrs.Path]values.Value{
+			noderes.AttrTopology:   values.StringOf(snap.Topology.String()),
+			noderes.AttrContainers: values.CountOf(int64(snap.Containers)),
+			noderes.AttrPending:    values.CountOf(int64(snap.Pending)),
+		}
+		put := func(path addrs.Path, v any) {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return
+			}
+			if sv, err := values.StructuredOf(raw); err == nil {
+				o.Attributes[path] = sv
+			}
+		}
+		put(noderes.AttrConfig, snap.Policy.Config)
+		put(noderes.AttrPools, snap.Result.Pools)
+		problems := snap.Result.Problems
+		if problems == nil {
+			problems = []nodepolicy.Problem{}
+		}
+		put(noderes.AttrProblems, problems)
+	case noderes.MemoryKind:
+		lims, ok := snap.Memory[a.Namespace+"/"+a.Name]
+		if !ok {
+			return o
+		}
+		o.Exists = true
+		o.Attributes = map[addrs.Path]values.Value{}
+		for c, v := range lims {
+			o.Attributes[noderes.MemoryAttr(c)] = values.BytesOf(v)
+		}
+	}
+	return o
+}
+
+// check parses a change for the node.
+func check(c providers.ObjectChange) (*PolicyState, map[string]int64, error) {
+	switch c.Address.Kind {
+	case noderes.Kind:
+		v, ok := c.Attributes[noderes.AttrConfig]
+		if !ok || v.Type() != values.Structured {
+			return nil, nil, fmt.Errorf("%s: no config attribute", c.Address)
+		}
+		conf, err := noderes.Parse(v.JSON())
+		if err != nil {
+			return nil, nil, err
+		}
+		return &PolicyState{Address: c.Address.String(), Config: conf}, nil, nil
+	case noderes.MemoryKind:
+		lims := map[string]int64{}
+		for path, v := range c.Attributes {
+			ctr, ok := noderes.MemoryContainer(path)
+			if !ok || v.Type() != values.Bytes || v.Int() <= 0 {
+				return nil, nil, fmt.Errorf("%s: %s is not a container's memory limit in bytes", c.Address, path)
+			}
+			lims[ctr] = v.Int()
+		}
+		return nil, lims, nil
+	}
+	return nil, nil, fmt.Errorf("the nri provider serves %s and %s objects, not %s", noderes.Kind, noderes.MemoryKind, c.Address.Kind)
+}
+
+// released says the change gives up every attribute without a new one.
+func released(c providers.ObjectChange) bool {
+	return c.Action == action.Delete || (len(c.Attributes) == 0 && len(c.Released) > 0)
+}
+
+// PlanChange says whether each change would be accepted, and warns of
+// what the node could not do as the new policy says.
+func (p *Provider) PlanChange(ctx context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
+	out := providers.PlanChangeResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
+	pipe := p.Pipeline()
+	for i, c := range req.Changes {
+		out.Results[i] = providers.ObjectResult{Address: c.Address}
+		if pipe == nil {
+			out.Results[i].Err = "not configured"
+			continue
+		}
+		if released(c) {
+			continue
+		}
+		ps, _, err := check(c)
+		if err != nil {
+			out.Results[i].Err = err.Error()
+			continue
+		}
+		if ps != nil {
+			problems, err := pipe.DryRun(ctx, ps)
+			if err != nil {
+				out.Results[i].Err = err.Error()
+				continue
+			}
+			a := c.Address
+			for _, pr := range problems {
+				out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a, Message: pr.String()})
+			}
+		}
+		out.Results[i].After = c.Attributes
+	}
+	return out
+}
+
+// Apply runs, changes or releases the policy and memory limits.
+func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) providers.ApplyResponse {
+	out := providers.ApplyResponse{Results: make([]providers.ObjectResult, len(req.Changes))}
+	pipe := p.Pipeline()
+	for i, c := range req.Changes {
+		out.Results[i] = providers.ObjectResult{Address: c.Address}
+		if pipe == nil {
+			out.Results[i].Err = "not configured"
+			continue
+		}
+		if err := apply(ctx, pipe, c); err != nil {
+			out.Results[i].Err = err.Error()
+			continue
+		}
+		if !released(c) {
+			out.Results[i].After = c.Attributes
+		}
+	}
+	return out
+}
+
+func apply(ctx context.Context, pipe *Pipeline, c providers.ObjectChange) error {
+	workload := c.Address.Namespace + "/" + c.Address.Name
+	if released(c) {
+		switch c.Address.Kind {
+		case noderes.Kind:
+			return pipe.ReleasePolicy(ctx, c.Address.String())
+		case noderes.MemoryKind:
+			return pipe.SetMemory(ctx, workload, nil)
+		}
+		return fmt.Errorf("the nri provider serves %s and %s objects, not %s", noderes.Kind, noderes.MemoryKind, c.Address.Kind)
+	}
+	ps, lims, err := check(c)
+	if err != nil {
+		return err
+	}
+	if ps != nil {
+		return pipe.SetPolicy(ctx, ps)
+	}
+	return pipe.SetMemory(ctx, workload, lims)
+}
+
+// Shutdown disconnects from the runtime and saves the cache. Containers
+// keep the CPU sets and limits they have: a restarted agent resumes them.
+func (p *Provider) Shutdown() error {
+	p.mu.Lock()
+	cancel, done, pipe := p.cancel, p.done, p.pipe
+	p.mu.Unlock()
+	if pipe == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	pipe.Stop()
+	return nil
+}
