@@ -69,7 +69,7 @@ func KindSchemas() []providers.KindSchema {
 
 // Config is what the engine sends for a NodePolicy.
 type Config struct {
-	Policy nodepolicy.Policy `json:"policy"`
+	nodepolicy.Policy
 }
 
 // Parse reads a config and checks it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
@@ -141,6 +142,9 @@ func loadCache(path string, t nodepolicy.Topology) (*Cache, error) {
 func (c *Cache) encode() ([]byte, error) { return json.Marshal(c) }
 
 func saveCache(path string, raw []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("saving the node cache: %w", err)
+	}
 	if err := atomicfile.Write(path, raw, 0o600); err != nil {
 		return fmt.Errorf("saving the node cache: %w", err)
 	}

@@ -67,7 +67,7 @@ type Pipeline struct {
 	untracked int
 
 	// The sender's queue and function (UpdateContainers).
-	sendQ chan []Update
+	sendQ chan batch
 	send  func([]Update) (failed []string, err error)
 
 	// The writer: the latest snapshot of the cache, saved atomically.
@@ -82,6 +82,13 @@ type Pipeline struct {
 	// Hook, when set, is called after each event with its kind, in the
 	// loop: tests synchronise on it.
 	Hook func(kind string)
+}
+
+// batch is updates for the sender, or (done set) a marker it closes once
+// every batch before it is sent.
+type batch struct {
+	us   []Update
+	done chan struct{}
 }
 
 type snapshot struct {
@@ -100,7 +107,7 @@ func NewPipeline(t nodepolicy.Topology, path string, log *slog.Logger) (*Pipelin
 		return nil, err
 	}
 	p := &Pipeline{path: path, log: log, c: c, ev: make(chan func()), stop: make(chan struct{}),
-		sendQ: make(chan []Update, 64), writeQ: make(chan snapshot, 1)}
+		sendQ: make(chan batch, 64), writeQ: make(chan snapshot, 1)}
 	p.rebalance()
 	return p, nil
 }
@@ -355,14 +362,26 @@ func (p *Pipeline) SetPolicy(ctx context.Context, ps *PolicyState) error {
 				return
 			}
 		}
-		p.c.Policy = ps
-		p.rebalance()
-		p.queue(p.updates(""))
-		err = p.persistNow()
+		err = p.commit(func() { p.c.Policy = ps }, func() { p.c.Policy = cur })
 	}); e != nil {
 		return e
 	}
 	return err
+}
+
+// commit makes a change the engine asked for: on disk first, then to the
+// containers. A change that cannot be saved is undone and sends nothing,
+// so what the engine records as applied is what the node runs.
+func (p *Pipeline) commit(do, undo func()) error {
+	do()
+	p.rebalance()
+	if err := p.persistNow(); err != nil {
+		undo()
+		p.rebalance()
+		return err
+	}
+	p.queue(p.updates(""))
+	return nil
 }
 
 // ReleasePolicy stops running the policy at address (if it is the one
@@ -370,13 +389,11 @@ func (p *Pipeline) SetPolicy(ctx context.Context, ps *PolicyState) error {
 func (p *Pipeline) ReleasePolicy(ctx context.Context, address string) error {
 	var err error
 	if e := p.do(ctx, "policy", func() {
-		if p.c.Policy == nil || p.c.Policy.Address != address {
+		cur := p.c.Policy
+		if cur == nil || cur.Address != address {
 			return
 		}
-		p.c.Policy = nil
-		p.rebalance()
-		p.queue(p.updates(""))
-		err = p.persistNow()
+		err = p.commit(func() { p.c.Policy = nil }, func() { p.c.Policy = cur })
 	}); e != nil {
 		return e
 	}
@@ -388,18 +405,24 @@ func (p *Pipeline) ReleasePolicy(ctx context.Context, address string) error {
 func (p *Pipeline) SetMemory(ctx context.Context, workload string, limits map[string]int64) error {
 	var err error
 	if e := p.do(ctx, "memory", func() {
-		if limits == nil {
-			delete(p.c.Memory, workload)
-		} else {
-			if _, ok := p.c.Memory[workload]; !ok && len(p.c.Memory) >= maxMemoryObjs {
-				err = fmt.Errorf("this node holds memory limits of %d workloads already", maxMemoryObjs)
-				return
-			}
-			p.c.Memory[workload] = maps.Clone(limits)
+		old, had := p.c.Memory[workload]
+		if !had && limits != nil && len(p.c.Memory) >= maxMemoryObjs {
+			err = fmt.Errorf("this node holds memory limits of %d workloads already", maxMemoryObjs)
+			return
 		}
-		p.rebalance()
-		p.queue(p.updates(""))
-		err = p.persistNow()
+		err = p.commit(func() {
+			if limits == nil {
+				delete(p.c.Memory, workload)
+			} else {
+				p.c.Memory[workload] = maps.Clone(limits)
+			}
+		}, func() {
+			if had {
+				p.c.Memory[workload] = old
+			} else {
+				delete(p.c.Memory, workload)
+			}
+		})
 	}); e != nil {
 		return e
 	}
@@ -587,7 +610,7 @@ func (p *Pipeline) queue(us []Update) {
 		return
 	}
 	select {
-	case p.sendQ <- us:
+	case p.sendQ <- batch{us: us}:
 	default:
 		// The sender is far behind: the next event's diff sends again.
 		p.log.Warn("container updates are backed up: they go with the next event", "updates", len(us))
@@ -597,7 +620,12 @@ func (p *Pipeline) queue(us []Update) {
 func (p *Pipeline) sender() {
 	for {
 		select {
-		case us := <-p.sendQ:
+		case b := <-p.sendQ:
+			if b.done != nil {
+				close(b.done)
+				continue
+			}
+			us := b.us
 			failed, err := p.send(us)
 			if err != nil {
 				p.log.Warn("updating containers", "updates", len(us), "err", err)
@@ -619,6 +647,27 @@ func (p *Pipeline) sender() {
 		case <-p.stop:
 			return
 		}
+	}
+}
+
+// Flush waits until every update queued so far went to the runtime (or
+// failed), or ctx ends.
+func (p *Pipeline) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case p.sendQ <- batch{done: done}:
+	case <-p.stop:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-p.stop:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

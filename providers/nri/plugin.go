@@ -26,10 +26,28 @@ type Plugin struct {
 
 	mu   sync.Mutex
 	stub stub.Stub
+	// up is closed while connected and synchronized.
+	up chan struct{}
 }
 
 // NewPlugin serves a pipeline.
-func NewPlugin(p *Pipeline, log *slog.Logger) *Plugin { return &Plugin{p: p, log: log} }
+func NewPlugin(p *Pipeline, log *slog.Logger) *Plugin {
+	return &Plugin{p: p, log: log, up: make(chan struct{})}
+}
+
+// WaitSynchronized returns once the runtime synchronized the plugin (the
+// node's containers are known), or ctx ends.
+func (pl *Plugin) WaitSynchronized(ctx context.Context) error {
+	pl.mu.Lock()
+	up := pl.up
+	pl.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the runtime has not synchronized the NRI plugin: %w", ctx.Err())
+	}
+}
 
 // Run connects to the runtime's socket as plugin idx-setpoint and stays
 // connected until ctx ends, reconnecting with backoff when the runtime
@@ -68,6 +86,11 @@ func (pl *Plugin) Run(ctx context.Context, socket, idx string, connected func())
 		}
 		pl.mu.Lock()
 		pl.stub = nil
+		select {
+		case <-pl.up:
+			pl.up = make(chan struct{})
+		default:
+		}
 		pl.mu.Unlock()
 	}
 	return nil
@@ -108,6 +131,13 @@ func (pl *Plugin) Synchronize(ctx context.Context, pods []*api.PodSandbox, ctrs 
 		pl.log.Error("synchronizing", "err", err)
 		return nil, nil
 	}
+	pl.mu.Lock()
+	select {
+	case <-pl.up:
+	default:
+		close(pl.up)
+	}
+	pl.mu.Unlock()
 	return toUpdates(us), nil
 }
 

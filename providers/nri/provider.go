@@ -336,7 +336,7 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 			out.Results[i].Err = "not configured"
 			continue
 		}
-		if err := apply(ctx, pipe, c); err != nil {
+		if err := p.apply(ctx, pipe, c); err != nil {
 			out.Results[i].Err = err.Error()
 			continue
 		}
@@ -347,7 +347,26 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 	return out
 }
 
-func apply(ctx context.Context, pipe *Pipeline, c providers.ObjectChange) error {
+// syncWait bounds how long an Apply waits for the runtime: a change is
+// applied when the node has it, not when the agent does.
+const syncWait = 10 * time.Second
+
+func (p *Provider) apply(ctx context.Context, pipe *Pipeline, c providers.ObjectChange) error {
+	wctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	p.mu.Lock()
+	pl := p.plugin
+	p.mu.Unlock()
+	if err := pl.WaitSynchronized(wctx); err != nil {
+		return fmt.Errorf("%w (socket %s): nothing changed", err, p.cfg.Socket)
+	}
+	if err := applyTo(ctx, pipe, c); err != nil {
+		return err
+	}
+	return pipe.Flush(wctx)
+}
+
+func applyTo(ctx context.Context, pipe *Pipeline, c providers.ObjectChange) error {
 	workload := c.Address.Namespace + "/" + c.Address.Name
 	if released(c) {
 		switch c.Address.Kind {
@@ -377,6 +396,11 @@ func (p *Provider) Shutdown() error {
 	if pipe == nil {
 		return nil
 	}
+	// What was queued goes to the runtime first (briefly: a runtime that
+	// is gone gets it at the next agent's synchronize).
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = pipe.Flush(fctx)
+	fcancel()
 	cancel()
 	<-done
 	pipe.Stop()
