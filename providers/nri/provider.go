@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -211,6 +212,42 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 	}
 	for i, a := range req.Addresses {
 		out.Objects[i] = Observed(a, snap)
+		if ps := snap.Result.Problems; out.Objects[i].Exists && a.Kind == noderes.Kind && len(ps) > 0 {
+			addr := a
+			out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &addr, Message: ProblemsMessage(ps)})
+		}
+	}
+	return out
+}
+
+// maxReported bounds the problems one message carries.
+const maxReported = 16
+
+// ProblemsMessage is a node's problems in one message, a line each
+// ("field: message"), at most maxReported of them.
+func ProblemsMessage(ps []nodepolicy.Problem) string {
+	var lines []string
+	for i, p := range ps {
+		if i == maxReported {
+			lines = append(lines, fmt.Sprintf("spec: and %d more", len(ps)-maxReported))
+			break
+		}
+		lines = append(lines, p.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Summary is what a node's report carries of its pools: each pool's
+// CPUs and how many containers it holds (fixed size: at most 33 pools).
+func Summary(attrs map[addrs.Path]values.Value) map[string]any {
+	out := map[string]any{"topology": attrs[noderes.AttrTopology].Str()}
+	var pools []nodepolicy.PoolState
+	if v, ok := attrs[noderes.AttrPools]; ok && json.Unmarshal(v.JSON(), &pools) == nil {
+		summary := map[string]string{}
+		for _, p := range pools {
+			summary[p.Name] = fmt.Sprintf("%s (%d containers)", p.CPUs, len(p.Containers))
+		}
+		out["pools"] = summary
 	}
 	return out
 }

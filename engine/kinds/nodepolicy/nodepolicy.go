@@ -169,7 +169,7 @@ func nodeNotes(id string, n *spec.NodePolicy, node string, o providers.Object) [
 }
 
 // clusterNotes are the nodes whose agent reported a problem, as warnings.
-// An agent's message carries its problems "field: message; …".
+// An agent's message carries its problems a line each, "field: message".
 func clusterNotes(id string, n *spec.NodePolicy, o providers.Object) []plan.Note {
 	var notes []plan.Note
 	for p, v := range o.Attributes {
@@ -177,7 +177,7 @@ func clusterNotes(id string, n *spec.NodePolicy, o providers.Object) []plan.Note
 		if !ok || p != nodeagent.NodeAttr(node, "message") || v.Str() == "ok" {
 			continue
 		}
-		for _, msg := range strings.Split(v.Str(), "; ") {
+		for _, msg := range strings.Split(v.Str(), "\n") {
 			field, rest, ok := strings.Cut(msg, ": ")
 			pos := n.Src.PosOf("spec")
 			if ok && strings.HasPrefix(field, "spec.") {
