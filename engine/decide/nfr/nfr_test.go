@@ -10,6 +10,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
 )
 
 func f(v float64) *float64 { return &v }
@@ -327,5 +328,44 @@ func TestGuaranteedKeepsRequestEqualLimit(t *testing.T) {
 	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), Signals: sig})
 	if l := find(out, ContainerAttr("function", "limits")); l == nil || l.Value != values.BytesOf(224*MiB) {
 		t.Fatalf("burstable limit: %+v", l)
+	}
+}
+
+// memory.apply: node: the limit only, to the node agent's object, never
+// the pod template, and never under the template's request.
+func TestNodeAppliedMemory(t *testing.T) {
+	n := nfrSpec("Deployment")
+	n.Spec.Memory.Apply = spec.MemoryNode
+	nodeAddr := addrs.Object{Provider: "nri", Kind: noderes.MemoryKind, Namespace: "shop", Name: "checkout"}
+	node := providers.Object{Address: nodeAddr}
+	tmpl := podTemplate()
+	tmpl[ContainerAttr("function", "requests")] = "128Mi"
+	out := Decide(Input{Spec: n, Target: object("Deployment", true, tmpl), Node: node, Signals: sig})
+	if find(out, ContainerAttr("function", "requests")) != nil || find(out, ContainerAttr("function", "limits")) != nil {
+		t.Fatal("memory.apply: node changed the pod template")
+	}
+	// 110Mi × 1.2 → 144Mi; × 1.5 → 224Mi, created on the node's object.
+	it := find(out, noderes.MemoryAttr("function"))
+	if it == nil || it.Attr.Object != nodeAddr || it.Value != values.BytesOf(224*MiB) || it.Create == nil {
+		t.Fatalf("node limit: %+v", it)
+	}
+	// A request above the recommendation is the floor.
+	tmpl[ContainerAttr("function", "requests")] = "300Mi"
+	out = Decide(Input{Spec: n, Target: object("Deployment", true, tmpl), Node: node, Signals: sig})
+	if it := find(out, noderes.MemoryAttr("function")); it == nil || it.Value != values.BytesOf(300*MiB) {
+		t.Fatalf("node limit under a 300Mi request: %+v", it)
+	}
+	// Within 20% of what the node has: no change.
+	node.Exists = true
+	node.Attributes = map[addrs.Path]values.Value{noderes.MemoryAttr("function"): values.BytesOf(232 * MiB)}
+	tmpl[ContainerAttr("function", "requests")] = "128Mi"
+	out = Decide(Input{Spec: n, Target: object("Deployment", true, tmpl), Node: node, Signals: sig})
+	if it := find(out, noderes.MemoryAttr("function")); it != nil {
+		t.Fatalf("a 224Mi recommendation against 232Mi changed: %+v", it)
+	}
+	// No node agent: a note, nothing else.
+	out = Decide(Input{Spec: n, Target: object("Deployment", true, tmpl), Signals: sig})
+	if find(out, noderes.MemoryAttr("function")) != nil || len(out.Notes) == 0 {
+		t.Fatalf("without a node agent: %+v", out.Intents)
 	}
 }

@@ -102,15 +102,14 @@ func hpaAddress(w addrs.Object) addrs.Object {
 }
 
 // NodeMemoryAddress is where an NFR with memory.apply: node sends its
-// limits: the sim world's node agent for a sim workload, else the NRI
-// provider's.
-func NodeMemoryAddress(n *spec.NFR, def string) addrs.Object {
+// limits: the NRI provider's node agent. The sim world has no node agent
+// yet (false): its NFRs note that nothing is applied.
+func NodeMemoryAddress(n *spec.NFR, def string) (addrs.Object, bool) {
 	w := WorkloadAddress(n, def)
-	prov := "nri"
 	if w.Provider == "sim" {
-		prov = "sim"
+		return addrs.Object{}, false
 	}
-	return addrs.Object{Provider: prov, Kind: noderes.MemoryKind, Namespace: w.Namespace, Name: w.Name}
+	return addrs.Object{Provider: "nri", Kind: noderes.MemoryKind, Namespace: w.Namespace, Name: w.Name}, true
 }
 
 func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
@@ -120,8 +119,8 @@ func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 	if w.Kind == "Deployment" {
 		out = append(out, hpaAddress(w))
 	}
-	if n.Spec.Memory.Apply == spec.MemoryNode {
-		out = append(out, NodeMemoryAddress(n, def))
+	if a, ok := NodeMemoryAddress(n, def); ok && n.Spec.Memory.Apply == spec.MemoryNode {
+		out = append(out, a)
 	}
 	return out
 }
