@@ -474,10 +474,9 @@ func nodeMemory(in Input, out *Output) {
 			out.note(Memory, "container %s: no memory recommendation: working set %s", c, missing(in.Signals, "workingSet/"+c))
 			continue
 		}
-		req, lim, _, limWhy := MemoryRecommendation(ws, m)
+		_, lim, _, limWhy := MemoryRecommendation(ws, m)
 		if m.Request != nil {
-			req = int64(*m.Request)
-			lim, limWhy = LimitFor(req, m.LimitFactor)
+			lim, limWhy = LimitFor(int64(*m.Request), m.LimitFactor)
 			limWhy += " (from the pinned request)"
 		}
 		// A limit under the pod's request would leave the scheduler
