@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/ebpf"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes"
@@ -53,6 +54,16 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 			}
 			if node == "" {
 				return errors.New("--node is required (in a DaemonSet: the downward API's spec.nodeName)")
+			}
+			if args[0] == nri.Name {
+				if nriCfg.Cache == "" {
+					return errors.New("--cache is required: the agent's cache is how a restarted agent re-derives the node's assignments")
+				}
+				if nriCfg.Topology != "" {
+					if _, err := nodepolicy.ParseTopology(nriCfg.Topology); err != nil {
+						return err
+					}
+				}
 			}
 			if every < 100*time.Millisecond || refresh < every {
 				return fmt.Errorf("--every %s, --refresh %s: want every ≥ 100ms and refresh ≥ every", every, refresh)
@@ -115,9 +126,6 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 // runNRIAgent runs the NRI provider from the NodeAgentConfigs with agent
 // nri until ctx ends.
 func runNRIAgent(ctx context.Context, dyn dynamic.Interface, node, namespace string, every, refresh time.Duration, cfg nri.Config) error {
-	if cfg.Cache == "" {
-		return errors.New("--cache is required: the agent's cache is how a restarted agent re-derives the node's assignments")
-	}
 	p := nri.New()
 	if err := p.Start(cfg); err != nil {
 		return fmt.Errorf("starting the NRI agent: %w", err)

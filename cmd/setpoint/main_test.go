@@ -142,7 +142,9 @@ func TestAgentUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"agent", "nri", "--node", "a"}, `no node agent "nri"`},
+		{[]string{"agent", "cni", "--node", "a"}, `no node agent "cni"`},
+		{[]string{"agent", "nri", "--node", "a", "--cache", ""}, "--cache is required"},
+		{[]string{"agent", "nri", "--node", "a", "--topology", "2x0x2"}, `topology "2x0x2"`},
 		{[]string{"agent", "ebpf", "--node", ""}, "--node is required"},
 		{[]string{"agent", "ebpf", "--node", "a", "--every", "1ms"}, "want every ≥ 100ms"},
 		{[]string{"agent", "ebpf", "--node", "a", "--kubeconfig", "/nonexistent"}, "kubeconfig /nonexistent"},
@@ -226,7 +228,7 @@ func TestUnknownProviderInEnvironment(t *testing.T) {
 	}
 	_, errOut, code := runCLI(t, "plan", dir)
 	real, _ := filepath.EvalSymlinks(dir)
-	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (ebpf, kubernetes, sim) and no setpoint-provider-acme on the plugin path [] (not searched, being inside the spec directory: ["+filepath.Join(real, "plugins")+"])") {
+	if code != 1 || !strings.Contains(errOut, "env.yaml:5:16: unknown provider \"acme\": not built in (ebpf, kubernetes, nri, sim) and no setpoint-provider-acme on the plugin path [] (not searched, being inside the spec directory: ["+filepath.Join(real, "plugins")+"])") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// Trusted, the entry is searched.
