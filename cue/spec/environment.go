@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
@@ -130,6 +131,18 @@ type SimConfig struct {
 	Fleets       []SimFleet    `json:"fleets"`
 	// RouteGroups are VIPs whose backends RouteGroup specs steer between.
 	RouteGroups []SimRouteGroup `json:"routeGroups"`
+	// Nodes are machines with a CPU topology on which the workloads' pods
+	// run, and NodePolicy specs share out the CPUs.
+	Nodes []SimNode `json:"nodes,omitempty"`
+}
+
+// SimNode mirrors #SimNode: a node's topology and labels, and the
+// workloads whose pods it runs (none: every workload's).
+type SimNode struct {
+	Name      string            `json:"name"`
+	Topology  string            `json:"topology"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Workloads []string          `json:"workloads,omitempty"`
 }
 
 // SimRouteGroup mirrors #SimRouteGroup: a VIP receiving a share of the
@@ -387,6 +400,7 @@ func (e *Environment) Check() []FieldError {
 			}
 		}
 		errs = append(errs, checkSimRouteGroups(fmt.Sprintf("spec.providers.%d.config.routeGroups", i), c.RouteGroups)...)
+		errs = append(errs, checkSimNodes(fmt.Sprintf("spec.providers.%d.config.nodes", i), c.Nodes, first)...)
 	}
 	return errs
 }
@@ -609,4 +623,36 @@ func checkRegularFile(path, baseDir string) string {
 		return path + " is not a regular file"
 	}
 	return ""
+}
+
+// checkSimNodes: each node once, a topology that parses and is not too
+// big, and only workloads of the sim world named (first: the workloads by
+// namespace/name).
+func checkSimNodes(at string, nodes []SimNode, first map[string]int) []FieldError {
+	var errs []FieldError
+	names := map[string]int{}
+	for j, n := range nodes {
+		np := fmt.Sprintf("%s.%d", at, j)
+		if f, dup := names[n.Name]; dup {
+			errs = append(errs, FieldError{Path: np + ".name", Message: "duplicate sim node " + n.Name,
+				Expected: "one node per name", Related: fmt.Sprintf("%s.%d.name", at, f)})
+		} else {
+			names[n.Name] = j
+		}
+		if _, err := nodepolicy.ParseTopology(n.Topology); err != nil {
+			errs = append(errs, FieldError{Path: np + ".topology", Message: err.Error(),
+				Expected: fmt.Sprintf("sockets×cores×threads like 2x8x2, at most %d CPUs", nodepolicy.MaxCPUs)})
+		}
+		seen := map[string]bool{}
+		for k, w := range n.Workloads {
+			wp := fmt.Sprintf("%s.workloads.%d", np, k)
+			if _, ok := first[w]; !ok {
+				errs = append(errs, FieldError{Path: wp, Message: fmt.Sprintf("no sim workload %s", w), Expected: "the namespace/name of one of the sim world's workloads"})
+			} else if seen[w] {
+				errs = append(errs, FieldError{Path: wp, Message: fmt.Sprintf("sim workload %s twice", w), Expected: "each workload once"})
+			}
+			seen[w] = true
+		}
+	}
+	return errs
 }

@@ -33,7 +33,18 @@ var (
 	AttrProblems   = addrs.MustPath("status.problems")   // structured: []nodepolicy.Problem
 	AttrContainers = addrs.MustPath("status.containers") // count
 	AttrPending    = addrs.MustPath("status.pending")    // count: containers whose enforced assignment is not yet applied
+	// AttrNodes is what each node running the policy made of it, from a
+	// provider that runs it on several (the sim world's nodes).
+	AttrNodes = addrs.MustPath("status.nodes") // structured: []NodeStatus
 )
+
+// NodeStatus is one node's report of a policy it runs.
+type NodeStatus struct {
+	Node     string                 `json:"node"`
+	Topology string                 `json:"topology"`
+	Pools    []nodepolicy.PoolState `json:"pools"`
+	Problems []nodepolicy.Problem   `json:"problems,omitempty"`
+}
 
 // MemoryAttr is the path of a container's limit on a WorkloadMemory
 // object.
@@ -60,6 +71,7 @@ func KindSchemas() []providers.KindSchema {
 			{Path: AttrProblems, Type: values.Structured, ReadOnly: true, Description: "what the node could not do as the spec says"},
 			{Path: AttrContainers, Type: values.Count, ReadOnly: true, Description: "containers on the node"},
 			{Path: AttrPending, Type: values.Count, ReadOnly: true, Description: "containers whose enforced assignment is not applied yet"},
+			{Path: AttrNodes, Type: values.Structured, ReadOnly: true, Description: "each node's pools and problems, from a provider running the policy on several nodes"},
 		}},
 		{Kind: MemoryKind, Attributes: []providers.AttributeSchema{
 			{Path: MemoryAttr("*"), Type: values.Bytes, Description: "a container's memory limit, applied in place on the node"},
@@ -70,6 +82,10 @@ func KindSchemas() []providers.KindSchema {
 // Config is what the engine sends for a NodePolicy.
 type Config struct {
 	nodepolicy.Policy
+	// NodeSelector picks, among the nodes a provider runs policies on,
+	// those that run this one. A provider that is one node's agent runs it
+	// whatever it says: in a cluster, the agents' config selects nodes.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // Parse reads a config and checks it.
@@ -84,6 +100,9 @@ func Parse(raw []byte) (Config, error) {
 // Check refuses what the spec's validation refuses, for a config that did
 // not come from a validated spec (a NodeAgentConfig edited by hand).
 func (c Config) Check() error {
+	if len(c.NodeSelector) > 16 {
+		return fmt.Errorf("nodeSelector has %d labels: at most 16", len(c.NodeSelector))
+	}
 	if len(c.Policy.Pools) > 32 {
 		return fmt.Errorf("%d pools: at most 32", len(c.Policy.Pools))
 	}

@@ -21,6 +21,7 @@ type pending struct {
 	o       *object   // the object changed; nil when it is created, or deleted and absent
 	wl      *workload // the workload whose HPA is created
 	route   *routeChange
+	policy  *policyChange
 	// set is what is written, in path order: every changed path, and the
 	// other attributes of the change setpoint already owns (another
 	// manager's unchanged fields are left alone).
@@ -45,6 +46,8 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 		return w.checkCluster(p, res)
 	case KindRouteGroup:
 		return w.checkRoute(p, res)
+	case KindNodePolicy:
+		return w.checkPolicy(p, res)
 	}
 	switch c.Action {
 	case action.Delete:
@@ -231,6 +234,8 @@ func (w *World) commit(p *pending) bool {
 		return w.commitCluster(p)
 	case KindRouteGroup:
 		return w.commitRoute(p)
+	case KindNodePolicy:
+		return w.commitPolicy(p)
 	}
 	if c.Action == action.Delete {
 		if p.o == nil {

@@ -2,9 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"github.com/setpoint-dev/setpoint/cue/load"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	vocab "github.com/setpoint-dev/setpoint/providers/workload"
 	"maps"
+
+	vocab "github.com/setpoint-dev/setpoint/providers/workload"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/values"

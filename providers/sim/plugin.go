@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/version"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
 	"github.com/setpoint-dev/setpoint/providers/route"
 	"github.com/setpoint-dev/setpoint/providers/samplebuf"
 )
@@ -61,6 +63,7 @@ func simSchema() providers.Schema {
 			attr(AttrMinScale, values.Count, false, "pods kept however idle"),
 			attr(AttrMaxScale, values.Count, false, "at most this many pods (0: no bound)")}, pods()...)},
 		route.KindSchema(),
+		nodePolicySchema(),
 	}}
 }
 
@@ -156,4 +159,14 @@ func (s *Plugin) Signals(_ context.Context, req providers.SignalsRequest) provid
 func (s *Plugin) Events(ctx context.Context, _ time.Time, _ func(providers.Event) error) error {
 	<-ctx.Done()
 	return nil
+}
+
+// nodePolicySchema is NodePolicy as the sim world serves it: a policy runs
+// on several nodes, each reported under status.nodes.
+func nodePolicySchema() providers.KindSchema {
+	k := noderes.KindSchemas()[0]
+	k.Attributes = slices.DeleteFunc(slices.Clone(k.Attributes), func(a providers.AttributeSchema) bool {
+		return a.Path != noderes.AttrConfig && a.Path != noderes.AttrNodes && a.Path != noderes.AttrContainers
+	})
+	return k
 }

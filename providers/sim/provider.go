@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
 	"github.com/setpoint-dev/setpoint/providers/route"
 )
 
@@ -220,7 +221,7 @@ func (c Change) check() error {
 		return fmt.Errorf("%s: the sim world's objects are namespaced", c.Address)
 	}
 	switch c.Address.Kind {
-	case KindDeployment, KindHPA, KindKnative, KindCluster, KindRouteGroup:
+	case KindDeployment, KindHPA, KindKnative, KindCluster, KindRouteGroup, KindNodePolicy:
 	default:
 		return fmt.Errorf("%s: the sim world has no kind %s", c.Address, c.Address.Kind)
 	}
@@ -241,6 +242,10 @@ func (c Change) check() error {
 			// change is replayed.
 			if p != route.AttrConfig || v.Type() != values.Structured {
 				return fmt.Errorf("%s: a route group has only its structured %s", p, route.AttrConfig)
+			}
+		case c.Address.Kind == KindNodePolicy:
+			if p != noderes.AttrConfig || v.Type() != values.Structured {
+				return fmt.Errorf("%s: a node policy has only its structured %s", p, noderes.AttrConfig)
 			}
 		case v.Type() == values.String && c.Address.Kind == KindCluster:
 			// A cluster's template and labels.
@@ -359,6 +364,10 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 			resp.Objects = append(resp.Objects, g.object(a))
 		} else if g != nil && a.Kind == KindRouteReport {
 			resp.Objects = append(resp.Objects, routeReportObject(a, g.report()))
+		} else if a.Kind == KindNodePolicy {
+			resp.Objects = append(resp.Objects, p.World.policyObject(a))
+		} else if n := p.World.node(a.Name); n != nil && a.Kind == KindNodeReport {
+			resp.Objects = append(resp.Objects, nodeReportObject(a, n.report()))
 		} else {
 			resp.Objects = append(resp.Objects, providers.Object{Address: a})
 		}

@@ -434,7 +434,7 @@ func TestStateFileVersions(t *testing.T) {
 // TestSchemaTypes: every attribute is typed.
 func TestSchemaTypes(t *testing.T) {
 	s, diags := NewPlugin().Schema(context.Background())
-	if len(diags) > 0 || len(s.Kinds) != 4 {
+	if len(diags) > 0 || len(s.Kinds) != 5 {
 		t.Fatalf("%+v %v", s, diags)
 	}
 	types := map[string]values.Type{}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"math"
 	"time"
 
@@ -289,16 +288,9 @@ func (w *World) RouteReport(namespace, name string) (RouteReport, bool) {
 
 func routeReportObject(a providers.Address, r RouteReport) providers.Object {
 	o := providers.Object{Address: a}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return o
+	if v, err := structuredOf(r); err == nil {
+		o.Exists, o.Attributes = true, map[addrs.Path]values.Value{AttrReport: v}
 	}
-	v, err := values.StructuredOf(b)
-	if err != nil {
-		return o
-	}
-	o.Exists = true
-	o.Attributes = map[addrs.Path]values.Value{AttrReport: v}
 	return o
 }
 

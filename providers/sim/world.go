@@ -101,7 +101,10 @@ type World struct {
 	fleets []*simFleet
 	// groups are VIPs RouteGroup specs steer.
 	groups []*simGroup
-	byKey  map[string]*object
+	// nodes run node policies over the workloads' pods.
+	nodes    []*simNode
+	policies []*simPolicy
+	byKey    map[string]*object
 	// traces are the workloads' traces, kept for a rebuild: the world
 	// replays what it loaded, not the file as it is now.
 	traces  map[string]*Trace
@@ -214,6 +217,11 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		}
 		w.groups = append(w.groups, g)
 	}
+	nodes, err := newNodes(w, cfg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	w.nodes = nodes
 	w.changes = append(w.changes, o.Changes...)
 	sort.SliceStable(w.changes, func(i, j int) bool { return w.changes[i].At < w.changes[j].At })
 	if err := w.checkEnd(w.changes); err != nil {
@@ -325,6 +333,9 @@ func (w *World) step() {
 	for _, g := range w.groups {
 		g.step(s)
 	}
+	for _, n := range w.nodes {
+		n.step(s)
+	}
 	w.sec++
 	if w.sec%ScrapeInterval == 0 && w.sink != nil {
 		t := w.Now().UnixMilli()
@@ -360,9 +371,12 @@ type workload struct {
 
 	replicas int
 	pods     []*pod
-	gone     []*pod // removed since the last scrape
-	podSeq   int
-	gen      int64
+	// podGen counts changes of pods (added, removed): a node whose
+	// workloads' counts did not move has the same containers.
+	podGen uint64
+	gone   []*pod // removed since the last scrape
+	podSeq int
+	gen    int64
 
 	src       *source
 	buf       []arrival
@@ -404,6 +418,7 @@ type rec struct {
 
 type pod struct {
 	name    string
+	seq     int // the workload's count of pods when it was made: its node
 	readyAt int
 	gen     int64
 	old     bool // replaced by a rollout; removed when a new pod is ready
@@ -544,7 +559,8 @@ func (wl *workload) ready(s int) int {
 
 func (wl *workload) addPod(readyFrom int) {
 	wl.podSeq++
-	p := &pod{name: fmt.Sprintf("%s-%x-%d", wl.cfg.Name, wl.gen, wl.podSeq), readyAt: readyFrom + wl.startup, gen: wl.gen,
+	wl.podGen++
+	p := &pod{name: fmt.Sprintf("%s-%x-%d", wl.cfg.Name, wl.gen, wl.podSeq), seq: wl.podSeq, readyAt: readyFrom + wl.startup, gen: wl.gen,
 		hist: make([]float64, len(wl.buckets)+1), cpu: make([]float64, len(wl.cfg.Containers)), free: newServers(wl.servers)}
 	wl.pods = append(wl.pods, p)
 }
@@ -793,6 +809,7 @@ func (wl *workload) reconcilePods(s int) {
 	keepOld := max(0, min(len(old), wl.replicas-readyNew))
 	kept := append(cur, old[:keepOld]...)
 	if len(kept) < len(wl.pods) {
+		wl.podGen++
 		in := make(map[*pod]bool, len(kept))
 		for _, p := range kept {
 			in[p] = true

@@ -87,6 +87,11 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	if err != nil {
 		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: n.Src.PosOf("spec"), Message: err.Error()}}
 	}
+	if !inCluster(n, t.DefaultProvider) {
+		// A provider running policies on several nodes picks them by it;
+		// in a cluster, the NodeAgentConfig carries it.
+		conf.NodeSelector = n.Spec.NodeSelector
+	}
 	v, err := structured(conf)
 	if err != nil {
 		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Message: err.Error()}}
@@ -107,7 +112,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		if !exists {
 			it.Create = &intent.Create{}
 		}
-		return []intent.Intent{it}, nodeNotes(id, n, "", o), nil
+		return []intent.Intent{it}, nodeNotes(id, n, o), nil
 	}
 	// In a cluster: the NodeAgentConfig names the NRI agents and the
 	// nodes; each node's report comes back as notes.
@@ -132,38 +137,57 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 }
 
 // nodeNotes are the pools a node reports (info) and its problems
-// (warnings, positioned on the field the problem names).
-func nodeNotes(id string, n *spec.NodePolicy, node string, o providers.Object) []plan.Note {
+// (warnings, positioned on the field the problem names); from a provider
+// running the policy on several nodes, each node's, named.
+func nodeNotes(id string, n *spec.NodePolicy, o providers.Object) []plan.Note {
 	if !o.Exists {
 		return nil
 	}
-	prefix := ""
-	if node != "" {
-		prefix = "node " + node + ": "
+	if v, ok := o.Attributes[noderes.AttrNodes]; ok {
+		var nodes []noderes.NodeStatus
+		if json.Unmarshal(v.JSON(), &nodes) != nil || len(nodes) > 64 {
+			return nil
+		}
+		if len(nodes) == 0 {
+			return []plan.Note{{Severity: diag.Warning, Spec: id, Pos: n.Src.PosOf("spec.nodeSelector"),
+				Message: "runs on no node: the nodeSelector matches none of the provider's nodes"}}
+		}
+		var notes []plan.Note
+		for _, ns := range nodes {
+			notes = append(notes, statusNotes(id, n, "node "+ns.Node+": ", ns)...)
+		}
+		return notes
 	}
+	var ns noderes.NodeStatus
+	ns.Topology = o.Attributes[noderes.AttrTopology].Str()
+	if v, ok := o.Attributes[noderes.AttrPools]; ok && json.Unmarshal(v.JSON(), &ns.Pools) != nil {
+		ns.Pools = nil
+	}
+	if v, ok := o.Attributes[noderes.AttrProblems]; ok && json.Unmarshal(v.JSON(), &ns.Problems) != nil {
+		ns.Problems = nil
+	}
+	return statusNotes(id, n, "", ns)
+}
+
+// statusNotes are one node's pools, as an info note (a node reports at
+// least its default pool: none is no report), and its problems (at most
+// 32), as warnings.
+func statusNotes(id string, n *spec.NodePolicy, prefix string, ns noderes.NodeStatus) []plan.Note {
 	var notes []plan.Note
-	if v, ok := o.Attributes[noderes.AttrPools]; ok {
-		var pools []nodepolicy.PoolState
-		if json.Unmarshal(v.JSON(), &pools) == nil && len(pools) <= 64 {
-			var parts []string
-			for _, p := range pools {
-				parts = append(parts, fmt.Sprintf("%s: CPUs %q, %d container(s), %dm requested", p.Name, p.CPUs.String(), len(p.Containers), p.RequestMilli))
-			}
-			topo := o.Attributes[noderes.AttrTopology].Str()
-			notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: n.Src.PosOf("spec.pools"),
-				Message: fmt.Sprintf("%spools on %s: %s", prefix, topo, strings.Join(parts, "; "))})
+	if len(ns.Pools) > 0 && len(ns.Pools) <= 64 {
+		var parts []string
+		for _, p := range ns.Pools {
+			parts = append(parts, fmt.Sprintf("%s: CPUs %q, %d container(s), %dm requested", p.Name, p.CPUs.String(), len(p.Containers), p.RequestMilli))
 		}
+		notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: n.Src.PosOf("spec.pools"),
+			Message: fmt.Sprintf("%spools on %s: %s", prefix, ns.Topology, strings.Join(parts, "; "))})
 	}
-	if v, ok := o.Attributes[noderes.AttrProblems]; ok {
-		var problems []nodepolicy.Problem
-		if json.Unmarshal(v.JSON(), &problems) == nil {
-			if len(problems) > 32 {
-				problems = problems[:32]
-			}
-			for _, p := range problems {
-				notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: n.Src.PosOf(p.Field), Message: prefix + p.Message})
-			}
-		}
+	problems := ns.Problems
+	if len(problems) > 32 {
+		problems = problems[:32]
+	}
+	for _, p := range problems {
+		notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: n.Src.PosOf(p.Field), Message: prefix + p.Message})
 	}
 	return notes
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/internal/simtest"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -72,9 +73,19 @@ func TestProblemsArePositioned(t *testing.T) {
 	n := loadPolicy(t)
 	problems, _ := values.StructuredOf([]byte(`[{"field":"spec.pools.1.maxCPUs","message":"placed in the default pool"},{"field":"spec.reserved.cpus","message":"CPU 64 is outside"}]`))
 	o := providers.Object{Exists: true, Attributes: map[addrs.Path]values.Value{noderes.AttrProblems: problems}}
-	notes := nodeNotes(n.ID(), n, "", o)
+	notes := nodeNotes(n.ID(), n, o)
 	if len(notes) != 2 || notes[0].Pos.Line != 10 || notes[1].Pos.Line != 5 {
 		t.Fatalf("notes %+v, want lines 10 (batch's maxCPUs) and 5 (reserved)", notes)
+	}
+	// A provider running it on several nodes (the sim world): each node's
+	// pools and problems, named.
+	nodes, _ := values.StructuredOf([]byte(`[{"node":"a","topology":"1x4x2","pools":[{"name":"default","cpus":"1-3,5-7","requestMilli":500}]},
+		{"node":"b","topology":"2x2x1","pools":[{"name":"default","cpus":"0-3"}],"problems":[{"field":"spec.reserved.cpus","message":"CPU 64 is outside"}]}]`))
+	o = providers.Object{Exists: true, Attributes: map[addrs.Path]values.Value{noderes.AttrNodes: nodes}}
+	notes = nodeNotes(n.ID(), n, o)
+	if len(notes) != 3 || notes[0].Message != `node a: pools on 1x4x2: default: CPUs "1-3,5-7", 0 container(s), 500m requested` ||
+		notes[2].Message != "node b: CPU 64 is outside" || notes[2].Pos.Line != 5 || notes[2].Severity != diag.Warning {
+		t.Fatalf("nodes' notes %+v", notes)
 	}
 	o = providers.Object{Exists: true, Attributes: map[addrs.Path]values.Value{
 		nodeagent.NodeAttr("n1", "message"): values.StringOf("spec.pools.0.minCPUs: minCPUs 2 does not fit\nspec.reserved.cpus: CPU 64 is outside"),
