@@ -113,9 +113,9 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			return Variant{}, nil, ctx.Err()
 		}
 		cfg := w.simCfg
-		// Route groups serve none of the workloads: only their cost would
-		// change with them.
-		cfg.Workloads, cfg.RouteGroups = nil, nil
+		// Route groups serve none of the workloads, and nodes do not
+		// change how they serve: only their cost would change with them.
+		cfg.Workloads, cfg.RouteGroups, cfg.Nodes = nil, nil, nil
 		for i := range ss {
 			if ss[i].done {
 				continue

@@ -157,7 +157,7 @@ func TestPlanApplyStaleAndLocks(t *testing.T) {
 		t.Fatalf("apply --lock-timeout never said it was waiting for the lock")
 	}
 	unlock()
-	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 7 applied, 0 failed") {
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "Apply complete: 8 applied, 0 failed") {
 		t.Fatalf("apply after the wait: %v\n%s", err, stdout.String())
 	}
 	// The world moved: the saved plan is refused, naming what moved.
@@ -244,8 +244,8 @@ func TestConcurrentApplies(t *testing.T) {
 			t.Errorf("apply %d: exit %d: %s", i, c, errs[i])
 		}
 	}
-	if applied != 7 {
-		t.Fatalf("the plan's 7 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
+	if applied != 8 {
+		t.Fatalf("the plan's 8 changes were applied %d times over %d applies:\n%s", applied, n, strings.Join(outs, "\n"))
 	}
 	if locked == 0 {
 		t.Fatal("no apply ran while another held the lock: the test proved nothing")
@@ -295,7 +295,8 @@ func TestSimCommand(t *testing.T) {
 		t.Fatalf("%d %s", code, errOut)
 	}
 	for _, want := range []string{"] ~ sim:HorizontalPodAutoscaler/shop/checkout spec.minReplicas: 2 → 3", "Simulated 20m0s of trace", "shop/checkout (p99 ≤ 250ms)", "  setpoint  ",
-		"] + sim:RouteGroup/shop/checkout-vip config: ", "route group shop/checkout-vip on 127.100.0.1:8080 (table enforce since 5s)", "  127.0.0.1:9002 *  "} {
+		"] + sim:RouteGroup/shop/checkout-vip config: ", "route group shop/checkout-vip on 127.100.0.1:8080 (table enforce since 5s)", "  127.0.0.1:9002 *  ",
+		"node compute-a (1x8x2, pool=compute): node policy default/latency-critical, cpus enforce;", "node general-a (2x4x1, pool=general): no node policy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
@@ -410,7 +411,7 @@ func TestApplyConfirmsOnATerminal(t *testing.T) {
 		code         int
 	}{
 		{"no\n", "apply cancelled", 1},
-		{"yes\n", "Apply complete: 7 applied, 0 failed", 0},
+		{"yes\n", "Apply complete: 8 applied, 0 failed", 0},
 	} {
 		dir := copySpecs(t, quick...)
 		cmd := exec.Command("script", "-q", "-e", "-c", binary+" apply "+dir, "/dev/null")
@@ -508,6 +509,18 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 		degraded := b.Address == "127.0.0.1:9002"
 		if during := b.Share[1]; degraded && during > 0.1 || !degraded && during < 0.4 || b.Share[0] < 0.3 || b.Share[2] < 0.3 || b.Flaps != 0 {
 			t.Errorf("%s: shares %v before / during / after its window, %d flaps", b.Address, b.Share, b.Flaps)
+		}
+	}
+	// The demo's node policy runs on the two compute nodes, whose shop pool
+	// grows and shrinks with the pods the autoscalers add and remove; the
+	// general node runs none.
+	if len(s.Nodes) != 3 || s.Nodes[2].Policy != "" || s.Nodes[2].Rebalances != 0 {
+		t.Fatalf("nodes %+v: want the demo's three, the last without a policy", s.Nodes)
+	}
+	for _, n := range s.Nodes[:2] {
+		if n.Policy != "default/latency-critical" || n.Rebalances < 2 || len(n.Pools) != 3 || n.Pools[0].Name != "checkout" ||
+			n.Pools[0].MinSize < 2 || n.Pools[0].MaxSize <= n.Pools[0].MinSize || n.Pools[0].CPUs.Contains(0) {
+			t.Errorf("node %+v: want latency-critical, its checkout pool of at least 2 CPUs, growing, never with reserved CPU 0", n)
 		}
 	}
 	for _, w := range s.Workloads {

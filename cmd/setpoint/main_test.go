@@ -53,7 +53,7 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 func TestValidateSpecs(t *testing.T) {
 	out, errOut, code := runCLI(t, "validate", "specs")
-	if code != 0 || !strings.Contains(out, "7 documents in 7 files are valid") || errOut != "" {
+	if code != 0 || !strings.Contains(out, "8 documents in 8 files are valid") || errOut != "" {
 		t.Fatalf("code %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 }

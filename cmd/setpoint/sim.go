@@ -162,6 +162,8 @@ type Summary struct {
 	// RouteGroups are what the world measured of each of its route
 	// groups: where requests went, and what the field did.
 	RouteGroups []sim.RouteReport `json:"routeGroups,omitempty"`
+	// Nodes are what each sim node's policy did with its CPUs.
+	Nodes []sim.NodeReport `json:"nodes,omitempty"`
 }
 
 // FleetResult is one fleet's run: clusters and nodes at the end, and the
@@ -365,6 +367,9 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		return nil, err
 	}
 	sum.RouteGroups = groups
+	if sum.Nodes, err = readNodeReports(ctx, w, end); err != nil {
+		return nil, err
+	}
 	sum.Virtual = end.Sub(start).Round(time.Second).String()
 	sum.Wall = time.Since(wallStart).Round(time.Millisecond).String()
 	var as []addrs.Object
@@ -480,6 +485,12 @@ func (s *Summary) print(w io.Writer) {
 	for _, r := range s.RouteGroups {
 		fmt.Fprintln(w)
 		fmt.Fprint(w, routeTable(r))
+	}
+	if len(s.Nodes) > 0 {
+		fmt.Fprintln(w)
+	}
+	for _, r := range s.Nodes {
+		fmt.Fprint(w, nodeTable(r))
 	}
 }
 

@@ -315,8 +315,19 @@ func (w *World) checkPolicy(p *pending, res providers.ObjectResult) (*pending, p
 }
 
 // commitPolicy makes a checked node policy change take effect: the nodes
-// its selector matches run it from the next second.
+// its selector matches rebalance at once, as the NRI agent does on a new
+// config.
 func (w *World) commitPolicy(p *pending) bool {
+	moved := w.commitPolicyConfig(p)
+	if moved {
+		for _, n := range w.nodes {
+			n.step(w.sec)
+		}
+	}
+	return moved
+}
+
+func (w *World) commitPolicyConfig(p *pending) bool {
 	a := p.c.Address
 	sp := w.policy(a.Namespace, a.Name)
 	if p.policy.release {

@@ -99,7 +99,7 @@ func TestNodePolicyPoolsFollowPods(t *testing.T) {
 	if r := applyAt(t, p, 10, applyPolicy(t, "web", action.Create, webPolicy(4))); r.Err != "" {
 		t.Fatal(r.Err)
 	}
-	st := nodeStatuses(t, p, "web", 11)
+	st := nodeStatuses(t, p, "web", 10) // at once, as the agent on a new config
 	if len(st) != 1 || st[0].Node != "a" || st[0].Topology != "1x4x2" {
 		t.Fatalf("statuses %+v: want node a only (b has no tier=web)", st)
 	}
