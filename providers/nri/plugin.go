@@ -49,6 +49,10 @@ func (pl *Plugin) WaitSynchronized(ctx context.Context) error {
 	}
 }
 
+// stableConnection is how long a connection must last for the reconnect
+// backoff to start again from its shortest.
+const stableConnection = 30 * time.Second
+
 // Run connects to the runtime's socket as plugin idx-setpoint and stays
 // connected until ctx ends, reconnecting with backoff when the runtime
 // restarts (each connection begins with a Synchronize). connected, when
@@ -71,7 +75,7 @@ func (pl *Plugin) Run(ctx context.Context, socket, idx string, connected func())
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		since := time.Now()
 		pl.mu.Lock()
 		pl.stub = s
 		pl.mu.Unlock()
@@ -82,7 +86,18 @@ func (pl *Plugin) Run(ctx context.Context, socket, idx string, connected func())
 		case <-ctx.Done():
 			s.Stop()
 		case <-closed:
-			pl.log.Warn("the runtime closed the NRI connection: reconnecting")
+			// A runtime that closes each connection at once (a plugin
+			// it refuses) must not be redialled in a tight loop: the
+			// backoff resets only after a connection that lasted.
+			if time.Since(since) > stableConnection {
+				backoff = 100 * time.Millisecond
+			}
+			pl.log.Warn("the runtime closed the NRI connection: reconnecting", "retry", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
 		}
 		pl.mu.Lock()
 		pl.stub = nil
