@@ -235,3 +235,34 @@ func TestNodePodsBounded(t *testing.T) {
 		t.Fatalf("%d containers, %d unplaced: want %d and 88", r.Containers, r.Unplaced, MaxNodePods)
 	}
 }
+
+// BenchmarkNodeRebalance is one sim node's rebalance after a pod came or
+// went: listing its 250 pods' 500 containers and running the policy core
+// on a 2×32×2 node. The world pays it only when pods change.
+func BenchmarkNodeRebalance(b *testing.B) {
+	co := deployment("checkout", 250)
+	co.Containers = append(co.Containers, spec.SimContainer{Name: "sidecar", Request: 32 * spec.MiB, Limit: 64 * spec.MiB, WorkingSet: 20 * spec.MiB})
+	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{co}, Nodes: []spec.SimNode{{Name: "a", Topology: "2x32x2", Labels: map[string]string{"tier": "web"}}}}
+	p, err := NewProvider(cfg, constTrace(50, 60), "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol := webPolicy(64)
+	pol.Pools[0].MaxCPUs = 100
+	raw, _ := json.Marshal(pol)
+	v, _ := values.StructuredOf(raw)
+	c := providers.ObjectChange{Address: policyAddr("web"), Action: action.Create, Manager: "setpoint", Changed: []addrs.Path{noderes.AttrConfig},
+		Attributes: map[addrs.Path]values.Value{noderes.AttrConfig: v}}
+	if r := p.Apply(context.Background(), providers.ApplyRequest{Now: at(p, 1), Changes: []providers.ObjectChange{c}}); r.Results[0].Err != "" {
+		b.Fatal(r.Results[0].Err)
+	}
+	n, wl := p.World.nodes[0], p.World.wls[0]
+	if len(n.res.Assign) != 500 {
+		b.Fatalf("%d containers", len(n.res.Assign))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		wl.podGen++
+		n.step(1)
+	}
+}
