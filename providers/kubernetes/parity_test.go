@@ -41,12 +41,13 @@ func TestSimAndKubernetesPlanTheSame(t *testing.T) {
 	// A Fleet's clusters are Cluster and MachineDeployment objects here,
 	// one object in the sim world: this test mirrors objects one to one,
 	// so the Fleet is left out (TestFleetPlansAndAppliesOnClusterAPI plans
-	// it on the API server). So is the RouteGroup: the sim world runs its
-	// loop itself, a cluster through a NodeAgentConfig for its eBPF agents
-	// (providers/ebpf's agent tests).
+	// it on the API server). So are the RouteGroup and the NodePolicy: the
+	// sim world runs their loops itself, a cluster through a
+	// NodeAgentConfig for its eBPF and NRI agents (providers/ebpf's and
+	// providers/nri's agent tests).
 	docs = slices.DeleteFunc(docs, func(d spec.Document) bool {
 		switch d.(type) {
-		case *spec.Fleet, *spec.RouteGroup:
+		case *spec.Fleet, *spec.RouteGroup, *spec.NodePolicy:
 			return true
 		}
 		return false
