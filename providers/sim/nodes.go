@@ -147,14 +147,16 @@ func (n *simNode) containers() ([]nodepolicy.Container, int) {
 			}
 			pods++
 			for k, ct := range wl.cfg.Containers {
-				id := p.name + "/" + ct.Name
+				// Pod names are unique in their namespace only.
+				pod := wl.cfg.Namespace + "/" + p.name
+				id := pod + "/" + ct.Name
 				s, ok := n.seq[id]
 				if !ok {
 					n.nextSeq++
 					s = n.nextSeq
 					n.seq[id] = s
 				}
-				c := nodepolicy.Container{ID: id, Pod: p.name, Namespace: wl.cfg.Namespace, PodName: p.name, Workload: wl.cfg.Name,
+				c := nodepolicy.Container{ID: id, Pod: pod, Namespace: wl.cfg.Namespace, PodName: p.name, Workload: wl.cfg.Name,
 					Name: ct.Name, Labels: map[string]string{"app": wl.cfg.Name}, Seq: s, WorkingSet: int64(ct.WorkingSet)}
 				if k == 0 {
 					c.CPUMilli = milli
@@ -186,10 +188,7 @@ func (n *simNode) step(s int) {
 	maps.DeleteFunc(n.seq, func(id string, _ uint64) bool { return !live[id] })
 	var prev map[string]nodepolicy.CPUSet
 	if n.ran {
-		prev = make(map[string]nodepolicy.CPUSet, len(n.res.Assign))
-		for id, a := range n.res.Assign {
-			prev[id] = a.CPUs
-		}
+		prev = n.res.PoolCPUs() // pools stay where they are
 	}
 	res := nodepolicy.Rebalance(nodepolicy.Input{Topology: n.topo, Policy: n.pol.conf.Policy, Containers: ctrs, Prev: prev})
 	n.rep.tick(s, n, res, left)

@@ -266,3 +266,38 @@ func BenchmarkNodeRebalance(b *testing.B) {
 		n.step(1)
 	}
 }
+
+// Pools stay where they are: a pool that was there first keeps its CPUs
+// when another, earlier in the spec, grows beside it; and two workloads of
+// one name in two namespaces are two sets of containers.
+func TestNodePoolsStayPut(t *testing.T) {
+	co := deployment("api", 0)
+	co.CPURequest = 1500
+	jobs := deployment("api", 2)
+	jobs.Namespace, jobs.CPURequest = "jobs", 250
+	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{co, jobs}, Nodes: []spec.SimNode{{Name: "a", Topology: "1x4x2"}}}
+	p, err := NewProvider(cfg, constTrace(50, 60), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := noderes.Config{Policy: nodepolicy.Policy{CPUs: nodepolicy.Enforce, Memory: nodepolicy.Observe, Pools: []nodepolicy.Pool{
+		{Name: "web", Namespaces: []string{"shop"}, MaxCPUs: 4}, {Name: "jobs", Namespaces: []string{"jobs"}, MaxCPUs: 4}}}}
+	if r := applyAt(t, p, 1, applyPolicy(t, "two", action.Create, pol)); r.Err != "" {
+		t.Fatal(r.Err)
+	}
+	// jobs' two pods of 250m: 1 CPU, the lowest.
+	if got := poolCPUs(nodeStatuses(t, p, "two", 1)[0]); got["jobs"] != "0" || got["web"] != "" {
+		t.Fatalf("pools %v, want jobs 0", got)
+	}
+	// shop/api's pod (same pod names as jobs/api's) needs 2 CPUs: web takes
+	// the next whole core, 1 and 5; jobs keeps 0 (from scratch, web, first
+	// in the spec, would take core 0 and move jobs).
+	applyAt(t, p, 5, change(addr(KindDeployment, "api"), "setpoint", true, AttrReplicas, count(1)))
+	st := nodeStatuses(t, p, "two", 6)[0]
+	if got := poolCPUs(st); got["jobs"] != "0" || got["web"] != "1,5" {
+		t.Fatalf("pools %v, want jobs 0 kept and web 1,5", got)
+	}
+	if r := nodeReport(t, p, "a", 6); r.Containers != 3 || r.Moves != 0 {
+		t.Fatalf("report %+v: want 3 containers (two jobs/api, one shop/api), none moved", r)
+	}
+}
