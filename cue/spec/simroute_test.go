@@ -65,3 +65,33 @@ func TestSimRouteGroupChecksRunInCheck(t *testing.T) {
 		t.Errorf("%+v", errs)
 	}
 }
+
+// TestSimNodeChecks: what setpoint validate refuses in a sim config's
+// nodes, each at its field.
+func TestSimNodeChecks(t *testing.T) {
+	const at = "spec.providers.0.config.nodes"
+	wls := map[string]int{"shop/checkout": 0}
+	nodes := []SimNode{
+		{Name: "a", Topology: "1x8x2", Workloads: []string{"shop/checkout"}},
+		{Name: "a", Topology: "2x0x2"},
+		{Name: "b", Topology: "1x4x1", Workloads: []string{"shop/nope", "shop/checkout", "shop/checkout"}},
+	}
+	want := []FieldError{
+		{Path: at + ".1.name", Message: "duplicate sim node a", Expected: "one node per name", Related: at + ".0.name"},
+		{Path: at + ".1.topology", Expected: "sockets×cores×threads like 2x8x2, at most 4096 CPUs"},
+		{Path: at + ".2.workloads.0", Message: "no sim workload shop/nope", Expected: "the namespace/name of one of the sim world's workloads"},
+		{Path: at + ".2.workloads.2", Message: "sim workload shop/checkout twice", Expected: "each workload once"},
+	}
+	got := checkSimNodes(at, nodes, wls)
+	if len(got) != len(want) {
+		t.Fatalf("%+v\nwant %+v", got, want)
+	}
+	for i := range got {
+		if want[i].Message == "" && got[i].Message != "" { // the topology parser's own words
+			got[i].Message = ""
+		}
+		if got[i] != want[i] {
+			t.Errorf("%+v\nwant %+v", got[i], want[i])
+		}
+	}
+}
