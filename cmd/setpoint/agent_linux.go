@@ -120,6 +120,8 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 	f.StringVar(&nriCfg.PluginIdx, "plugin-idx", nri.DefaultPluginIdx, "nri: the plugin's place among the runtime's plugins")
 	f.StringVar(&nriCfg.Topology, "topology", "", "nri: sockets×cores×threads standing for the node's (default: read from sysfs)")
 	f.StringVar(&nriCfg.Cache, "cache", "/var/lib/setpoint/nri-cache.json", "nri: where the agent's cache persists")
+	f.StringVar(&nriCfg.CgroupRoot, "cgroup-root", nri.DefaultCgroupRoot, "nri: where the cgroup file systems are mounted (containers' working sets are read there)")
+	f.StringVar(&nriCfg.WorkingSetEvery, "working-set-every", nri.DefaultWorkingSetEvery.String(), "nri: how often containers' working sets are read (0s: never)")
 	return cmd
 }
 

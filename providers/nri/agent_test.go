@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +25,13 @@ import (
 	"github.com/setpoint-dev/setpoint/providers/noderes"
 )
 
-func TestMain(m *testing.M) { kubetest.Main(m, kubetest.WithCRDs("../../deploy/crds")) }
+func TestMain(m *testing.M) {
+	if os.Getenv(allocEnv) != "" {
+		allocChild() // a process in a test's memory cgroup (workingset_test.go)
+		return
+	}
+	kubetest.Main(m, kubetest.WithCRDs("../../deploy/crds"))
+}
 
 // The DaemonSet mode end to end, on a real API server and the runtime's
 // real NRI socket: the agent takes the NodeAgentConfig that selects its

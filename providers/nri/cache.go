@@ -41,6 +41,9 @@ type Ctr struct {
 	// OrigLimit is the memory limit the container was created with,
 	// restored when setpoint lets go of it (0: none).
 	OrigLimit int64 `json:"origLimit,omitempty"`
+	// Cgroup is the container's cgroups path, as the runtime gave it:
+	// where its working set is read.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // Owned is what setpoint set on a container and the runtime has: a

@@ -433,16 +433,46 @@ func (p *Pipeline) SetMemory(ctx context.Context, workload string, limits map[st
 // floor of their limits.
 func (p *Pipeline) SetWorkingSets(ctx context.Context, ws map[string]int64) error {
 	return p.do(ctx, "metrics", func() {
+		moved := false
 		for id, v := range ws {
-			if ctr, ok := p.c.Ctrs[id]; ok {
+			if ctr, ok := p.c.Ctrs[id]; ok && workingSetMoved(ctr.WorkingSet, v) {
 				ctr.WorkingSet = v
 				p.c.Ctrs[id] = ctr
+				moved = true
 			}
+		}
+		if !moved {
+			return
 		}
 		p.rebalance()
 		p.queue(p.updates(""))
 		p.persist()
 	})
+}
+
+// workingSetMoved: a working set is recorded again when it moved by more
+// than 1 MiB and 5%, so a sample every few seconds does not rewrite the
+// cache for noise.
+func workingSetMoved(old, v int64) bool {
+	d := v - old
+	if d < 0 {
+		d = -d
+	}
+	return d > 1<<20 && d*20 > old
+}
+
+// CgroupPaths are the known containers' cgroups paths, by container.
+func (p *Pipeline) CgroupPaths(ctx context.Context) (map[string]string, error) {
+	var out map[string]string
+	err := p.do(ctx, "read", func() {
+		out = make(map[string]string, len(p.c.Ctrs))
+		for id, c := range p.c.Ctrs {
+			if c.Cgroup != "" {
+				out[id] = c.Cgroup
+			}
+		}
+	})
+	return out, err
 }
 
 // Rebalance re-sends whatever is not applied yet (after a failed batch).

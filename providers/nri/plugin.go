@@ -217,6 +217,9 @@ func info(pod *api.PodSandbox, c *api.Container, res *api.LinuxResources) CtrInf
 	if sh := res.GetCpu().GetShares().GetValue(); sh > 2 {
 		ci.Ctr.CPUMilli = int64((sh*1000 + 512) / 1024)
 	}
+	if cp := c.GetLinux().GetCgroupsPath(); len(cp) <= maxCgroupPath {
+		ci.Ctr.Cgroup = cp
+	}
 	ci.Have = Owned{CPUs: res.GetCpu().GetCpus(), Mems: res.GetCpu().GetMems(), Limit: res.GetMemory().GetLimit().GetValue()}
 	return ci
 }

@@ -43,6 +43,13 @@ type Config struct {
 	// Environment's directory and inside it (the agent's --cache flag
 	// takes any path).
 	Cache string `json:"cache,omitempty"`
+	// CgroupRoot is where the cgroup file systems are mounted, to read
+	// containers' working sets (default /sys/fs/cgroup).
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
+	// WorkingSetEvery is how often working sets are read, as "10s"
+	// (default); "0s" reads none, and memory limits have no floor but
+	// what the runtime reports.
+	WorkingSetEvery string `json:"workingSetEvery,omitempty"`
 }
 
 // Defaults.
@@ -145,6 +152,10 @@ func (p *Provider) start(c Config, cache string) []providers.Diagnostic {
 		}
 		return errDiag("the nri provider is already running with another socket, topology or cache: restart it to change them")
 	}
+	every, err := workingSetEvery(c.WorkingSetEvery)
+	if err != nil {
+		return errDiag("nri provider config: %v", err)
+	}
 	pipe, err := NewPipeline(topo, cache, p.log)
 	if err != nil {
 		return errDiag("nri provider: %v", err)
@@ -154,11 +165,33 @@ func (p *Provider) start(c Config, cache string) []providers.Diagnostic {
 	pipe.Start(pl.Send)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cfg, p.pipe, p.plugin, p.cancel, p.done = c, pipe, pl, cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = pl.Run(ctx, c.Socket, c.PluginIdx, p.Connected) })
+	if every > 0 {
+		if cg, err := OpenCgroups(cmpOr(c.CgroupRoot, DefaultCgroupRoot)); err != nil {
+			p.log.Warn("working sets are not read: memory limits have no floor but the NFR's", "err", err)
+		} else {
+			wg.Go(func() { p.sampleEvery(ctx, pipe, cg, every) })
+		}
+	}
 	go func() {
-		defer close(p.done)
-		_ = pl.Run(ctx, c.Socket, c.PluginIdx, p.Connected)
+		wg.Wait()
+		close(p.done)
 	}()
 	return nil
+}
+
+// workingSetEvery parses the sampling interval: default 10 s, 0 for none,
+// else 1 s to 1 h.
+func workingSetEvery(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultWorkingSetEvery, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d != 0 && (d < time.Second || d > time.Hour) {
+		return 0, fmt.Errorf("workingSetEvery %q: want a duration from 1s to 1h, or 0s for none", s)
+	}
+	return d, nil
 }
 
 // Pipeline is the running pipeline (nil before Configure).
