@@ -173,10 +173,17 @@ type Recommendation struct {
 // Stabilize applies the stabilization windows as the HPA does: over the
 // recommendations within the scale-up window (and this one) the minimum
 // is the most it may rise to, within the scale-down window the maximum is
-// the least it may fall to. It returns the stabilized count and the
-// history to keep (this recommendation added, what is older than both
-// windows dropped).
+// the least it may fall to. A target with no recommendations yet (just
+// adopted, or just woken: the windows start afresh) first gets its
+// current count recorded at now, as the HPA's controller records it for
+// an HPA it has not seen: without it, a first scale-down would not wait
+// out the scale-down window the count it runs at has not been through.
+// It returns the stabilized count and the history to keep (this
+// recommendation added, what is older than both windows dropped).
 func Stabilize(now time.Time, current, desired int, up, down time.Duration, history []Recommendation) (int, []Recommendation) {
+	if len(history) == 0 {
+		history = []Recommendation{{At: now, Replicas: current}}
+	}
 	upRec, downRec := desired, desired
 	upCut, downCut := now.Add(-up), now.Add(-down)
 	for _, r := range history {
@@ -208,19 +215,17 @@ func Stabilize(now time.Time, current, desired int, up, down time.Duration, hist
 	return out, keep
 }
 
-// changeWithin sums the events' deltas in the direction (up: > 0) within
-// period before now.
-func changeWithin(now time.Time, period time.Duration, events []Event, up bool) int {
+// changeWithin is the net change the events made within period before
+// now, both directions counted (ups add, downs subtract): the replicas at
+// the start of the period are current − changeWithin, as the HPA counts
+// them. Counting one direction only would take a scale-up undone by a
+// scale-down in the period for a scale-up still spent.
+func changeWithin(now time.Time, period time.Duration, events []Event) int {
 	n := 0
+	cut := now.Add(-period)
 	for _, e := range events {
-		if !e.At.After(now.Add(-period)) {
-			continue
-		}
-		if up && e.Delta > 0 {
+		if e.At.After(cut) {
 			n += e.Delta
-		}
-		if !up && e.Delta < 0 {
-			n -= e.Delta
 		}
 	}
 	return n
@@ -228,10 +233,11 @@ func changeWithin(now time.Time, period time.Duration, events []Event, up bool) 
 
 // Limit bounds a change from current towards desired by one direction's
 // policies, as the HPA does: each policy allows, from the replicas at the
-// start of its period (the change already made within the period counts
-// against it), Pods more (or fewer) or Percent more (fewer); Select picks
-// the policy allowing the largest change (Max) or the smallest (Min);
-// Disabled allows none. It returns the bounded count and which policy
+// start of its period (current − the net change made within the period,
+// ups and downs alike), Pods more (or fewer) or Percent more (fewer; a
+// Percent rounded up going up, truncated going down, as the HPA rounds);
+// Select picks the policy allowing the largest change (Max) or the
+// smallest (Min); Disabled allows none. It returns the bounded count and which policy
 // bound it ("" when none did).
 func Limit(now time.Time, current, desired int, rules Rules, events []Event) (int, string) {
 	if desired == current {
@@ -252,17 +258,15 @@ func Limit(now time.Time, current, desired int, rules Rules, events []Event) (in
 	bound := ""
 	first := true
 	for _, p := range rules.Policies {
-		made := changeWithin(now, p.Period, events, up)
+		start := current - changeWithin(now, p.Period, events)
 		var proposed int
 		if up {
-			start := current - made
 			if p.Type == Pods {
 				proposed = start + p.Value
 			} else {
 				proposed = int(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
 			}
 		} else {
-			start := current + made
 			if p.Type == Pods {
 				proposed = start - p.Value
 			} else {
@@ -461,9 +465,13 @@ func Compact(recs []Recommendation, maxN int) []Recommendation {
 }
 
 // CompactEvents bounds a change log to maxN events, merging the oldest
-// pair of same-direction neighbours into the later one's time (so the
-// merged change stays in its periods at least as long: never less
-// counted against a policy); with none, the oldest goes.
+// pair of same-direction neighbours into the later one's time; with none,
+// the oldest goes. Past the bound the log is approximate: until the later
+// event leaves a period, the merged change counts in it for longer than
+// the earlier one would have, so more against a further change in its
+// direction (never a faster pace than the policies allow) and less
+// against a reversal. The oldest pair is merged because its inexactness
+// ends soonest.
 func CompactEvents(events []Event, maxN int) []Event {
 	out := append(events[:0:0], events...)
 	for len(out) > maxN {

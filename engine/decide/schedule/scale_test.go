@@ -136,7 +136,7 @@ func TestLimitNeverExceedsAPeriod(t *testing.T) {
 		next, _ := Limit(now, current, 1000, rules, events)
 		events = append(events, Event{now, next - current})
 		current = next
-		added := changeWithin(now, 60*time.Second, events, true)
+		added := changeWithin(now, 60*time.Second, events)
 		if added > 3 {
 			t.Fatalf("step %d: %d added within a minute, the policy allows 3", step, added)
 		}
@@ -250,5 +250,157 @@ func TestRecommendHugeValues(t *testing.T) {
 		if rec != maxCount {
 			t.Errorf("%s: %d (%s); want %d", tr.Type, rec, why, maxCount)
 		}
+	}
+}
+
+// TestLimitCountsBothDirections: the replicas at the start of a period are
+// current − (scaled up) + (scaled down) within it, as the HPA counts
+// them. Each case's numbers are worked out by hand; "one-way" is what
+// counting only the direction of the move would give.
+func TestLimitCountsBothDirections(t *testing.T) {
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	pods4 := []Policy{{Pods, 4, time.Minute}}
+	for _, c := range []struct {
+		name             string
+		current, desired int
+		rules            Rules
+		events           []Event
+		want             int
+		bound            string
+	}{
+		// 6 → 10 at −40 s, 10 → 6 at −20 s: the period started at
+		// 6 − 4 + 4 = 6, Pods 4 allows 10, the whole way. (One-way: the +4
+		// alone, from 2: 6, no change.)
+		{"up after an up undone", 6, 10, Rules{Select: SelectMax, Policies: pods4},
+			[]Event{{at(-40), 4}, {at(-20), -4}}, 10, ""},
+		// Mirrored: 6 → 2 at −40 s, 2 → 6 at −20 s; from 6, Pods 4 allows
+		// 2. (One-way: from 10, 6, no change.)
+		{"down after a down undone", 6, 1, Rules{Select: SelectMin, Policies: pods4},
+			[]Event{{at(-40), -4}, {at(-20), 4}}, 2, "Pods 4 per 1m0s"},
+		// 4 → 6 at −50 s, 6 → 3 at −10 s: start 3 − 2 + 3 = 4,
+		// ceil(4 × 1.5) = 6. (One-way: from 1, ceil(1.5) = 2, under 3.)
+		{"percent up, net of both", 3, 10, Rules{Select: SelectMax, Policies: []Policy{{Percent, 50, time.Minute}}},
+			[]Event{{at(-50), 2}, {at(-10), -3}}, 6, "Percent 50 per 1m0s"},
+		// 4 → 8 at −30 s: start 8 − 4 = 4, int(4 × 0.5) = 2. (One-way:
+		// from 8, 4.)
+		{"percent down after an up", 8, 1, Rules{Select: SelectMin, Policies: []Policy{{Percent, 50, time.Minute}}},
+			[]Event{{at(-30), 4}}, 2, "Percent 50 per 1m0s"},
+		// The +4 at −70 s is out of the period, the −2 at −30 s in it:
+		// start 8 + 2 = 10, Pods 4 allows 14. (One-way: from 8, 12.)
+		{"a down in the period raises the start", 8, 20, Rules{Select: SelectMax, Policies: pods4},
+			[]Event{{at(-70), 4}, {at(-30), -2}}, 14, "Pods 4 per 1m0s"},
+		// An event exactly a period ago is out of it (the HPA's cut-off is
+		// strict): from 10, 14.
+		{"the period's edge", 10, 20, Rules{Select: SelectMax, Policies: pods4},
+			[]Event{{at(-60), 4}}, 14, "Pods 4 per 1m0s"},
+		// Two policies, 6 → 4 at −30 s: Pods 2 per 60 s starts at 6 and
+		// allows 8; Percent 50 per 15 s starts at 4 and allows
+		// ceil(4 × 1.5) = 6. Max takes 8. (One-way: Pods from 4, 6.)
+		{"select max over mixed periods", 4, 20, Rules{Select: SelectMax, Policies: []Policy{{Pods, 2, time.Minute}, {Percent, 50, 15 * time.Second}}},
+			[]Event{{at(-30), -2}}, 8, "Pods 2 per 1m0s"},
+		// ... and Min takes 6.
+		{"select min over mixed periods", 4, 20, Rules{Select: SelectMin, Policies: []Policy{{Pods, 2, time.Minute}, {Percent, 50, 15 * time.Second}}},
+			[]Event{{at(-30), -2}}, 6, "Percent 50 per 15s"},
+		// More added than the policy allows from the start (an earlier
+		// decision under other rules): the limit is below current, which
+		// never forces a decrease: it stays.
+		{"spent: stays", 9, 12, Rules{Select: SelectMax, Policies: pods4},
+			[]Event{{at(-40), 6}, {at(-20), -1}}, 9, "Pods 4 per 1m0s"},
+	} {
+		got, bound := Limit(t0, c.current, c.desired, c.rules, c.events)
+		if got != c.want || bound != c.bound {
+			t.Errorf("%s: %d (%q), want %d (%q)", c.name, got, bound, c.want, c.bound)
+		}
+	}
+}
+
+// TestLimitFromThePeriodStart: random moves both ways under Pods 3 per
+// 60 s each way, a tick every 7 s; at each tick the count a period ago is
+// read from the trajectory itself (not from the log), and a move beyond
+// the pace goes exactly to that count ± 3 (or stays, when that is behind
+// it).
+func TestLimitFromThePeriodStart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	pol := []Policy{{Pods, 3, time.Minute}}
+	up, down := Rules{Select: SelectMax, Policies: pol}, Rules{Select: SelectMin, Policies: pol}
+	type point struct {
+		at time.Time
+		n  int
+	}
+	cur := 10
+	traj := []point{{t0, cur}}
+	countAt := func(at time.Time) int { // the count once everything at or before at was done
+		n := traj[0].n
+		for _, p := range traj {
+			if !p.at.After(at) {
+				n = p.n
+			}
+		}
+		return n
+	}
+	var events []Event
+	now := t0
+	for step := range 500 {
+		now = now.Add(7 * time.Second)
+		des := 1 + rng.IntN(30)
+		if des == cur {
+			continue
+		}
+		rules := down
+		if des > cur {
+			rules = up
+		}
+		got, _ := Limit(now, cur, des, rules, events)
+		start := countAt(now.Add(-time.Minute))
+		want := des
+		if des > cur && des > start+3 {
+			want = max(start+3, cur)
+		}
+		if des < cur && des < start-3 {
+			want = min(start-3, cur)
+		}
+		if got != want {
+			t.Fatalf("step %d: %d → %d wanted, count a minute ago %d: got %d, want %d", step, cur, des, start, got, want)
+		}
+		if got != cur {
+			events = append(events, Event{now, got - cur})
+			traj = append(traj, point{now, got})
+			cur = got
+		}
+	}
+}
+
+// TestStabilizeSeedsCurrent: with no recommendation stored, the current
+// count is recorded first (at now), as the HPA does for a target it has
+// not seen; a later call with a history does not add it again.
+func TestStabilizeSeedsCurrent(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		current, desired int
+		up, down         time.Duration
+		want             int
+	}{
+		// The seed 8 is in the 300 s window: max(3, 8) = 8, no decrease
+		// yet.
+		{"first scale-down waits", 8, 3, 0, 300 * time.Second, 8},
+		// Without windows the seed (at now) is in none of them.
+		{"no windows", 8, 3, 0, 0, 3},
+		// A scale-up window: min(10, 2) = 2, no increase yet.
+		{"first scale-up waits its window", 2, 10, 60 * time.Second, 0, 2},
+		// No scale-up window (the default): at once.
+		{"first scale-up, no window", 2, 10, 0, 300 * time.Second, 10},
+	} {
+		got, keep := Stabilize(t0, c.current, c.desired, c.up, c.down, nil)
+		if got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+		if c.up+c.down > 0 && (len(keep) != 2 || keep[0] != (Recommendation{t0, c.current}) || keep[1] != (Recommendation{t0, c.desired})) {
+			t.Errorf("%s: kept %+v, want the seed then this one", c.name, keep)
+		}
+	}
+	// Past the window the seed is gone: 3.
+	_, keep := Stabilize(t0, 8, 3, 0, 300*time.Second, nil)
+	if got, _ := Stabilize(t0.Add(301*time.Second), 8, 3, 0, 300*time.Second, keep); got != 3 {
+		t.Errorf("after the window: %d, want 3", got)
 	}
 }

@@ -68,7 +68,8 @@ func (p Policy) Evaluate(in gate.Input, prev json.RawMessage) (gate.Verdict, jso
 	cur, des := int(in.Current.Int()), int(in.Desired.Int())
 	if cur == 0 || des == 0 {
 		// Sleep and wake are the schedule's; the windows start afresh
-		// from the next count it runs at.
+		// from the next count it runs at (recorded first, as for a
+		// target just adopted: see schedule.Stabilize).
 		// Nor do they count in the change log: the HPA never sees
 		// KEDA's activations either.
 		m.Recommendations, m.Pass = nil, nil

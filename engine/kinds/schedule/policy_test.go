@@ -94,3 +94,34 @@ func TestPolicyStateStaysBounded(t *testing.T) {
 		cur = v.Value.Int()
 	}
 }
+
+// TestPolicyFirstScaleDownWaitsTheWindow: with nothing in its memory (just
+// adopted) or its windows started afresh (just woken), the current count
+// is recorded first, as the HPA records it: a scale-down waits out the
+// 300 s window from then (held, due t0+300s), and passes after it.
+func TestPolicyFirstScaleDownWaitsTheWindow(t *testing.T) {
+	p := schedulekind.Policy{Behavior: decide.Behavior{
+		Up:   decide.Rules{Select: decide.SelectMax},
+		Down: decide.Rules{Select: decide.SelectMin, Stabilization: 5 * time.Minute},
+	}}
+	n := values.CountOf
+	// Awake at 8 ten minutes ago, asleep, woken a minute ago.
+	var woken json.RawMessage
+	for _, s := range []struct {
+		ago      time.Duration
+		cur, des int64
+	}{{10 * time.Minute, 8, 8}, {9 * time.Minute, 8, 0}, {time.Minute, 0, 8}} {
+		_, woken = p.Evaluate(gate.Input{Now: t0.Add(-s.ago), Current: n(s.cur), HasCurrent: true, Desired: n(s.des)}, woken)
+	}
+	for name, mem := range map[string]json.RawMessage{"adopted": nil, "woken": woken} {
+		v, next := p.Evaluate(gate.Input{Now: t0, Current: n(8), HasCurrent: true, Desired: n(3)}, mem)
+		if v.Hold == nil || v.Value != n(8) || !v.Due.Equal(t0.Add(5*time.Minute)) {
+			t.Errorf("%s, t0: %+v; want held at 8 until t0+5m", name, v)
+			continue
+		}
+		v, _ = p.Evaluate(gate.Input{Now: t0.Add(5*time.Minute + time.Second), Current: n(8), HasCurrent: true, Desired: n(3)}, next)
+		if v.Hold != nil || v.Value != n(3) {
+			t.Errorf("%s, t0+5m1s: %+v; want 3", name, v)
+		}
+	}
+}
