@@ -100,20 +100,39 @@ func dayIndex(t time.Time, loc *time.Location, year int, month time.Month, day i
 // LastWakeUp is the latest wake-up at or before now (zero when there are
 // none): wake-ups count as activity at that instant.
 func LastWakeUp(now time.Time, loc *time.Location, wakeUps []TimeOfDay) time.Time {
+	at, _ := lastWakeUp(now, loc, wakeUps)
+	return at
+}
+
+// lastWakeUp is LastWakeUp and the time of day it is of (which the wall
+// clock does not show when the day skipped it).
+func lastWakeUp(now time.Time, loc *time.Location, wakeUps []TimeOfDay) (time.Time, TimeOfDay) {
 	var last time.Time
+	var of TimeOfDay
 	y, m, d := now.In(loc).Date()
 	for back := 0; back <= 1; back++ {
 		for _, w := range wakeUps {
 			at := w.On(y, m, d-back, loc)
 			if !at.After(now) && at.After(last) {
-				last = at
+				last, of = at, w
 			}
 		}
 		if !last.IsZero() {
 			break
 		}
 	}
-	return last
+	return last, of
+}
+
+// wakeUpLabel names a wake-up that ran at at: by its time of day, and,
+// when the clock change skipped that time that day (02:30 when clocks
+// jump from 02:00 to 03:00), the wall time it ran at, so a plan never
+// names a wake-up the spec does not have ("wake-up at 03:00").
+func wakeUpLabel(of TimeOfDay, at time.Time, loc *time.Location) string {
+	if wall(at, loc) == of.minutes() {
+		return "wake-up at " + of.String()
+	}
+	return fmt.Sprintf("wake-up %s, run at %s: the clock change skipped %s that day", of, at.In(loc).Format("15:04 MST"), of)
 }
 
 // NextWakeUp is the earliest wake-up after now (zero when there are none).

@@ -67,8 +67,8 @@ func DecideZero(now time.Time, ws []Workload) map[string]Zero {
 			loc = time.UTC
 		}
 		a, f := w.Activity, "activity"
-		if wk := LastWakeUp(now, loc, w.WakeUps); wk.After(a) {
-			a, f = wk, "wake-up at "+wk.In(loc).Format("15:04")
+		if wk, of := lastWakeUp(now, loc, w.WakeUps); wk.After(a) {
+			a, f = wk, wakeUpLabel(of, wk, loc)
 		}
 		own[w.Name], from[w.Name] = a, f
 	}

@@ -124,3 +124,24 @@ func TestCycleDoesNotLoop(t *testing.T) {
 		t.Fatalf("b: %+v", z["b"])
 	}
 }
+
+// TestSkippedWakeUpIsLabelledAsItRan: on 2026-03-29 Paris clocks jump from
+// 02:00 CET to 03:00 CEST (01:00 UTC); a 02:30 wake-up runs at the jump.
+// The plan names the 02:30 wake-up and the 03:00 CEST it ran at, never a
+// "wake-up at 03:00" the spec does not have; on an ordinary day it is
+// "wake-up at 02:30".
+func TestSkippedWakeUpIsLabelledAsItRan(t *testing.T) {
+	loc := paris(t)
+	w := Workload{Name: "fib", Current: 0, AtStart: 1, Idle: time.Hour, Loc: loc, WakeUps: []TimeOfDay{tod(t, "02:30")}}
+	z := DecideZero(utc("2026-03-29T01:10:00Z"), []Workload{w})["fib"]
+	if z.Idle || !z.Activity.Equal(utc("2026-03-29T01:00:00Z")) {
+		t.Fatalf("the skipped wake-up: %+v; want active from 01:00 UTC", z)
+	}
+	if want := "wake-up 02:30, run at 03:00 CEST: the clock change skipped 02:30 that day"; z.From != want || strings.Contains(z.Why, "wake-up at 03:00") {
+		t.Errorf("from %q (%s); want %q", z.From, z.Why, want)
+	}
+	z = DecideZero(utc("2026-03-30T00:40:00Z"), []Workload{w})["fib"]
+	if z.From != "wake-up at 02:30" {
+		t.Errorf("the next day: from %q; want wake-up at 02:30", z.From)
+	}
+}
