@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,11 +20,20 @@ type Source struct {
 	engine *promql.Engine
 	parser parser.Parser
 	opts   promql.QueryOpts
+	// timeout bounds one evaluation: QueryTime but in tests.
+	timeout time.Duration
 }
 
 // LookbackDelta is how far back an instant selector looks for a sample,
 // as in Prometheus.
 const LookbackDelta = 5 * time.Minute
+
+// QueryTime bounds one evaluation, below the default 5 s tick and the
+// signals.MaxQueryTime of every source: in memory, a query within the
+// sample bound takes well under a second, so one that runs this long is
+// one to stop (nested subqueries make work, not memory: only time bounds
+// them).
+const QueryTime = 4 * time.Second
 
 // NewSource returns a source over store.
 func NewSource(store *Store) *Source {
@@ -32,15 +42,19 @@ func NewSource(store *Store) *Source {
 		Store: store,
 		engine: promql.NewEngine(promql.EngineOpts{
 			Logger:               slog.New(slog.DiscardHandler),
-			MaxSamples:           50_000_000,
-			Timeout:              30 * time.Second,
+			MaxSamples:           signals.MaxSamples,
+			Timeout:              QueryTime,
 			LookbackDelta:        LookbackDelta,
 			EnableAtModifier:     true,
 			EnableNegativeOffset: true,
-			Parser:               p,
+			// Without it a subquery that names no step ("x[5m:]")
+			// dereferences a nil function inside the engine.
+			NoStepSubqueryIntervalFn: func(int64) int64 { return signals.DefaultSubqueryStep.Milliseconds() },
+			Parser:                   p,
 		}),
-		parser: p,
-		opts:   promql.NewPrometheusQueryOpts(false, LookbackDelta),
+		parser:  p,
+		opts:    promql.NewPrometheusQueryOpts(false, LookbackDelta),
+		timeout: QueryTime,
 	}
 }
 
@@ -50,6 +64,11 @@ func (s *Source) Parse(expr string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return names(e), nil
+}
+
+// names are the metric names e reads.
+func names(e parser.Expr) []string {
 	var names []string
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
 		if vs, ok := n.(*parser.VectorSelector); ok {
@@ -64,18 +83,27 @@ func (s *Source) Parse(expr string) ([]string, error) {
 		}
 		return nil
 	})
-	return names, nil
+	return names
 }
 
 // Query evaluates expr at the instant at. It registers the metric names the
-// expression reads, so the store keeps scraping them from now on.
+// expression reads, so the store keeps scraping them from now on. A query
+// past a bound (signals.MaxSamples, QueryTime) is an error wrapping a
+// signals.BoundError, refused before evaluation when its subqueries alone
+// would make too many samples.
 func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.Result, error) {
 	res := signals.Result{Expr: expr, At: at}
-	names, err := s.Parse(expr)
+	e, err := s.parser.ParseExpr(expr)
 	if err != nil {
 		return res, fmt.Errorf("parsing %q: %w", expr, err)
 	}
-	s.Store.Request(names...)
+	if err := signals.CheckCost(expr, e, s.Store.countSeries); err != nil {
+		return res, fmt.Errorf("evaluating %q: %w", expr, err)
+	}
+	s.Store.Request(names(e)...)
+	late := &signals.BoundError{What: "the evaluation was still running", Bound: s.timeout.String()}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
+	defer cancel()
 	q, err := s.engine.NewInstantQuery(ctx, s.Store, s.opts, expr, at)
 	if err != nil {
 		return res, fmt.Errorf("preparing %q: %w", expr, err)
@@ -83,7 +111,7 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	defer q.Close()
 	r := q.Exec(ctx)
 	if r.Err != nil {
-		return res, fmt.Errorf("evaluating %q: %w", expr, r.Err)
+		return res, fmt.Errorf("evaluating %q: %w", expr, bounded(ctx, r.Err, late))
 	}
 	switch v := r.Value.(type) {
 	case promql.Vector:
@@ -122,6 +150,21 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 		return res, fmt.Errorf("%q evaluates to a %s; a vector, scalar or matrix is needed", expr, r.Value.Type())
 	}
 	return res, nil
+}
+
+// bounded names the bound an engine error stopped at: the engine's own
+// errors say only "too many samples" or "timed out". A caller's deadline
+// or cancellation is left as it is: that is not the query's cost.
+func bounded(ctx context.Context, err error, late *signals.BoundError) error {
+	var many promql.ErrTooManySamples
+	var timeout promql.ErrQueryTimeout
+	switch {
+	case errors.As(err, &many):
+		return signals.SamplesBound("the evaluation held more samples at once")
+	case errors.As(err, &timeout) && errors.Is(context.Cause(ctx), late):
+		return late
+	}
+	return err
 }
 
 func toLabels(l labels.Labels) signals.Labels {

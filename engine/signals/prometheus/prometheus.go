@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/setpoint-dev/setpoint/engine/signals"
 )
@@ -29,7 +31,9 @@ import (
 // Config says how to reach the server. Credentials come from the
 // operator (flags, files), never from a spec.
 type Config struct {
-	URL     string
+	URL string
+	// Timeout bounds one query: 5 s when zero, signals.MaxQueryTime at
+	// most.
 	Timeout time.Duration
 	// BearerTokenFile holds a token sent as "Authorization: Bearer".
 	BearerTokenFile string
@@ -98,8 +102,8 @@ func New(cfg Config) (*Source, error) {
 		}
 		tlsCfg.Certificates = []tls.Certificate{cert}
 	}
-	var rt http.RoundTripper = &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}
+	var rt http.RoundTripper = capped{rt: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}, max: signals.MaxResponseBytes}
 	switch {
 	case cfg.BearerTokenFile != "":
 		tok, err := readSecret("prometheus bearer token file", cfg.BearerTokenFile)
@@ -125,6 +129,7 @@ func New(cfg Config) (*Source, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
+	timeout = min(timeout, signals.MaxQueryTime)
 	return &Source{api: v1.NewAPI(c), timeout: timeout, log: slog.Default(), said: map[string]bool{}}, nil
 }
 
@@ -150,12 +155,76 @@ func (b basic) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(r)
 }
 
+// capped fails the read of a response body past max bytes: the API client
+// reads an answer whole before decoding it.
+type capped struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (c capped) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > c.max {
+		resp.Body.Close()
+		return nil, c.tooLarge(fmt.Sprintf("%d bytes", resp.ContentLength))
+	}
+	resp.Body = &cappedBody{ReadCloser: resp.Body, left: c.max, c: c}
+	return resp, nil
+}
+
+func (c capped) tooLarge(size string) *signals.BoundError {
+	return &signals.BoundError{What: "the Prometheus server's answer is " + size,
+		Bound: fmt.Sprintf("%d MiB", c.max>>20), Hint: "a query that selects fewer series or points answers less"}
+}
+
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+	c    capped
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.c.tooLarge("larger")
+	}
+	// One byte past the bound tells a body of exactly max bytes from a
+	// longer one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, b.c.tooLarge("larger")
+	}
+	return n, err
+}
+
+// costParser parses queries for the cost check with the options the
+// specs' queries are validated with.
+var costParser = parser.NewParser(parser.Options{})
+
 // Query evaluates expr at at on the server. A server that does not answer
 // within the timeout, or answers an error, is an error (the decision that
-// needed the value holds); warnings are logged once each.
+// needed the value holds); warnings are logged once each. A query whose
+// subqueries are past signals.MaxSamples at one series each is refused
+// before it is sent (the server's memory is someone's too); one the server
+// does not answer in time, or answers with more than
+// signals.MaxResponseBytes, is past a bound too.
 func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.Result, error) {
 	res := signals.Result{Expr: expr, At: at}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	// A query this parser refuses may still be the server's (a newer
+	// PromQL): the server says what is wrong with it.
+	if e, err := costParser.ParseExpr(expr); err == nil {
+		if err := signals.CheckCost(expr, e, nil); err != nil {
+			return res, fmt.Errorf("evaluating %q: %w", expr, err)
+		}
+	}
+	late := &signals.BoundError{What: "the Prometheus server had not answered", Bound: s.timeout.String()}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
 	defer cancel()
 	v, warnings, err := s.api.Query(ctx, expr, at, v1.WithTimeout(s.timeout))
 	for _, w := range warnings {
@@ -163,8 +232,15 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	}
 	if err != nil {
 		var perr *v1.Error
-		if errors.As(err, &perr) && perr.Type == v1.ErrBadData {
+		errors.As(err, &perr)
+		if perr != nil && perr.Type == v1.ErrBadData {
 			return res, fmt.Errorf("evaluating %q: %s", expr, perr.Msg)
+		}
+		if msg, ok := serverTimeout(perr); ok {
+			return res, fmt.Errorf("evaluating %q: %w (%s)", expr, &signals.BoundError{What: "the Prometheus server stopped the evaluation", Bound: s.timeout.String()}, msg)
+		}
+		if errors.Is(context.Cause(ctx), late) && !errors.Is(err, signals.ErrBound) {
+			return res, fmt.Errorf("querying prometheus for %q: %w (%v)", expr, late, err)
 		}
 		return res, fmt.Errorf("querying prometheus for %q: %w", expr, err)
 	}
@@ -206,6 +282,28 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	}
 	sort.Slice(res.Samples, func(i, j int) bool { return res.Samples[i].Labels.String() < res.Samples[j].Labels.String() })
 	return res, nil
+}
+
+// serverTimeout says whether the server stopped a query at the timeout it
+// was sent, and its message. The server answers that with a 503, which
+// the client reports as a server error with the body left undecoded.
+func serverTimeout(perr *v1.Error) (string, bool) {
+	switch {
+	case perr == nil:
+		return "", false
+	case perr.Type == v1.ErrTimeout:
+		return perr.Msg, true
+	case perr.Type != v1.ErrServer:
+		return "", false
+	}
+	var body struct {
+		ErrorType v1.ErrorType `json:"errorType"`
+		Error     string       `json:"error"`
+	}
+	if json.Unmarshal([]byte(perr.Detail), &body) != nil || body.ErrorType != v1.ErrTimeout {
+		return "", false
+	}
+	return body.Error, true
 }
 
 func usable(f float64) bool { return signals.Usable(f) }

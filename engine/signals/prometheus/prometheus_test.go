@@ -3,6 +3,7 @@ package prometheus
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -108,7 +109,7 @@ func TestDownAndSlow(t *testing.T) {
 	s, _ = New(Config{URL: slow.URL, Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	_, err = s.Query(context.Background(), "up", time.Now())
-	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+	if !errors.Is(err, signals.ErrBound) || !strings.Contains(err.Error(), "the Prometheus server had not answered: past the query bound of 200ms") {
 		t.Fatalf("slow: %v", err)
 	}
 	if time.Since(start) > 10*time.Second {
