@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -117,6 +118,11 @@ type Watcher struct {
 	// Queue holds the keys to reconcile; nil: a new queue on Clock. It
 	// survives a stop of Run.
 	Queue *Queue
+	// NoTickRescan turns off the tick's backstop: re-reading every spec
+	// file by content digest on each tick, for changes no file event
+	// reported (file systems that send none, a watch that was lost). Only
+	// tests that prove the event path set it.
+	NoTickRescan bool
 
 	mu       sync.Mutex
 	files    map[string][]spec.Document // last good documents per file
@@ -127,7 +133,24 @@ type Watcher struct {
 	trigWake chan struct{}
 	tickSet  chan time.Duration // SetTick's new period, for the loop
 	running  bool
+	// tree is the directory tree as last scanned: the directories the
+	// loader walks (by the path it walks them under) and the files there.
+	// Only the loop goroutine uses it.
+	tree tree
 }
+
+// tree is what a scan found: the logical directories (as the loader walks
+// them, symlinks unresolved) and, for the watches, every directory whose
+// entries can change what those paths resolve to.
+type tree struct {
+	dirs    map[string]bool // logical directories walked
+	files   map[string]bool // spec files found
+	watched map[string]fileID
+}
+
+// fileID identifies what a watched path resolved to when it was watched: a
+// symlink swapped to a new target is a new ID under the same path.
+type fileID struct{ dev, ino uint64 }
 
 // SetTick changes the tick's period (0: no tick) while Run runs: an
 // Environment edit of its tick takes effect at once, counted from now.
@@ -359,7 +382,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
 	defer fw.Close()
-	paths, err := w.watchTree(fw, w.root())
+	w.tree = tree{}
+	paths, err := w.watchTree(fw)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
@@ -407,12 +431,21 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 	trig := newDebouncer(w.Debounce)
 	defer trig.stop()
 	pending := map[string]bool{}
+	rescan := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.c():
 			tick.rearm()
+			if !w.NoTickRescan {
+				// The backstop: what no event reported is read now, by
+				// digest, so only files that changed are loaded again.
+				if keys, reason := w.apply(w.rescan(fw)); len(keys) > 0 {
+					w.log().Warn("spec files changed without a file event; found on the tick", "specs", len(keys))
+					w.Queue.AddWithReason(reason, keys...)
+				}
+			}
 			w.Queue.AddWithReason("tick", w.Keys()...)
 		case d := <-tickSet:
 			if d != tick.d {
@@ -431,8 +464,10 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 			if !ok {
 				return errors.New("watch: file events closed")
 			}
-			w.event(fw, ev, pending)
-			if len(pending) > 0 {
+			if w.event(ev, pending) {
+				rescan = true
+			}
+			if len(pending) > 0 || rescan {
 				edits.poke()
 			}
 		case err, ok := <-fw.Errors:
@@ -442,6 +477,10 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 			w.log().Error("watch", "error", err)
 		case <-edits.c():
 			edits.fired()
+			if rescan {
+				rescan = false
+				maps.Copy(pending, w.rescan(fw))
+			}
 			keys, reason := w.apply(pending)
 			clear(pending)
 			if len(keys) > 0 {
@@ -451,49 +490,44 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 	}
 }
 
-// event notes the files a file event touches.
-func (w *Watcher) event(fw *fsnotify.Watcher, ev fsnotify.Event, pending map[string]bool) {
-	name := filepath.Clean(ev.Name)
+// event notes the spec file a file event names, or reports that the tree
+// must be scanned again: anything else that moved (a directory, a symlink
+// swapped, as a ConfigMap volume and git-sync publish a new version, or a
+// file under a symlink's target) can change what every path resolves to.
+func (w *Watcher) event(ev fsnotify.Event, pending map[string]bool) (rescan bool) {
 	if ev.Op == fsnotify.Chmod {
-		return
+		return false
 	}
-	if ev.Has(fsnotify.Create) {
-		if fi, err := os.Stat(name); err == nil && fi.IsDir() {
-			if load.SkipDir(name) {
-				return
-			}
-			// A new directory: watch it and read what it already holds.
-			paths, err := w.watchTree(fw, name)
-			if err != nil {
-				w.log().Error("watch", "dir", name, "error", err)
-			}
-			for _, p := range paths {
-				pending[p] = true
-			}
-			return
+	name := filepath.Clean(ev.Name)
+	dir := filepath.Dir(name)
+	if load.IsSpecFile(name) && w.tree.dirs[dir] {
+		if fi, err := os.Lstat(name); err != nil || fi.Mode().IsRegular() {
+			// A file of a directory the loader walks, written or gone.
+			w.log().Debug("file event", "file", name, "op", ev.Op.String())
+			pending[name] = true
+			return false
 		}
 	}
-	if load.IsSpecFile(name) {
-		w.log().Debug("file event", "file", name, "op", ev.Op.String())
-		pending[name] = true
-		return
+	if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && !load.IsSpecFile(name) && w.tree.dirs[dir] {
+		// An editor's swap or backup file beside the specs.
+		return false
 	}
-	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		// Perhaps a directory went: its files went with it.
-		prefix := name + string(filepath.Separator)
-		w.mu.Lock()
-		for f := range w.seen {
-			if strings.HasPrefix(f, prefix) {
-				pending[f] = true
-			}
-		}
-		for f := range w.files {
-			if strings.HasPrefix(f, prefix) {
-				pending[f] = true
-			}
-		}
-		w.mu.Unlock()
+	w.log().Debug("file event: scanning again", "path", name, "op", ev.Op.String())
+	return true
+}
+
+// rescan lists the tree again, re-resolving every symlink and moving the
+// watches to where the paths lead now, and returns the spec files whose
+// content differs from when they were last read (new, edited or removed).
+func (w *Watcher) rescan(fw *fsnotify.Watcher) map[string]bool {
+	paths, err := w.watchTree(fw)
+	if err != nil {
+		// The root itself is gone (mid-swap): the next event or tick scans
+		// again; the specs in force keep running meanwhile.
+		w.log().Warn("spec directory unreadable; the specs in force keep running", "dir", w.Dir, "error", err)
+		return nil
 	}
+	return w.changedSince(paths)
 }
 
 // changedSince returns the files that differ from when they were last read:
@@ -550,7 +584,15 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	for _, p := range slices.Sorted(maps.Keys(all)) {
 		c := &candidate{path: p, edited: paths[p]}
 		st, err := w.stamp(p)
+		w.mu.Lock()
+		_, accepted := w.files[p]
+		same := err == nil && accepted && w.seen[p] == st && !w.broken[p] && !w.rejected[p]
+		w.mu.Unlock()
 		switch {
+		case same:
+			// Named by an event but unchanged (a symlink swap that moved
+			// the file's path to identical content, an editor's touch).
+			continue
 		case errors.Is(err, fs.ErrNotExist):
 			c.removed = true
 		default:
@@ -753,57 +795,150 @@ func summary(ks []string) string {
 	return strings.Join(ks, ", ")
 }
 
-// watchTree watches every directory under root and returns the spec files
-// there. It lists again after adding watches, until no new directory turns
-// up, so nothing created meanwhile is missed.
-func (w *Watcher) watchTree(fw *fsnotify.Watcher, root string) ([]string, error) {
-	tried := map[string]bool{}
-	for _, d := range fw.WatchList() {
-		tried[d] = true
-	}
-	for {
-		dirs, files, err := specTree(root, w.log())
+// watchTree scans the tree and makes the watches match it: every
+// directory the loader walks, the directory holding each symlink on the way
+// to the root or to a spec file, and each symlinked file's real directory.
+// A watched path whose target changed (a swapped symlink) is watched again.
+// It returns the spec files; it lists again after adding watches, until no
+// new directory turns up, so nothing created meanwhile is missed.
+func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
+	root := w.root()
+	for range 10 {
+		sc, err := scanTree(root, w.log())
 		if err != nil {
 			return nil, err
 		}
+		want := map[string]fileID{}
+		for _, d := range sc.watch {
+			if id, err := statID(d); err == nil {
+				want[d] = id
+			}
+		}
+		listed := map[string]bool{}
+		for _, d := range fw.WatchList() {
+			listed[d] = true
+		}
 		added := false
-		for _, d := range dirs {
-			if tried[d] {
+		for _, d := range slices.Sorted(maps.Keys(want)) {
+			id := want[d]
+			if old, ok := w.tree.watched[d]; ok && old == id && listed[d] {
 				continue
 			}
-			tried[d] = true
+			if listed[d] {
+				// Its symlink now leads elsewhere: drop the old target's
+				// watch before watching the new one under the same path.
+				_ = fw.Remove(d)
+			}
 			added = true
 			if err := fw.Add(d); err != nil {
+				delete(want, d)
 				if d == root {
 					return nil, err
 				}
 				w.log().Error("watch", "dir", d, "error", err)
 			}
 		}
+		for d := range w.tree.watched {
+			if _, ok := want[d]; !ok && listed[d] {
+				_ = fw.Remove(d)
+			}
+		}
+		w.tree = tree{dirs: map[string]bool{}, files: map[string]bool{}, watched: want}
+		for _, d := range sc.dirs {
+			w.tree.dirs[d] = true
+		}
+		for _, f := range sc.files {
+			w.tree.files[f] = true
+		}
 		if !added {
-			return files, nil
+			return sc.files, nil
 		}
 	}
+	return slices.Sorted(maps.Keys(w.tree.files)), nil
+}
+
+// statID identifies what p resolves to.
+func statID(p string) (fileID, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fileID{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, nil
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
+// symlinkParents returns the directory of each symlink on p's path, p
+// included: where a swap of that symlink shows up as an event.
+func symlinkParents(p string) []string {
+	var out []string
+	for range 40 { // a bound, as the kernel's on nested symlinks
+		p = filepath.Clean(p)
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		fi, err := os.Lstat(p)
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			out = append(out, parent)
+			target, err := os.Readlink(p)
+			if err != nil {
+				break
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(parent, target)
+			}
+			// The target's own path may hold further symlinks.
+			p = target
+			continue
+		}
+		p = parent
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// scan is one listing of the tree.
+type scan struct {
+	dirs, files []string // as specTree
+	watch       []string // the directories to watch
 }
 
 // specTree lists the directories to watch and the spec files under root as
 // the loader walks them: symlinks followed, a directory reached twice not
 // re-entered, load.SkipDir directories skipped. Paths are clean.
 func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
+	sc, err := scanTree(root, log)
+	return sc.dirs, sc.files, err
+}
+
+// scanTree lists the tree as specTree does, and the directories to watch:
+// those it walks, the directory of every symlink on the way to the root or
+// to what it walks (where a swap of that symlink is reported), and the real
+// directory of each symlinked spec file (where an edit of its target is).
+func scanTree(root string, log *slog.Logger) (scan, error) {
+	var sc scan
 	root = filepath.Clean(root)
 	if _, err := os.Stat(root); err != nil {
-		return nil, nil, err
+		return sc, err
 	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return nil, nil, err
+		return sc, err
+	}
+	watch := map[string]bool{}
+	for _, d := range symlinkParents(root) {
+		watch[d] = true
 	}
 	seen := map[string]bool{}
+	var targets []string // real directories of symlinked files
 	var visit func(dir string)
 	visit = func(dir string) {
 		real, err := filepath.EvalSymlinks(dir)
 		// As the loader's walk: nothing outside the spec directory.
-		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(files) >= load.MaxFiles {
+		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(sc.files) >= load.MaxFiles {
 			return
 		}
 		seen[real] = true
@@ -814,16 +949,18 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 			}
 			return
 		}
-		dirs = append(dirs, dir)
+		sc.dirs = append(sc.dirs, dir)
+		watch[dir] = true
 		for _, e := range ents {
 			p := filepath.Join(dir, e.Name())
 			typ := e.Type()
+			var target string
 			if typ&fs.ModeSymlink != 0 {
 				st, err := os.Stat(p)
 				if err != nil {
 					continue
 				}
-				if target, err := filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
+				if target, err = filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
 					continue
 				}
 				typ = st.Mode().Type()
@@ -831,19 +968,38 @@ func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
 			switch {
 			case typ.IsDir():
 				if !load.SkipDir(e.Name()) {
+					if target != "" {
+						for _, d := range symlinkParents(p) {
+							watch[d] = true
+						}
+					}
 					visit(p)
 				}
 			case typ.IsRegular() && load.IsSpecFile(e.Name()):
-				if len(files) >= load.MaxFiles {
+				if len(sc.files) >= load.MaxFiles {
 					continue
 				}
-				files = append(files, p)
+				sc.files = append(sc.files, p)
+				if target != "" {
+					for _, d := range symlinkParents(p) {
+						watch[d] = true
+					}
+					targets = append(targets, filepath.Dir(target))
+				}
 			}
 		}
 	}
 	visit(root)
-	slices.Sort(files)
-	return dirs, files, nil
+	for _, t := range targets {
+		// A directory also walked is watched under its walked path already
+		// (one inode, one watch).
+		if !seen[t] {
+			watch[t] = true
+		}
+	}
+	slices.Sort(sc.files)
+	sc.watch = slices.Sorted(maps.Keys(watch))
+	return sc, nil
 }
 
 // stampFile digests a file's content (up to limit+1 bytes: past the limit

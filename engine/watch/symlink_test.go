@@ -1,0 +1,162 @@
+package watch
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/load"
+)
+
+// publish writes a version of a directory of spec files the way the
+// kubelet's atomic writer and git-sync do: into a new directory, then a
+// symlink made beside the live one and renamed over it (`ln -s v2 t &&
+// mv -T t cur`), then the old target deleted.
+func publish(t *testing.T, parent, link, target string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(parent, target)
+	for name, body := range files {
+		write(t, dir, name, body)
+	}
+	old, _ := os.Readlink(filepath.Join(parent, link))
+	tmp := filepath.Join(parent, link+".tmp")
+	if err := os.Symlink(target, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(parent, link)); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if !filepath.IsAbs(old) {
+			old = filepath.Join(parent, old)
+		}
+		if err := os.RemoveAll(old); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// symlinkHarness is a harness on dir with no tick and no tick rescan: only
+// file events can bring a change in.
+func symlinkHarness(t *testing.T, dir string) *harness {
+	t.Helper()
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{dir: dir, batches: make(chan batch, 100), logs: make(chan logRecord, 10000)}
+	h.w = &Watcher{Dir: dir, Loader: l, Debounce: 20 * time.Millisecond, Log: slog.New(logSink{h.logs}), NoTickRescan: true}
+	h.w.Reconcile = func(ctx context.Context, set Set, keys []string, reason string) map[string]Result {
+		h.batches <- batch{keys: keys, reason: reason, set: set}
+		return nil
+	}
+	return h
+}
+
+// untilRev takes batches until x is at rev (a swap may come as more than
+// one batch: the new files, then the old target's removal).
+func (h *harness) untilRev(t *testing.T, name, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case b := <-h.batches:
+			if rev(b.set, name) == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s never reached rev %s (now %q)", name, want, rev(h.w.Set(), name))
+		}
+	}
+}
+
+// TestWatchConfigMapVolumeSwaps: a ConfigMap volume's layout (each file a
+// symlink through ..data to a timestamped directory) swapped three times,
+// each old directory deleted as the kubelet does, is seen by file events
+// alone.
+func TestWatchConfigMapVolumeSwaps(t *testing.T) {
+	root := t.TempDir()
+	publish(t, root, "..data", "..2026_11_26_1", map[string]string{"env.yaml": envYAML, "a.yaml": nfr("x", 1)})
+	for _, f := range []string{"env.yaml", "a.yaml"} {
+		if err := os.Symlink(filepath.Join("..data", f), filepath.Join(root, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := symlinkHarness(t, root)
+	h.run(t)
+	if b := h.expect(t, "start", key("x")); rev(b.set, "x") != "1" {
+		t.Fatalf("start at rev %q", rev(b.set, "x"))
+	}
+	for i := 2; i <= 4; i++ {
+		publish(t, root, "..data", "..2026_11_26_"+string(rune('0'+i)), map[string]string{"env.yaml": envYAML, "a.yaml": nfr("x", i)})
+		h.untilRev(t, "x", string(rune('0'+i)))
+	}
+	// The same specs, not a second copy through the hidden directories.
+	if got := len(h.w.Set().Specs); got != 1 {
+		t.Fatalf("%d specs in force, want 1", got)
+	}
+}
+
+// TestWatchGitSyncSwaps: git-sync's layout, the spec root itself a symlink
+// (current -> .worktrees/HASH) swapped three times, each old worktree
+// deleted; and a root below such a symlink (current/specs).
+func TestWatchGitSyncSwaps(t *testing.T) {
+	for _, sub := range []string{"", "specs"} {
+		t.Run("root="+filepath.Join("current", sub), func(t *testing.T) {
+			base := t.TempDir()
+			version := func(i int) map[string]string {
+				return map[string]string{
+					filepath.Join(sub, "env.yaml"):   envYAML,
+					filepath.Join(sub, "app/a.yaml"): nfr("x", i),
+				}
+			}
+			publish(t, base, "current", ".worktrees/h1", version(1))
+			h := symlinkHarness(t, filepath.Join(base, "current", sub))
+			h.run(t)
+			if b := h.expect(t, "start", key("x")); rev(b.set, "x") != "1" {
+				t.Fatalf("start at rev %q", rev(b.set, "x"))
+			}
+			for i := 2; i <= 4; i++ {
+				publish(t, base, "current", ".worktrees/h"+string(rune('0'+i)), version(i))
+				h.untilRev(t, "x", string(rune('0'+i)))
+			}
+			// After the swaps an in-place edit is still seen: the watch
+			// followed the symlink to the new worktree.
+			write(t, filepath.Join(base, "current", sub), "app/a.yaml", nfr("x", 9))
+			h.untilRev(t, "x", "9")
+		})
+	}
+}
+
+// TestWatchTickRescanIsTheBackstop: a change whose events are not yet
+// handled (the debounce is an hour) is found on the tick by digest; with
+// the backstop off, the tick reconciles the old version.
+func TestWatchTickRescanIsTheBackstop(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		clk := NewFakeClock(t0)
+		h := newHarness(t, clk)
+		h.w.Tick = time.Minute
+		h.w.Debounce = time.Hour
+		h.w.NoTickRescan = off
+		write(t, h.dir, "a.yaml", nfr("x", 1))
+		h.run(t)
+		h.expect(t, "start", key("x"))
+		write(t, h.dir, "a.yaml", nfr("x", 2))
+		waitDeadlines(t, clk, t0.Add(time.Minute))
+		clk.Set(t0.Add(time.Minute))
+		b := h.next(t)
+		if off {
+			if b.reason != "tick" || rev(b.set, "x") != "1" {
+				t.Fatalf("backstop off: %q at rev %q, want the tick at rev 1", b.reason, rev(b.set, "x"))
+			}
+			continue
+		}
+		if !strings.HasPrefix(b.reason, "edit of a.yaml") || rev(b.set, "x") != "2" {
+			t.Fatalf("backstop: %q at rev %q, want the edit at rev 2", b.reason, rev(b.set, "x"))
+		}
+	}
+}
