@@ -655,6 +655,7 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 		}
 	}
 	out = append(out, scheduleCycles(docs)...)
+	out = append(out, scheduleDependencies(docs)...)
 	for i, e := range envs {
 		if i > 0 {
 			out = append(out, Diagnostic{Pos: e.Src.Pos, Path: "kind",
