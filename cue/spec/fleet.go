@@ -27,6 +27,7 @@ type FleetSpec struct {
 	Cloud           string           `json:"cloud"`
 	Regions         []string         `json:"regions"`
 	MultiAZ         bool             `json:"multiAZ"`
+	Zones           int              `json:"zones"`
 	ClusterTemplate string           `json:"clusterTemplate"`
 	Capacity        []FleetDimension `json:"capacity"`
 	Nodes           struct {
@@ -37,6 +38,7 @@ type FleetSpec struct {
 	} `json:"nodes"`
 	Remaining map[string]string `json:"remaining"`
 	Instances string            `json:"instances,omitempty"`
+	Reporter  string            `json:"reporter,omitempty"`
 	Overrides struct {
 		Floor           string `json:"floor,omitempty"`
 		Ceiling         string `json:"ceiling,omitempty"`
@@ -46,6 +48,7 @@ type FleetSpec struct {
 		CreateWhenAllFull bool     `json:"createWhenAllFull"`
 		Delete            bool     `json:"delete"`
 		EmptyFor          Duration `json:"emptyFor"`
+		MaxCreatesPerHour int      `json:"maxCreatesPerHour"`
 	} `json:"clusters"`
 	Paused      bool `json:"paused"`
 	Enforcement struct {
@@ -62,7 +65,8 @@ type FleetDimension struct {
 }
 
 // Check: dimensions unique; remaining names exactly the dimensions; floor
-// ≤ ceiling; every query parses.
+// ≤ ceiling and step ≤ ceiling, also once rounded to the zones when
+// multi-AZ; a multi-AZ ceiling of at least the zones; every query parses.
 func (f *Fleet) Check() []FieldError {
 	var errs []FieldError
 	sp := f.Spec
@@ -96,19 +100,36 @@ func (f *Fleet) Check() []FieldError {
 		}
 	}
 	n := sp.Nodes
-	// Compared as the decisions use them: rounded to the multi-AZ 3.
-	floor, ceiling := fleet.RestrictedFloor(n.Floor, sp.MultiAZ), fleet.RestrictedCeiling(n.Ceiling, sp.MultiAZ)
+	// Compared as the decisions use them: rounded to the zones when
+	// multi-AZ.
+	m := fleet.Multiple(sp.MultiAZ, sp.Zones)
+	floor, ceiling, step := fleet.RestrictedFloor(n.Floor, m), fleet.RestrictedCeiling(n.Ceiling, m), fleet.StepSize(n.Step, m)
+	// A multi-AZ ceiling below the zones rounds down to 0: no cluster can
+	// have a node. The floor and step, rounded, would only say it again.
+	noRoom := ceiling < m
+	if noRoom {
+		errs = append(errs, FieldError{Path: "spec.nodes.ceiling", Message: fmt.Sprintf("multi-AZ, ceiling %d is below the %d zones: it rounds down to 0 nodes", n.Ceiling, m),
+			Expected: fmt.Sprintf("a ceiling of at least %d (one node per zone), or multiAZ: false", m)})
+	}
 	switch {
 	case n.Floor > n.Ceiling:
 		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("floor %d is above ceiling %d", n.Floor, n.Ceiling), Expected: "floor <= ceiling"})
-	case floor > ceiling:
-		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("multi-AZ, floor %d rounds up to %d, above ceiling %d rounded down to %d", n.Floor, floor, n.Ceiling, ceiling), Expected: "a floor and a ceiling with a multiple of 3 between them"})
+	case floor > ceiling && !noRoom:
+		errs = append(errs, FieldError{Path: "spec.nodes.floor", Message: fmt.Sprintf("multi-AZ, floor %d rounds up to %d, above ceiling %d rounded down to %d", n.Floor, floor, n.Ceiling, ceiling), Expected: fmt.Sprintf("a floor and a ceiling with a multiple of %d between them", m)})
+	}
+	// A step above the ceiling could never be taken, and a new cluster
+	// (made with at least a step) would start above it.
+	switch {
+	case n.Step > n.Ceiling:
+		errs = append(errs, FieldError{Path: "spec.nodes.step", Message: fmt.Sprintf("step %d is above ceiling %d", n.Step, n.Ceiling), Expected: "step <= ceiling"})
+	case step > ceiling && !noRoom:
+		errs = append(errs, FieldError{Path: "spec.nodes.step", Message: fmt.Sprintf("multi-AZ, step %d rounds up to %d, above ceiling %d rounded down to %d", n.Step, step, n.Ceiling, ceiling), Expected: fmt.Sprintf("a step that, rounded up to a multiple of %d, is at most the ceiling rounded down", m)})
 	}
 	if n.WorkloadMinimum > n.Ceiling {
 		errs = append(errs, FieldError{Path: "spec.nodes.workloadMinimum", Message: fmt.Sprintf("workload minimum %d is above ceiling %d", n.WorkloadMinimum, n.Ceiling), Expected: "workloadMinimum <= ceiling"})
 	}
 	for _, q := range []struct{ path, expr string }{
-		{"spec.instances", sp.Instances}, {"spec.overrides.floor", sp.Overrides.Floor},
+		{"spec.instances", sp.Instances}, {"spec.reporter", sp.Reporter}, {"spec.overrides.floor", sp.Overrides.Floor},
 		{"spec.overrides.ceiling", sp.Overrides.Ceiling}, {"spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum},
 	} {
 		if q.expr == "" {

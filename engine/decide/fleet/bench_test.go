@@ -17,7 +17,7 @@ func BenchmarkDecide1000Clusters(b *testing.B) {
 			cs = append(cs, Cluster{Name: fmt.Sprintf("%s-%d", pl.Region, i), Cloud: pl.Cloud, Region: pl.Region, MultiAZ: i%2 == 0,
 				Nodes: 6 + 3*i, Floor: 3, Ceiling: 30, WorkloadMinimum: 3, Step: 3,
 				Remaining: map[string]float64{"connections": float64(1000 * (i*r%9 + 1)), "partitions": float64(400 * (i + r%5))},
-				Instances: float64(i % 3), InstancesKnown: true, Status: Ready})
+				Instances: float64(i % 3), InstancesKnown: true, ReporterReady: true, Status: Ready})
 		}
 	}
 	b.ResetTimer()

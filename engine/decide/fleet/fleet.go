@@ -12,20 +12,31 @@ import (
 	"time"
 )
 
-// AZs is the multi-AZ multiple: a multi-AZ cluster's nodes move in threes.
-const AZs = 3
+// DefaultZones is the multi-AZ multiple when a spec names none: a
+// multi-AZ cluster's nodes move in threes, one per zone.
+const DefaultZones = 3
 
 // Status of a cluster, as the reference names them.
 type Status string
 
-// Statuses. Ready, ScalingUp and Full are computed from capacity; Failed
-// and Provisioning come from the provider.
+// Statuses, each a function of what the cluster reports (StatusOf).
 const (
-	Ready        Status = "ready"
-	ScalingUp    Status = "compute_node_scaling_up"
-	Full         Status = "full"
-	Failed       Status = "failed"
+	// Ready: every dimension has room for one more instance.
+	Ready Status = "ready"
+	// ScalingUp: some dimension is short, and a step still fits under
+	// the restricted ceiling.
+	ScalingUp Status = "compute_node_scaling_up"
+	// Full: some dimension is short, and no step fits any more.
+	Full Status = "full"
+	// Failed, from the provider: its controllers will not fix it.
+	Failed Status = "failed"
+	// Provisioning, from the provider: the cluster itself is in
+	// progress (being created or deleted); it takes no instance yet.
 	Provisioning Status = "provisioning"
+	// WaitingForReporter: what reports the cluster's capacity is not
+	// ready, so its numbers are not to be trusted (the reference's
+	// agent that must be ready before any evaluation).
+	WaitingForReporter Status = "waiting_for_reporter"
 	// Unknown: its numbers are missing; it is neither a ready sibling
 	// nor full.
 	Unknown Status = "unknown"
@@ -43,9 +54,12 @@ type Dimension struct {
 type Cluster struct {
 	Name, Cloud, Region string
 	MultiAZ             bool
-	Nodes               int
-	Floor, Ceiling      int
-	WorkloadMinimum     int
+	// Zones is the multiple a multi-AZ cluster's node counts move in
+	// (0: DefaultZones); a single-AZ cluster moves in ones.
+	Zones           int
+	Nodes           int
+	Floor, Ceiling  int
+	WorkloadMinimum int
 	// Step is the nodes one scaling action adds or removes, before the
 	// multi-AZ rounding.
 	Step int
@@ -64,34 +78,55 @@ type Cluster struct {
 	Hold string
 	// InProgress: a scaling action has not finished.
 	InProgress bool
-	// Status is the provider's (Failed, Provisioning) or the last one
-	// computed.
+	// ReporterReady: what reports its capacity is ready. Until it is,
+	// the cluster waits and nothing scales it.
+	ReporterReady bool
+	// Status is the provider's word on the cluster's life: Failed or
+	// Provisioning; anything else is a provisioned cluster, whose status
+	// StatusOf computes from its report.
 	Status Status
 }
 
-// RestrictedCeiling is the ceiling rounded down to the multi-AZ multiple
-// when the cluster is multi-AZ.
-func RestrictedCeiling(ceiling int, multiAZ bool) int {
-	if !multiAZ {
-		return ceiling
+// Multiple is what a cluster's node counts move in: the zones when it
+// is multi-AZ (DefaultZones when zones is not above 0), else 1.
+func Multiple(multiAZ bool, zones int) int {
+	switch {
+	case !multiAZ:
+		return 1
+	case zones <= 0:
+		return DefaultZones
 	}
-	return ceiling / AZs * AZs
+	return zones
 }
 
-// RestrictedFloor is the floor rounded up to the multi-AZ multiple when
-// the cluster is multi-AZ.
-func RestrictedFloor(floor int, multiAZ bool) int {
-	if !multiAZ || floor%AZs == 0 {
-		return floor
+// Multiple of the cluster: see the function.
+func (c Cluster) Multiple() int { return Multiple(c.MultiAZ, c.Zones) }
+
+// RoundDown is n rounded down to a multiple of m (m ≥ 1; n ≥ 0).
+func RoundDown(n, m int) int {
+	if m <= 1 {
+		return n
 	}
-	return (floor/AZs + 1) * AZs
+	return n / m * m
 }
 
-// StepSize is the step rounded up to the multi-AZ multiple when the
-// cluster is multi-AZ.
-func StepSize(step int, multiAZ bool) int {
-	return RestrictedFloor(step, multiAZ)
+// RoundUp is n rounded up to a multiple of m (m ≥ 1; n ≥ 0).
+func RoundUp(n, m int) int {
+	if m <= 1 || n%m == 0 {
+		return n
+	}
+	return (n/m + 1) * m
 }
+
+// RestrictedCeiling is the ceiling rounded down to the multiple (the
+// zones when multi-AZ).
+func RestrictedCeiling(ceiling, multiple int) int { return RoundDown(ceiling, multiple) }
+
+// RestrictedFloor is the floor rounded up to the multiple.
+func RestrictedFloor(floor, multiple int) int { return RoundUp(floor, multiple) }
+
+// StepSize is the step rounded up to the multiple.
+func StepSize(step, multiple int) int { return RoundUp(step, multiple) }
 
 // Action on a cluster's nodes.
 type Action string
@@ -118,91 +153,128 @@ type Decision struct {
 	Why  string
 }
 
-// DecideCluster evaluates one cluster at now: its status from the
-// capacity it reports, then at most one scaling step. Scale up when ANY
-// dimension's remaining is below one instance's need, the count is below
-// the restricted ceiling and a step stays within it; scale down when ALL
-// remaining exceed one step's worth (perNode × step), the count is above
-// the workload minimum, and the result stays above the workload minimum,
-// above the restricted floor, at least 3 when multi-AZ, and above 0. No
-// action while one is in progress, nor on a failed or provisioning
-// cluster.
+// Report is a cluster's status and, with it, what the status rests on:
+// the dimensions short of one instance's need and those that spare a
+// step's worth (each with its numbers), or why no status could be
+// computed from capacity.
+type Report struct {
+	Status Status
+	// Hold is why the capacity could not be weighed (Unknown), or why
+	// the cluster is not to be scaled (WaitingForReporter, Failed,
+	// Provisioning).
+	Hold  string
+	Short []string
+	Spare []string
+	// AllSpare: every dimension spares a step's worth (and there is at
+	// least one).
+	AllSpare bool
+}
+
+// StatusOf is a cluster's status from what it reports, before any
+// action, and nothing else: failed or provisioning as its provider says;
+// then waiting while its capacity reporter is not ready; unknown when a
+// number is missing; else ready when every dimension has room for one
+// more instance, compute_node_scaling_up when one is short and a step
+// still fits under the restricted ceiling, full when none does. (The
+// reference's "below the ceiling" would leave a cluster no step fits in
+// scaling up for ever, and its region without a new cluster.)
+func StatusOf(c Cluster, dims []Dimension) Report {
+	switch {
+	case c.Status == Failed || c.Status == Provisioning:
+		return Report{Status: c.Status, Hold: "cluster is " + string(c.Status)}
+	case !c.ReporterReady:
+		return Report{Status: WaitingForReporter, Hold: "its capacity reporter is not ready: nothing is weighed until it is"}
+	case c.Hold != "":
+		return Report{Status: Unknown, Hold: c.Hold}
+	}
+	m := c.Multiple()
+	step, ceiling := StepSize(c.Step, m), RestrictedCeiling(c.Ceiling, m)
+	r := Report{AllSpare: len(dims) > 0}
+	for _, dim := range dims {
+		v, ok := c.Remaining[dim.Name]
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			return Report{Status: Unknown, Hold: fmt.Sprintf("remaining %s is missing: every action on this cluster holds", dim.Name)}
+		}
+		if v < dim.PerInstance {
+			r.Short = append(r.Short, fmt.Sprintf("%s %s < %s an instance needs", dim.Name, num(v), num(dim.PerInstance)))
+		}
+		if worth := dim.PerNode * float64(step); v > worth {
+			r.Spare = append(r.Spare, fmt.Sprintf("%s %s > %s (%d nodes × %s)", dim.Name, num(v), num(worth), step, num(dim.PerNode)))
+		} else {
+			r.AllSpare = false
+		}
+	}
+	switch {
+	case len(r.Short) == 0:
+		r.Status = Ready
+	case c.Nodes+step <= ceiling:
+		r.Status = ScalingUp
+	default:
+		r.Status = Full
+	}
+	return r
+}
+
+// DecideCluster evaluates one cluster at now: its status (StatusOf),
+// then at most one scaling step. Scale up when ANY dimension's remaining
+// is below one instance's need and a step stays within the restricted
+// ceiling; scale down when ALL remaining exceed one step's worth
+// (perNode × step), the count is above the workload minimum, and the
+// result stays at or above the workload minimum and the restricted floor
+// (equal is allowed, as the reference's code does: "above" would keep a
+// step of nodes too many), at or above the zones when multi-AZ, and
+// above 0. Nothing while a step is in progress or the capacity reporter
+// is not ready, nor on a cluster failed, provisioning or unknown.
 func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 	_ = now // the rules hold at an instant; now stays in the signature all deciders share
-	d := Decision{Status: c.Status, Nodes: c.Nodes,
-		Ceiling: RestrictedCeiling(c.Ceiling, c.MultiAZ), Floor: RestrictedFloor(c.Floor, c.MultiAZ), Step: StepSize(c.Step, c.MultiAZ)}
-	if c.Status == Failed || c.Status == Provisioning {
-		d.Why = "cluster is " + string(c.Status)
+	m := c.Multiple()
+	d := Decision{Nodes: c.Nodes, Ceiling: RestrictedCeiling(c.Ceiling, m), Floor: RestrictedFloor(c.Floor, m), Step: StepSize(c.Step, m)}
+	r := StatusOf(c, dims)
+	d.Status = r.Status
+	switch r.Status {
+	case Failed, Provisioning, WaitingForReporter:
+		d.Why = r.Hold
 		return d
-	}
-	if c.Hold != "" {
-		d.Status, d.Hold = Unknown, c.Hold
+	case Unknown:
+		d.Hold = r.Hold
 		return d
-	}
-	var short, spare []string
-	allSpare := true
-	for _, dim := range dims {
-		r, ok := c.Remaining[dim.Name]
-		if !ok || math.IsNaN(r) || math.IsInf(r, 0) {
-			d.Status = Unknown
-			d.Hold = fmt.Sprintf("remaining %s is missing: every action on this cluster holds", dim.Name)
-			return d
-		}
-		if r < dim.PerInstance {
-			short = append(short, fmt.Sprintf("%s %s < %s an instance needs", dim.Name, num(r), num(dim.PerInstance)))
-		}
-		if worth := dim.PerNode * float64(d.Step); r > worth {
-			spare = append(spare, fmt.Sprintf("%s %s > %s (%d nodes × %s)", dim.Name, num(r), num(worth), d.Step, num(dim.PerNode)))
-		} else {
-			allSpare = false
-		}
-	}
-	// Status first, from what was reported. A cluster no step fits in
-	// any more is full (the reference's "below the ceiling" would leave
-	// it scaling up for ever, and its region without a new cluster).
-	switch {
-	case len(short) == 0:
-		d.Status = Ready
-	case c.Nodes+d.Step <= d.Ceiling:
-		d.Status = ScalingUp
-	default:
-		d.Status = Full
 	}
 	bounds := fmt.Sprintf("nodes %d, ceiling %d → %d, floor %d → %d, step %d → %d", c.Nodes, c.Ceiling, d.Ceiling, c.Floor, d.Floor, c.Step, d.Step)
+	short, spare := strings.Join(r.Short, ", "), strings.Join(r.Spare, ", ")
 	switch {
 	case c.InProgress:
 		d.Why = "a scaling action is in progress: " + bounds
-	case len(short) > 0:
+	case len(r.Short) > 0:
 		switch {
 		case c.Nodes >= d.Ceiling:
-			d.Why = fmt.Sprintf("full: %s; at the restricted ceiling (%s)", strings.Join(short, ", "), bounds)
+			d.Why = fmt.Sprintf("full: %s; at the restricted ceiling (%s)", short, bounds)
 		case c.Nodes+d.Step > d.Ceiling:
-			d.Why = fmt.Sprintf("full: %s, and %d + step %d > restricted ceiling %d (%s)", strings.Join(short, ", "), c.Nodes, d.Step, d.Ceiling, bounds)
+			d.Why = fmt.Sprintf("full: %s, and %d + step %d > restricted ceiling %d (%s)", short, c.Nodes, d.Step, d.Ceiling, bounds)
 		default:
 			d.Action, d.Nodes = ScaleUp, c.Nodes+d.Step
-			d.Why = fmt.Sprintf("scale up %d → %d: %s (%s)", c.Nodes, d.Nodes, strings.Join(short, ", "), bounds)
+			d.Why = fmt.Sprintf("scale up %d → %d: %s (%s)", c.Nodes, d.Nodes, short, bounds)
 		}
-	case allSpare && len(dims) > 0:
+	case r.AllSpare:
 		after := c.Nodes - d.Step
 		var why string
 		switch {
 		case c.Nodes <= c.WorkloadMinimum:
 			why = fmt.Sprintf("%d nodes is not above the workload minimum %d", c.Nodes, c.WorkloadMinimum)
-		case after <= c.WorkloadMinimum:
-			why = fmt.Sprintf("%d after the step is not above the workload minimum %d", after, c.WorkloadMinimum)
-		case after <= d.Floor:
-			why = fmt.Sprintf("%d after the step is not above the restricted floor %d", after, d.Floor)
-		case c.MultiAZ && after < AZs:
-			why = fmt.Sprintf("%d after the step is below the multi-AZ %d", after, AZs)
+		case after < c.WorkloadMinimum:
+			why = fmt.Sprintf("%d after the step is below the workload minimum %d", after, c.WorkloadMinimum)
+		case after < d.Floor:
+			why = fmt.Sprintf("%d after the step is below the restricted floor %d", after, d.Floor)
+		case c.MultiAZ && after < m:
+			why = fmt.Sprintf("%d after the step is below the multi-AZ %d", after, m)
 		case after <= 0:
 			why = fmt.Sprintf("%d after the step is not above 0", after)
 		}
 		if why != "" {
-			d.Why = fmt.Sprintf("spare capacity (%s), but %s (%s)", strings.Join(spare, ", "), why, bounds)
+			d.Why = fmt.Sprintf("spare capacity (%s), but %s (%s)", spare, why, bounds)
 			break
 		}
 		d.Action, d.Nodes = ScaleDown, after
-		d.Why = fmt.Sprintf("scale down %d → %d: %s (%s)", c.Nodes, after, strings.Join(spare, ", "), bounds)
+		d.Why = fmt.Sprintf("scale down %d → %d: %s (%s)", c.Nodes, after, spare, bounds)
 	default:
 		d.Why = "capacity available, none to spare: " + bounds
 	}

@@ -13,36 +13,58 @@ var t0 = time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
 // dims are the reference's two: connections and partitions.
 var dims = []Dimension{{Name: "connections", PerInstance: 3000, PerNode: 1000}, {Name: "partitions", PerInstance: 1000, PerNode: 500}}
 
+// TestRounding: restricted ceilings round down, floors and steps up, to
+// the multiple: the zones when multi-AZ (3 by default, any other given),
+// 1 otherwise.
 func TestRounding(t *testing.T) {
 	for _, c := range []struct {
-		fn      func(int, bool) int
-		name    string
-		in      int
-		multiAZ bool
-		want    int
+		fn       func(int, int) int
+		name     string
+		in, mult int
+		want     int
 	}{
-		{RestrictedCeiling, "ceiling 31 multi-AZ", 31, true, 30},
-		{RestrictedCeiling, "ceiling 30 multi-AZ", 30, true, 30},
-		{RestrictedCeiling, "ceiling 2 multi-AZ", 2, true, 0},
-		{RestrictedCeiling, "ceiling 31", 31, false, 31},
-		{RestrictedFloor, "floor 4 multi-AZ", 4, true, 6},
-		{RestrictedFloor, "floor 6 multi-AZ", 6, true, 6},
-		{RestrictedFloor, "floor 0 multi-AZ", 0, true, 0},
-		{RestrictedFloor, "floor 4", 4, false, 4},
-		{StepSize, "step 2 multi-AZ", 2, true, 3},
-		{StepSize, "step 3 multi-AZ", 3, true, 3},
-		{StepSize, "step 4 multi-AZ", 4, true, 6},
-		{StepSize, "step 2", 2, false, 2},
+		{RestrictedCeiling, "ceiling 31, 3 zones", 31, 3, 30},
+		{RestrictedCeiling, "ceiling 30, 3 zones", 30, 3, 30},
+		{RestrictedCeiling, "ceiling 2, 3 zones", 2, 3, 0},
+		{RestrictedCeiling, "ceiling 31, single-AZ", 31, 1, 31},
+		{RestrictedCeiling, "ceiling 31, 2 zones", 31, 2, 30},
+		{RestrictedCeiling, "ceiling 31, 4 zones", 31, 4, 28},
+		{RestrictedCeiling, "ceiling 31, 5 zones", 31, 5, 30},
+		{RestrictedCeiling, "ceiling 4, 5 zones", 4, 5, 0},
+		{RestrictedFloor, "floor 4, 3 zones", 4, 3, 6},
+		{RestrictedFloor, "floor 6, 3 zones", 6, 3, 6},
+		{RestrictedFloor, "floor 0, 3 zones", 0, 3, 0},
+		{RestrictedFloor, "floor 4, single-AZ", 4, 1, 4},
+		{RestrictedFloor, "floor 5, 2 zones", 5, 2, 6},
+		{RestrictedFloor, "floor 5, 4 zones", 5, 4, 8},
+		{RestrictedFloor, "floor 11, 5 zones", 11, 5, 15},
+		{StepSize, "step 2, 3 zones", 2, 3, 3},
+		{StepSize, "step 3, 3 zones", 3, 3, 3},
+		{StepSize, "step 4, 3 zones", 4, 3, 6},
+		{StepSize, "step 2, single-AZ", 2, 1, 2},
+		{StepSize, "step 1, 2 zones", 1, 2, 2},
+		{StepSize, "step 3, 4 zones", 3, 4, 4},
+		{StepSize, "step 6, 4 zones", 6, 4, 8},
+		{StepSize, "step 5, 5 zones", 5, 5, 5},
 	} {
-		if got := c.fn(c.in, c.multiAZ); got != c.want {
+		if got := c.fn(c.in, c.mult); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		multiAZ bool
+		zones   int
+		want    int
+	}{{false, 3, 1}, {false, 0, 1}, {true, 0, DefaultZones}, {true, 3, 3}, {true, 2, 2}, {true, 5, 5}} {
+		if got := Multiple(c.multiAZ, c.zones); got != c.want {
+			t.Errorf("Multiple(%v, %d) = %d, want %d", c.multiAZ, c.zones, got, c.want)
 		}
 	}
 }
 
 func cluster(nodes int, conn, part float64) Cluster {
 	return Cluster{Name: "c1", Cloud: "aws", Region: "us-east-1", MultiAZ: true, Nodes: nodes, Floor: 3, Ceiling: 31, WorkloadMinimum: 3, Step: 2,
-		Remaining: map[string]float64{"connections": conn, "partitions": part}, Status: Ready}
+		Remaining: map[string]float64{"connections": conn, "partitions": part}, ReporterReady: true, Status: Ready}
 }
 
 // TestDecideCluster: multi-AZ, ceiling 31 → 30, floor 3, step 2 → 3,
@@ -73,15 +95,20 @@ func TestDecideCluster(t *testing.T) {
 		{"27 + 3 = 30 reaches it", cluster(27, 0, 0), ScalingUp, ScaleUp, 30, "scale up 27 → 30"},
 		{"all spare: down by a step", cluster(12, 3001, 1501), Ready, ScaleDown, 9, "scale down 12 → 9"},
 		{"one not spare: no scale down", cluster(12, 3001, 1500), Ready, None, 12, "none to spare"},
-		{"down to the workload minimum is not above it", func() Cluster { c := cluster(9, 1e6, 1e6); c.WorkloadMinimum = 6; return c }(), Ready, None, 9, "not above the workload minimum 6"},
+		// 9 - 3 = 6: ending exactly at the workload minimum is allowed
+		// (the reference's code; its prose's "above" kept 9).
+		{"down to the workload minimum exactly", func() Cluster { c := cluster(9, 1e6, 1e6); c.WorkloadMinimum = 6; return c }(), Ready, ScaleDown, 6, "scale down 9 → 6"},
+		{"below the workload minimum: 9 - 3 = 6 < 7", func() Cluster { c := cluster(9, 1e6, 1e6); c.WorkloadMinimum = 7; return c }(), Ready, None, 9, "6 after the step is below the workload minimum 7"},
 		{"at the workload minimum: no scale down", func() Cluster { c := cluster(6, 1e6, 1e6); c.WorkloadMinimum = 6; return c }(), Ready, None, 6, "6 nodes is not above the workload minimum 6"},
-		{"down to the restricted floor is not above it: floor 4 → 6", func() Cluster { c := cluster(9, 1e6, 1e6); c.Floor = 4; c.WorkloadMinimum = 0; return c }(), Ready, None, 9, "not above the restricted floor 6"},
+		// floor 4 rounds up to 6; 9 - 3 = 6 ends exactly at it.
+		{"down to the restricted floor exactly: floor 4 → 6", func() Cluster { c := cluster(9, 1e6, 1e6); c.Floor = 4; c.WorkloadMinimum = 0; return c }(), Ready, ScaleDown, 6, "scale down 9 → 6"},
+		{"below the restricted floor: floor 7 → 9, 9 - 3 = 6", func() Cluster { c := cluster(9, 1e6, 1e6); c.Floor = 7; c.WorkloadMinimum = 0; return c }(), Ready, None, 9, "6 after the step is below the restricted floor 9"},
 		{"down to 3 multi-AZ, floor and minimum below", func() Cluster { c := cluster(6, 1e6, 1e6); c.Floor = 0; c.WorkloadMinimum = 0; return c }(), Ready, ScaleDown, 3, "scale down 6 → 3"},
 		{"below 3 multi-AZ", func() Cluster {
 			c := cluster(3, 1e6, 1e6)
 			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = true, 0, 0, 1
 			return c
-		}(), Ready, None, 3, "not above"},
+		}(), Ready, None, 3, "0 after the step is below the multi-AZ 3"},
 		{"single-AZ down to 1", func() Cluster {
 			c := cluster(2, 1e6, 1e6)
 			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = false, 0, 0, 1
@@ -91,13 +118,72 @@ func TestDecideCluster(t *testing.T) {
 			c := cluster(1, 1e6, 1e6)
 			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = false, 0, -1, 1
 			return c
-		}(), Ready, None, 1, "0 after the step is not above the restricted floor 0"},
+		}(), Ready, None, 1, "0 after the step is not above 0"},
 		{"in progress: status, no action", func() Cluster { c := cluster(9, 0, 0); c.InProgress = true; return c }(), ScalingUp, None, 9, "in progress"},
+		{"reporter not ready: waiting, no scale up", func() Cluster { c := cluster(9, 0, 0); c.ReporterReady = false; return c }(), WaitingForReporter, None, 9, "capacity reporter is not ready"},
+		{"reporter not ready: waiting, no scale down", func() Cluster { c := cluster(12, 1e6, 1e6); c.ReporterReady = false; return c }(), WaitingForReporter, None, 12, "capacity reporter is not ready"},
+		// Two zones: step 2 stays 2, ceiling 31 → 30.
+		{"2 zones: up by 2", func() Cluster { c := cluster(8, 0, 0); c.Zones = 2; return c }(), ScalingUp, ScaleUp, 10, "scale up 8 → 10"},
+		// Four zones: step 2 → 4, ceiling 31 → 28, floor 3 → 4.
+		{"4 zones: up by 4", func() Cluster { c := cluster(8, 0, 0); c.Zones = 4; return c }(), ScalingUp, ScaleUp, 12, "step 2 → 4"},
+		{"4 zones: 24 + 4 = 28 reaches the ceiling", func() Cluster { c := cluster(24, 0, 0); c.Zones = 4; return c }(), ScalingUp, ScaleUp, 28, "ceiling 31 → 28"},
+		{"4 zones: 26 + 4 > 28, full", func() Cluster { c := cluster(26, 0, 0); c.Zones = 4; return c }(), Full, None, 26, "26 + step 4 > restricted ceiling 28"},
+		// A step frees 4 × 1000 connections and 4 × 500 partitions; 8 - 4
+		// = 4 ends at the floor (3 → 4) and at the zones.
+		{"4 zones: down by 4 to the floor", func() Cluster { c := cluster(8, 4001, 2001); c.Zones = 4; return c }(), Ready, ScaleDown, 4, "scale down 8 → 4"},
+		{"4 zones: 4000 connections is not a step's worth", func() Cluster { c := cluster(8, 4000, 2001); c.Zones = 4; return c }(), Ready, None, 8, "none to spare"},
+		// Five zones, floor and minimum 0: 5 - 5 = 0 < 5.
+		{"5 zones: never below 5", func() Cluster {
+			c := cluster(5, 1e6, 1e6)
+			c.Zones, c.Floor, c.WorkloadMinimum = 5, 0, 0
+			return c
+		}(), Ready, None, 5, "0 after the step is below the multi-AZ 5"},
+		{"zones do not apply single-AZ: up by 2", func() Cluster { c := cluster(8, 0, 0); c.MultiAZ, c.Zones = false, 4; return c }(), ScalingUp, ScaleUp, 10, "step 2 → 2"},
 		{"failed: nothing", func() Cluster { c := cluster(9, 0, 0); c.Status = Failed; return c }(), Failed, None, 9, "failed"},
 	} {
 		d := DecideCluster(t0, c.c, dims)
 		if d.Status != c.status || d.Action != c.action || d.Nodes != c.nodes || !strings.Contains(d.Why, c.why) {
 			t.Errorf("%s: %s %q %d (%s); want %s %q %d (%q)", c.name, d.Status, d.Action, d.Nodes, d.Why, c.status, c.action, c.nodes, c.why)
+		}
+	}
+}
+
+// TestStatusOf: the status is a function of the report alone, in the
+// reference's order: the provider's failed and in progress first, then a
+// reporter not ready, missing numbers, and capacity. Multi-AZ, ceiling 31
+// → 30, step 2 → 3; an instance needs 3000 connections, 1000 partitions.
+func TestStatusOf(t *testing.T) {
+	with := func(nodes int, conn, part float64, f func(*Cluster)) Cluster {
+		c := cluster(nodes, conn, part)
+		if f != nil {
+			f(&c)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		c    Cluster
+		want Status
+	}{
+		{"room in both", with(9, 3000, 1000, nil), Ready},
+		{"room in both, in progress", with(9, 3000, 1000, func(c *Cluster) { c.InProgress = true }), Ready},
+		{"one short, 27 + 3 = 30 fits", with(27, 2999, 1000, nil), ScalingUp},
+		{"one short while a step is in progress", with(9, 3000, 999, func(c *Cluster) { c.InProgress = true }), ScalingUp},
+		{"one short, 28 + 3 = 31 > 30", with(28, 3000, 999, nil), Full},
+		{"short at the ceiling", with(30, 0, 0, nil), Full},
+		{"failed, whatever it reports", with(9, 3000, 1000, func(c *Cluster) { c.Status, c.ReporterReady = Failed, false }), Failed},
+		{"being provisioned or deleted", with(9, 0, 0, func(c *Cluster) { c.Status = Provisioning }), Provisioning},
+		{"reporter not ready", with(9, 3000, 1000, func(c *Cluster) { c.ReporterReady = false }), WaitingForReporter},
+		{"reporter not ready, numbers missing", with(9, 0, 0, func(c *Cluster) { c.ReporterReady, c.Remaining = false, nil }), WaitingForReporter},
+		{"a number missing", with(9, 0, 0, func(c *Cluster) { delete(c.Remaining, "partitions") }), Unknown},
+		{"held by the caller", with(9, 3000, 1000, func(c *Cluster) { c.Hold = "ceiling override failed" }), Unknown},
+	} {
+		r := StatusOf(c.c, dims)
+		if r.Status != c.want {
+			t.Errorf("%s: %s (%+v), want %s", c.name, r.Status, r, c.want)
+		}
+		if d := DecideCluster(t0, c.c, dims); d.Status != r.Status {
+			t.Errorf("%s: DecideCluster says %s, StatusOf %s", c.name, d.Status, r.Status)
 		}
 	}
 }
@@ -149,6 +235,16 @@ func TestPlanClusters(t *testing.T) {
 	if len(p.Delete) != 0 {
 		t.Errorf("deletes %v: want none (the ready sibling is elsewhere)", p.Delete)
 	}
+	// One waiting for its capacity reporter: no create (it may have
+	// room), and it is no ready sibling.
+	p = PlanClusters([]Place{east}, []Member{{Name: "e1", Place: east, Status: Full}, {Name: "e3", Place: east, Status: WaitingForReporter}})
+	if len(p.Create) != 0 {
+		t.Errorf("creates %v: want none while one waits for its reporter", p.Create)
+	}
+	p = PlanClusters(nil, []Member{{Name: "a", Place: west, Status: Ready, Empty: true}, {Name: "b", Place: west, Status: WaitingForReporter}})
+	if len(p.Delete) != 0 {
+		t.Errorf("deletes %v: want none (the sibling waits for its reporter)", p.Delete)
+	}
 	// One being provisioned: no second create.
 	p = PlanClusters([]Place{east}, []Member{{Name: "e1", Place: east, Status: Full}, {Name: "e3", Place: east, Status: Provisioning}})
 	if len(p.Create) != 0 {
@@ -173,7 +269,7 @@ func TestProperties(t *testing.T) {
 					Nodes: rng.IntN(40), Floor: rng.IntN(10), Ceiling: 5 + rng.IntN(40), WorkloadMinimum: rng.IntN(10), Step: 1 + rng.IntN(5),
 					Remaining: map[string]float64{"connections": float64(rng.IntN(20000)), "partitions": float64(rng.IntN(6000))},
 					Instances: float64(rng.IntN(3)), InstancesKnown: rng.IntN(4) > 0, EmptyLongEnough: rng.IntN(3) > 0,
-					InProgress: rng.IntN(5) == 0, Status: statuses[rng.IntN(len(statuses))]}
+					InProgress: rng.IntN(5) == 0, ReporterReady: rng.IntN(6) > 0, Zones: rng.IntN(6), Status: statuses[rng.IntN(len(statuses))]}
 				cs = append(cs, c)
 			}
 		}
@@ -195,13 +291,16 @@ func TestProperties(t *testing.T) {
 			}
 			switch d.Action {
 			case ScaleUp:
-				if d.Nodes > d.Ceiling || c.InProgress {
+				if d.Nodes > d.Ceiling || c.InProgress || !c.ReporterReady {
 					t.Fatalf("run %d: %s up to %d over ceiling %d (in progress %v)", run, c.Name, d.Nodes, d.Ceiling, c.InProgress)
 				}
 			case ScaleDown:
-				if d.Nodes <= d.Floor || d.Nodes <= c.WorkloadMinimum || d.Nodes <= 0 || c.MultiAZ && d.Nodes < AZs || c.InProgress {
+				if d.Nodes < d.Floor || d.Nodes < c.WorkloadMinimum || d.Nodes <= 0 || c.MultiAZ && d.Nodes < c.Multiple() || c.InProgress || !c.ReporterReady {
 					t.Fatalf("run %d: %s down to %d (floor %d, minimum %d)", run, c.Name, d.Nodes, d.Floor, c.WorkloadMinimum)
 				}
+			}
+			if d.Action != None && (abs(d.Nodes-c.Nodes) != d.Step || d.Step%c.Multiple() != 0) {
+				t.Fatalf("run %d: %s moved %d → %d, not one step of %d in multiples of %d", run, c.Name, c.Nodes, d.Nodes, d.Step, c.Multiple())
 			}
 			if deleted[c.Name] && (d.Action != None || d.Nodes != c.Nodes) {
 				t.Fatalf("run %d: %s deleted and %s", run, c.Name, d.Action)
@@ -240,4 +339,11 @@ func TestHeldClusterIsNoSibling(t *testing.T) {
 	if d := r.Clusters["a"]; d.Action != None || d.Nodes != 6 {
 		t.Errorf("a deleted and %s to %d: want no node action", d.Action, d.Nodes)
 	}
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -8,6 +8,7 @@ package fleetkind
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,8 +106,8 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		say(n)
 		remaining[d.Name] = m
 	}
-	// An override that cannot be read holds every cluster: its bound is
-	// not known.
+	// An override or a reporter that cannot be read holds every cluster:
+	// its bound, or whether its numbers stand, is not known.
 	overrideHold := ""
 	grouped := func(field, expr string) map[string]float64 {
 		if expr == "" {
@@ -123,6 +124,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	floors := grouped("spec.overrides.floor", sp.Overrides.Floor)
 	ceilings := grouped("spec.overrides.ceiling", sp.Overrides.Ceiling)
 	minimums := grouped("spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum)
+	reporters := grouped("spec.reporter", sp.Reporter)
 	override := func(m map[string]float64, name string, def int) int {
 		if v, ok := m[name]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 && v <= 10000 {
 			return int(v)
@@ -136,7 +138,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		name := o.Address.Name
 		byName[name] = o
 		c := fleet.Cluster{Name: name, Cloud: orDefault(o.Labels[cluster.LabelCloud], sp.Cloud), Region: o.Labels[cluster.LabelRegion],
-			MultiAZ: sp.MultiAZ, Nodes: count(o, cluster.Nodes), Step: sp.Nodes.Step,
+			MultiAZ: sp.MultiAZ, Zones: sp.Zones, Nodes: count(o, cluster.Nodes), Step: sp.Nodes.Step,
 			Floor:           override(floors, name, sp.Nodes.Floor),
 			Ceiling:         override(ceilings, name, sp.Nodes.Ceiling),
 			WorkloadMinimum: override(minimums, name, sp.Nodes.WorkloadMinimum),
@@ -153,6 +155,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 			c.Instances, c.InstancesKnown = v, true
 		}
 		c.Hold = overrideHold
+		c.ReporterReady = reporterReady(sp.Reporter, reporters, name, overrideHold != "")
 		if v, ok := o.Attributes[cluster.Nodes]; !ok || v.Type() != values.Count {
 			c.Hold = "its node count (" + cluster.Nodes.String() + ") is not reported"
 		}
@@ -181,6 +184,14 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 
 	var its []intent.Intent
 	prov := q.Provider
+	nodesOff, clustersOff := sp.Enforcement.Nodes == spec.ModeOff, sp.Enforcement.Clusters == spec.ModeOff
+	if nodesOff {
+		// Off hands every node count this fleet wrote back as the user
+		// had it, as the other kinds do; nothing else is asked of nodes.
+		its = append(its, engine.Restores(id, f.Src.PosOf("spec.enforcement"), objs, st, func(p addrs.Path) (intent.Dimension, bool) {
+			return Nodes, p == cluster.Nodes
+		})...)
+	}
 	var statuses []string
 	for _, c := range cs {
 		d := res.Clusters[c.Name]
@@ -189,18 +200,29 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		switch {
 		case d.Hold != "":
 			notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.remaining"), Message: c.Name + ": " + d.Hold})
-		case d.Action != fleet.None:
+		case d.Action != fleet.None && !nodesOff:
 			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Nodes,
 				Value: values.CountOf(int64(d.Nodes)), Recommended: values.CountOf(int64(d.Nodes)), Rationale: d.Why, Source: id, SourcePos: f.Src.PosOf("spec.nodes")})
 		}
 	}
-	for _, name := range res.Plan.Delete {
-		a := byName[name].Address
-		its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters, Delete: true,
-			Rationale: res.Plan.Why[name], Source: id, SourcePos: f.Src.PosOf("spec.clusters.delete")})
+	if !clustersOff {
+		for _, name := range res.Plan.Delete {
+			a := byName[name].Address
+			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters, Delete: true,
+				Rationale: res.Plan.Why[name], Source: id, SourcePos: f.Src.PosOf("spec.clusters.delete")})
+		}
 	}
-	if sp.Clusters.CreateWhenAllFull {
+	if sp.Clusters.CreateWhenAllFull && !clustersOff {
+		made := createdWithin(st, f, prov, t.Now)
+		limit := maxCreates(sp)
 		for _, pl := range res.Plan.Create {
+			if at := made[pl.Region]; len(at) >= limit {
+				next := at[0].Add(time.Hour)
+				t.RequeueAt(id, next)
+				notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.clusters.maxCreatesPerHour"),
+					Message: fmt.Sprintf("%s: no new cluster until %s: %d created in the last hour, at most %d (%s)", pl, next.UTC().Format(time.RFC3339), len(at), limit, res.Plan.Why[pl.String()])})
+				continue
+			}
 			name := newName(f.Metadata.Name, pl.Region, byName)
 			a := addrs.Object{Provider: prov, Kind: cluster.Kind, Namespace: f.Metadata.Namespace, Name: name}
 			n := initialNodes(sp)
@@ -210,7 +232,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 			}
 			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Clusters,
 				Value: values.CountOf(int64(n)), Recommended: values.CountOf(int64(n)), Source: id, SourcePos: f.Src.PosOf("spec.clusterTemplate"),
-				Rationale: fmt.Sprintf("%s: a new cluster from template %s with %d nodes (the restricted floor, at least one step)", res.Plan.Why[pl.String()], sp.ClusterTemplate, n),
+				Rationale: fmt.Sprintf("%s: a new cluster from template %s with %d nodes (the restricted floor, at least one step, at most the restricted ceiling)", res.Plan.Why[pl.String()], sp.ClusterTemplate, n),
 				Create: &intent.Create{Attributes: map[addrs.Path]values.Value{
 					cluster.Template:                        values.StringOf(sp.ClusterTemplate),
 					cluster.LabelPath(cluster.LabelFleet):   values.StringOf(f.Metadata.Name),
@@ -241,9 +263,65 @@ func emptySince(st *state.State, a addrs.Attr, now time.Time, empty bool) time.T
 }
 
 // initialNodes is a new cluster's node count: the restricted floor, at
-// least one rounded step.
+// least one rounded step, and never above the restricted ceiling (a
+// cluster made above its ceiling would never come back under it by a
+// step down, which stops at the floor).
 func initialNodes(sp spec.FleetSpec) int {
-	return max(fleet.RestrictedFloor(sp.Nodes.Floor, sp.MultiAZ), fleet.StepSize(sp.Nodes.Step, sp.MultiAZ))
+	m := fleet.Multiple(sp.MultiAZ, sp.Zones)
+	n := max(fleet.RestrictedFloor(sp.Nodes.Floor, m), fleet.StepSize(sp.Nodes.Step, m))
+	return min(n, fleet.RestrictedCeiling(sp.Nodes.Ceiling, m))
+}
+
+// reporterReady says whether a cluster's capacity reporter is ready: with
+// no reporter query, always; with one, when the cluster's value is at
+// least 1 (no series, 0 or NaN: not ready). A query that failed says
+// nothing: the cluster is held as unknown instead (failed), not waiting.
+func reporterReady(expr string, byCluster map[string]float64, name string, failed bool) bool {
+	if expr == "" || failed {
+		return true
+	}
+	v, ok := byCluster[name]
+	return ok && v >= 1
+}
+
+// maxCreates is the spec's cap on new clusters per region per hour; one
+// when the spec was built without the schema's default.
+func maxCreates(sp spec.FleetSpec) int {
+	if sp.Clusters.MaxCreatesPerHour < 1 {
+		return 1
+	}
+	return sp.Clusters.MaxCreatesPerHour
+}
+
+// createdWithin lists, by region, when this fleet created each cluster it
+// created in the hour up to now, oldest first. The state is the record: a
+// create that was applied left its template in the new cluster's entry,
+// with the time and the spec, whether or not the cluster is listed since
+// (a create whose cluster never shows up counts too).
+func createdWithin(st *state.State, f *spec.Fleet, prov string, now time.Time) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, o := range st.Objects() {
+		if o.Provider != prov || o.Kind != cluster.Kind || o.Namespace != f.Metadata.Namespace {
+			continue
+		}
+		e, ok := st.Lookup(addrs.Attr{Object: o, Path: cluster.Template})
+		if !ok || e.Applied == nil || !slices.Contains(e.Applied.By, f.ID()) {
+			continue
+		}
+		at := e.Applied.At
+		if !at.After(now.Add(-time.Hour)) || at.After(now) {
+			continue
+		}
+		region := ""
+		if r, ok := st.Lookup(addrs.Attr{Object: o, Path: cluster.LabelPath(cluster.LabelRegion)}); ok && r.Applied != nil {
+			region = r.Applied.Value.String()
+		}
+		out[region] = append(out[region], at)
+	}
+	for _, ts := range out {
+		slices.SortFunc(ts, time.Time.Compare)
+	}
+	return out
 }
 
 // newName is the first FLEET-REGION-N not taken.
@@ -271,10 +349,14 @@ func orDefault(s, d string) string {
 }
 
 // Rules: each dimension's mode, pause, and deletes held unless enabled.
+// Nodes turned off have only restores: they go through at once.
 func (decider) Rules(doc spec.Document, _ []addrs.Object, d intent.Dimension, _ engine.Observation) gate.Rules {
 	f := doc.(*spec.Fleet)
 	sp := f.Spec
 	r := gate.Rules{Mode: sp.Enforcement.Nodes}
+	if d == Nodes && sp.Enforcement.Nodes == spec.ModeOff {
+		r.Mode = spec.ModeEnforce
+	}
 	if d == Clusters {
 		r.Mode = sp.Enforcement.Clusters
 		if !sp.Clusters.Delete {

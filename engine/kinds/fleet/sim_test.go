@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -214,5 +217,145 @@ func TestFleetLeavesGitOpsClustersAlone(t *testing.T) {
 	}
 	if conflicts == 0 {
 		t.Fatal("no delete held as a conflict: the test proved nothing")
+	}
+}
+
+// oneShortCluster is a world of one cluster, east-a, of 3 nodes whose 3
+// instances take all of its 9000 connections: short of one instance's
+// 3000, with room for a step (3 + 3 ≤ ceiling 13 → 12). Arrivals are
+// rare enough not to matter.
+func oneShortCluster() string {
+	env := strings.Replace(fleetEnv, "              - {name: east-a, region: us-east-1, nodes: 6}\n              - {name: east-b, region: us-east-1, nodes: 3}\n",
+		"              - {name: east-a, region: us-east-1, nodes: 3}\n", 1)
+	env = strings.Replace(env, "arrivals: {perHour: 150, swing: 0.9, period: 1h, peakAt: 0.4, lifetime: 8m}", "arrivals: {perHour: 0.001, swing: 0, lifetime: 10h}", 1)
+	return strings.Replace(env, "initialInstances: 6", "initialInstances: 3", 1)
+}
+
+// specsOf loads a directory's specs, to put in force in a running engine.
+func specsOf(t *testing.T, files map[string]string) []spec.Document {
+	t.Helper()
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(writeDir(t, files))
+	if len(r.Diags) > 0 {
+		t.Fatal(r.Diags)
+	}
+	return r.Specs()
+}
+
+// TestFleetOffRestoresNodes: a node count the fleet raised (3 → 6) goes
+// back to the user's 3 when enforcement of nodes turns off, at once, and
+// the state forgets it (no "applied 6" left behind).
+func TestFleetOffRestoresNodes(t *testing.T) {
+	spec := strings.Replace(fleetSpec, "DELETE", "false", 1)
+	spec = strings.Replace(spec, "enforcement: {nodes: enforce, clusters: enforce}", "enforcement: {nodes: enforce, clusters: observe}", 1)
+	files := map[string]string{"env.yaml": oneShortCluster(), "fleet.yaml": spec, "trace.csv": trace()}
+	e, p := simtest.Engine(t, writeDir(t, files))
+	st := state.New()
+	start := p.World.Start()
+	step := func(at time.Time) *plan.Plan {
+		pl := e.Plan(context.Background(), at, st, nil)
+		for _, res := range e.Apply(context.Background(), at, pl, st) {
+			if res.Err != "" {
+				t.Fatalf("%s: apply: %s", at.Sub(start), res.Err)
+			}
+		}
+		return pl
+	}
+	pl := step(start.Add(5 * time.Second))
+	if len(pl.Changes) != 1 || pl.Changes[0].From != "3" || pl.Changes[0].To != "6" {
+		t.Fatalf("first plan %+v: want east-a 3 → 6", pl.Changes)
+	}
+	attr := addrs.Attr{Object: pl.Changes[0].Address, Path: pl.Changes[0].Attribute}
+	if en, ok := st.Lookup(attr); !ok || en.User == nil || en.User.Int() != 3 || en.Applied == nil || en.Applied.Value.Int() != 6 {
+		t.Fatalf("state after the step: %+v; want user 3, applied 6", en)
+	}
+	// Nodes join in 2m; then nodes turn off.
+	for at := start.Add(10 * time.Second); at.Before(start.Add(3 * time.Minute)); at = at.Add(5 * time.Second) {
+		step(at)
+	}
+	files["fleet.yaml"] = strings.Replace(spec, "nodes: enforce,", "nodes: off,", 1)
+	e.Specs = specsOf(t, files)
+	pl = step(start.Add(3 * time.Minute))
+	if len(pl.Changes) != 1 || !pl.Changes[0].Restore || pl.Changes[0].From != "6" || pl.Changes[0].To != "3" {
+		t.Fatalf("with nodes off: changes %+v, held %+v; want east-a restored 6 → 3", pl.Changes, pl.Held)
+	}
+	if en, ok := st.Lookup(attr); ok {
+		t.Fatalf("state after the restore: %+v; want the node count forgotten", en)
+	}
+	// Off asks nothing more of nodes, restore done.
+	for at := start.Add(3*time.Minute + 5*time.Second); at.Before(start.Add(6 * time.Minute)); at = at.Add(5 * time.Second) {
+		if pl := step(at); len(pl.Changes)+len(pl.Held) > 0 {
+			t.Fatalf("%s: with nodes off: changes %+v, held %+v; want none", at.Sub(start), pl.Changes, pl.Held)
+		}
+	}
+}
+
+// TestFleetWaitsForItsReporter: east-a is short, but while its reporter
+// query says 0, or has no series for it, it waits: no step, no create
+// (it is not full); once the reporter says 1, it steps up.
+func TestFleetWaitsForItsReporter(t *testing.T) {
+	base := strings.Replace(fleetSpec, "DELETE", "false", 1)
+	for _, c := range []struct {
+		name, reporter string
+		waits          bool
+	}{
+		{"reporter says 0", `sum by (cluster) (fleet_nodes_ready{fleet="streaming"}) >= bool 100`, true},
+		{"no series for the cluster", `sum by (cluster) (fleet_nodes_ready{fleet="streaming", cluster="elsewhere"})`, true},
+		{"reporter says 1", `sum by (cluster) (fleet_nodes_ready{fleet="streaming"}) >= bool 1`, false},
+	} {
+		spec := strings.Replace(base, "  clusters:", "  reporter: '"+c.reporter+"'\n  clusters:", 1)
+		dir := writeDir(t, map[string]string{"env.yaml": oneShortCluster(), "fleet.yaml": spec, "trace.csv": trace()})
+		changes, waiting := 0, false
+		for _, p := range run(t, dir, time.Minute) {
+			changes += len(p.Changes)
+			for _, n := range p.Notes {
+				if strings.Contains(n.Message, "east-a waiting_for_reporter") {
+					waiting = true
+				}
+			}
+		}
+		if c.waits && (changes != 0 || !waiting) {
+			t.Errorf("%s: %d changes, waiting noted %v; want none while it waits", c.name, changes, waiting)
+		}
+		if !c.waits && (changes == 0 || waiting) {
+			t.Errorf("%s: %d changes, waiting noted %v; want a step up", c.name, changes, waiting)
+		}
+	}
+}
+
+// TestFleetCreatesCapped: clusters full at 3 nodes (ceiling 3), and
+// arrivals that fill each new one as soon as it is provisioned (5m): a
+// create is wanted every few minutes, and clusters.maxCreatesPerHour
+// allows that many in the hour per region (1 by default), saying until
+// when the next one waits.
+func TestFleetCreatesCapped(t *testing.T) {
+	env := strings.Replace(oneShortCluster(), "arrivals: {perHour: 0.001, swing: 0, lifetime: 10h}", "arrivals: {perHour: 600, swing: 0, lifetime: 10h}", 1)
+	base := strings.Replace(fleetSpec, "DELETE", "false", 1)
+	base = strings.Replace(base, "nodes: {step: 2, floor: 3, ceiling: 13, workloadMinimum: 3}", "nodes: {step: 3, floor: 3, ceiling: 3, workloadMinimum: 3}", 1)
+	for _, c := range []struct {
+		cap  string
+		want int
+	}{{"", 1}, {", maxCreatesPerHour: 3", 3}} {
+		spec := strings.Replace(base, "emptyFor: 5m}", "emptyFor: 5m"+c.cap+"}", 1)
+		dir := writeDir(t, map[string]string{"env.yaml": env, "fleet.yaml": spec, "trace.csv": trace()})
+		creates, capped := 0, false
+		for _, p := range run(t, dir, 40*time.Minute) {
+			for _, ch := range p.Changes {
+				if ch.Action == action.Create {
+					creates++
+				}
+			}
+			for _, n := range p.Notes {
+				if strings.Contains(n.Message, "aws/us-east-1: no new cluster until") {
+					capped = true
+				}
+			}
+		}
+		if creates != c.want || !capped {
+			t.Errorf("cap %q: %d creates in 40 minutes, capped noted %v; want %d, then capped", c.cap, creates, capped, c.want)
+		}
 	}
 }
