@@ -35,8 +35,12 @@ const (
 	// server must not buffer whatever a client sends.
 	maxEvalBody = 64 << 10
 	// evalTimeout bounds one evaluation when the client waits longer
-	// than any query should take.
-	evalTimeout = 30 * time.Second
+	// than any query should take; each source has its own bound within
+	// it.
+	evalTimeout = signals.MaxQueryTime
+	// maxEvals bounds the evaluations in flight: each may hold up to
+	// signals.MaxSamples, in the reconciler's memory, on its cores.
+	maxEvals = 2
 )
 
 // debugConfig is what watch's --debug-addr and --debug-token-file ask for,
@@ -175,9 +179,12 @@ type debugServer struct {
 	now     func() time.Time
 	metrics http.Handler
 	token   *[sha256.Size]byte
+	// evals holds a token per evaluation in flight; made by handler.
+	evals chan struct{}
 }
 
 func (d *debugServer) handler() http.Handler {
+	d.evals = make(chan struct{}, maxEvals)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/promql/eval", d.eval)
 	mux.Handle("/debug/store", onlyGet(http.HandlerFunc(d.store)))
@@ -275,12 +282,28 @@ func (d *debugServer) eval(rw http.ResponseWriter, r *http.Request) {
 		writeProblem(rw, http.StatusUnprocessableEntity, err.Error())
 		return
 	}
+	// Refused rather than queued: a queue would hold the requests, and
+	// their clients, that the bound is there to turn away.
+	select {
+	case d.evals <- struct{}{}:
+		defer func() { <-d.evals }()
+	default:
+		rw.Header().Set("Retry-After", "1")
+		writeProblem(rw, http.StatusTooManyRequests, fmt.Sprintf("%d evaluations are running, the most at once: try again when one has finished", maxEvals))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), evalTimeout)
 	defer cancel()
 	res, err := d.source.Query(ctx, req.Query, at)
 	if err != nil {
 		if pe, ok := errors.AsType[parser.ParseErrors](err); ok {
 			writeProblem(rw, http.StatusUnprocessableEntity, pe.Error())
+			return
+		}
+		if errors.Is(err, signals.ErrBound) {
+			// The query asks too much: the client's to change, and
+			// nothing for the operator to look into.
+			writeProblem(rw, http.StatusUnprocessableEntity, err.Error())
 			return
 		}
 		slog.Warn("debug eval", "query", req.Query, "err", err)

@@ -135,6 +135,8 @@ func TestDebugEndpoints(t *testing.T) {
 		{name: "1/0 is Inf", body: `{"query": "1/0"}`, status: 422, detail: "NaN or ±Inf"},
 		{name: "-1/0 is -Inf", body: `{"query": "-1/0"}`, status: 422, detail: "NaN or ±Inf"},
 		{name: "a vector of NaN", body: `{"query": "setpoint_test_value * 0 / 0"}`, status: 422, detail: "NaN or ±Inf"},
+		{name: "a query past the sample bound", body: `{"query": "count_over_time(vector(1)[1y:1s])"}`, status: 422, detail: "past the query bound of 5000000 samples"},
+		{name: "a query past it on a Prometheus server", h: newTestDebugServer(prom, ""), body: `{"query": "count_over_time(vector(1)[1y:1s])"}`, status: 422, detail: "past the query bound of 5000000 samples"},
 		{name: "GET eval", method: "GET", status: 405},
 		{name: "PUT eval", method: "PUT", body: `{"query": "up"}`, status: 405},
 		// A handler of its own: every query above asked the store for
@@ -475,6 +477,130 @@ func TestDebugWatchCommand(t *testing.T) {
 	}
 	if code, body := get("GET", "/debug/store", auth, ""); code != 200 || !strings.Contains(body, `"series"`) || strings.Contains(body, `"series": 0,`) {
 		t.Errorf("store: %d %s", code, body)
+	}
+	w.stop(t, 10*time.Second)
+}
+
+// heldSource answers every query once released, telling started of each
+// as it begins: how a test holds evaluations in flight.
+type heldSource struct {
+	started chan string
+	release chan struct{}
+}
+
+func (h heldSource) Query(_ context.Context, expr string, at time.Time) (signals.Result, error) {
+	h.started <- expr
+	<-h.release
+	return signals.Result{Expr: expr, At: at, Kind: signals.Scalar, Samples: []signals.Sample{{Value: 1}}}, nil
+}
+
+// TestDebugEvalsAtOnce: with two evaluations in flight a third is refused
+// with 429 and Retry-After, not queued; once they end, one is served again.
+func TestDebugEvalsAtOnce(t *testing.T) {
+	src := heldSource{started: make(chan string, 8), release: make(chan struct{})}
+	h := newTestDebugServer(src, "")
+	post := func(query string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/debug/promql/eval", strings.NewReader(`{"query": "`+query+`"}`)))
+		return rec
+	}
+	held := make(chan *httptest.ResponseRecorder, maxEvals)
+	for i := range maxEvals {
+		go func() { held <- post(fmt.Sprintf("vector(%d)", i)) }()
+	}
+	for range maxEvals {
+		<-src.started
+	}
+	rec := post("vector(9)")
+	var p problem
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || json.Unmarshal(rec.Body.Bytes(), &p) != nil || !strings.Contains(p.Detail, "2 evaluations are running") {
+		t.Fatalf("a third evaluation: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	select {
+	case q := <-src.started:
+		t.Fatalf("the refused query %s was evaluated", q)
+	default:
+	}
+	close(src.release)
+	for range maxEvals {
+		if rec := <-held; rec.Code != 200 {
+			t.Fatalf("a held evaluation: %d %s", rec.Code, rec.Body)
+		}
+	}
+	if rec := post("vector(9)"); rec.Code != 200 {
+		t.Fatalf("after the others ended: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestDebugEvalAttackMemory sends the query that took 3.4 GB (four at
+// once, as the report had it) to a real watch's endpoint and reads the
+// process's peak resident memory from the kernel.
+func TestDebugEvalAttackMemory(t *testing.T) {
+	dir := copySpecs(t)
+	w := startProc(t, "watch", "--debug-addr", "127.0.0.1:0", dir)
+	status := fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid)
+	if _, err := os.Stat(status); err != nil {
+		t.Skipf("no %s: %v", status, err)
+	}
+	addrRE := regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
+	var url string
+	testutil.Eventually(t, 20*time.Second, "debug server", func() bool {
+		m := addrRE.FindStringSubmatch(w.logs.String())
+		if m != nil {
+			url = "http://" + m[1] + "/debug/promql/eval"
+		}
+		return m != nil
+	})
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	const attack = `{"query": "count_over_time(vector(1)[1y:1s])"}`
+	answers := make(chan answer, 4)
+	for range 4 {
+		go func() {
+			resp, err := http.Post(url, "application/json", strings.NewReader(attack))
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers <- answer{code: resp.StatusCode, body: string(b)}
+		}()
+	}
+	refused := 0
+	for range 4 {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			t.Fatal(a.err)
+		case a.code == http.StatusUnprocessableEntity && strings.Contains(a.body, "past the query bound of 5000000 samples"):
+			refused++
+		case a.code != http.StatusTooManyRequests:
+			t.Errorf("%d %s", a.code, a.body)
+		}
+	}
+	if refused == 0 {
+		t.Error("no answer named the bound")
+	}
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			peak, err = strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				t.Fatal(line, err)
+			}
+		}
+	}
+	t.Logf("peak resident memory of the watch: %d kB", peak)
+	if peak < 0 || peak >= 300<<10 {
+		t.Fatalf("peak resident memory %d kB, want under 300 MB", peak)
 	}
 	w.stop(t, 10*time.Second)
 }
