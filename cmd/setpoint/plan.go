@@ -16,7 +16,7 @@ var errChanges = errors.New("changes")
 
 func newPlanCmd() *cobra.Command {
 	var out string
-	var asJSON, detailed bool
+	var asJSON, detailed, readOnly bool
 	var lockWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan DIR",
@@ -25,6 +25,8 @@ func newPlanCmd() *cobra.Command {
 change with its reason and what is held and why. It records what it saw in the
 state (the user's values at adoption, recommendations, stability windows) and
 changes nothing else. --out saves the plan for "setpoint apply FILE".
+--read-only takes no lock and saves nothing: a plan beside a running watch, or
+in a pull request's CI job with read-only credentials.
 --detailed-exitcode: 0 nothing to apply, 1 error, 2 something would be applied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,12 +38,23 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 			defer w.close()
 			w.printDiags(cmd.ErrOrStderr())
 			var p *plan.Plan
-			err = w.withState(cmd.Context(), "setpoint plan", lockWait, func(st *state.State) error {
+			if readOnly {
+				st, err := w.readState(cmd.Context())
+				if err != nil {
+					return err
+				}
 				p = w.eng.Plan(cmd.Context(), w.clockNow(), st, nil)
-				return nil
-			})
-			if err != nil {
-				return err
+			} else {
+				err = w.withState(cmd.Context(), "setpoint plan", lockWait, func(st *state.State) error {
+					p = w.eng.Plan(cmd.Context(), w.clockNow(), st, nil)
+					return nil
+				})
+				if errors.Is(err, state.ErrLocked) {
+					return fmt.Errorf("%w\n(to plan beside it without the lock and without saving: setpoint plan --read-only %s)", err, args[0])
+				}
+				if err != nil {
+					return err
+				}
 			}
 			if out != "" {
 				if err := p.Save(out); err != nil {
@@ -70,6 +83,8 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 	cmd.Flags().StringVar(&out, "out", "", "save the plan to this file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would be applied, 0 when not, 1 on error")
+	cmd.Flags().BoolVar(&readOnly, "read-only", false, "take no lock and save nothing (beside a running watch; in CI on pull requests)")
 	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
+	cmd.MarkFlagsMutuallyExclusive("read-only", "lock-timeout")
 	return cmd
 }

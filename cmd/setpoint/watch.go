@@ -84,6 +84,12 @@ start at the sim speed (at least real time).`,
 			tickAt := w.Tick
 			holds := map[string]string{}
 			shards := startShards(ctx, ws, w, shardCount, healthAddr)
+			// The directory is this process's until it stops: a second
+			// watch (with its own clock on the sim world) or an apply
+			// would record every change twice.
+			if err := ws.holdLock(ctx, "setpoint watch"); err != nil {
+				return err
+			}
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
 				if shards != nil {
 					defer shards.h.Busy()()

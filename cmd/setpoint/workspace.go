@@ -81,6 +81,36 @@ type workspace struct {
 	// provider); stopScrape ends watch's scrape loop and waits for it.
 	pods       *k8sprov.PodDiscovery
 	stopScrape func()
+	// unlock gives up the lock holdLock took for the process's lifetime
+	// (watch); while it is set, withState takes no lock of its own.
+	unlock func() error
+}
+
+// holdLock takes the state lock for as long as the workspace lives, so a
+// second watch or an apply on the directory refuses, naming this process,
+// instead of interleaving its ticks with this one's. In a cluster, the
+// shard Leases are the lock (Lock then returns at once).
+func (w *workspace) holdLock(ctx context.Context, who string) error {
+	unlock, err := w.state.Lock(ctx, who, false)
+	if err != nil {
+		if errors.Is(err, state.ErrLocked) {
+			return fmt.Errorf("another setpoint runs on this directory's state: %w", err)
+		}
+		return err
+	}
+	w.unlock = unlock
+	return nil
+}
+
+// readState loads the state without the lock and without saving, for a
+// plan beside a running watch or in a pull request's CI job with read-only
+// credentials: what the plan records (users' values, windows) is dropped.
+func (w *workspace) readState(ctx context.Context) (*state.State, error) {
+	st, err := w.state.Load(ctx)
+	if err != nil {
+		return nil, stateAdvice(err, w.dir)
+	}
+	return st, nil
 }
 
 // virtual reports whether the workspace runs on the sim world's virtual
@@ -391,6 +421,10 @@ func (w *workspace) readers(a addrs.Object) []string {
 
 // close stops the provider processes.
 func (w *workspace) close() {
+	if w.unlock != nil {
+		_ = w.unlock()
+		w.unlock = nil
+	}
 	if w.stopScrape != nil {
 		w.stopScrape()
 	}
@@ -412,6 +446,11 @@ func (w *workspace) printDiags(out io.Writer) {
 // withState runs f under the state lock with the loaded state and saves
 // the shards f changed. The lock is held only as long as f runs.
 func (w *workspace) withState(ctx context.Context, who string, wait time.Duration, f func(*state.State) error) error {
+	if w.unlock != nil {
+		// This process holds the lock for its lifetime already (flock is
+		// per open file: a second Lock here would refuse ourselves).
+		return w.loadRunSave(ctx, f)
+	}
 	unlock, err := w.state.Lock(ctx, who, false)
 	if errors.Is(err, state.ErrLocked) && wait > 0 {
 		// Say so, as a long wait otherwise looks like a hang.
@@ -424,6 +463,12 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 		return err
 	}
 	defer unlock()
+	return w.loadRunSave(ctx, f)
+}
+
+// loadRunSave loads the state, runs f and saves what f changed; the lock
+// is held.
+func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error) error {
 	st, err := w.state.Load(ctx)
 	if err != nil {
 		return stateAdvice(err, w.dir)
