@@ -31,6 +31,9 @@ type Trigger struct {
 type Reading struct {
 	Value float64
 	OK    bool
+	// Err is why its query failed, when it did rather than find no data:
+	// a query past a bound is the spec's to fix, which "missing" hides.
+	Err string
 }
 
 // usable reports whether a reading can size anything: present, finite,
@@ -103,6 +106,8 @@ func count(f float64) int {
 
 func describe(r Reading) string {
 	switch {
+	case !r.OK && r.Err != "":
+		return r.Err
 	case !r.OK:
 		return "missing"
 	case math.IsNaN(r.Value):

@@ -7,6 +7,7 @@
 package schedulekind
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	nfrkind "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -197,9 +199,18 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 					continue
 				}
 			}
-			if len(r.Samples) > 1 {
+			if !errors.Is(err, signals.ErrNoData) {
+				readings[i].Err = err.Error()
+			}
+			switch {
+			case len(r.Samples) > 1:
 				errs = append(errs, plan.Note{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf(fmt.Sprintf("spec.triggers.%d.query", i)),
 					Message: fmt.Sprintf("trigger %s: the query answers %d series where one is expected: aggregate them (sum, max) or select one by its labels", tr.Name, len(r.Samples))})
+			case errors.Is(err, signals.ErrBound):
+				// Asking less is the spec's to do, as a query that does
+				// not parse; a server that fails is only a hold.
+				errs = append(errs, plan.Note{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf(fmt.Sprintf("spec.triggers.%d.query", i)),
+					Message: fmt.Sprintf("trigger %s: %v", tr.Name, err)})
 			}
 		}
 		rec, trig = schedule.Recommend(cur, trs, readings, float64(sp.Behavior.Tolerance))
