@@ -38,9 +38,12 @@ type simFleet struct {
 	rng      *rand.Rand
 	rejected float64
 	rejSer   *ser
-	join     int // seconds
-	drain    int
-	prov     int
+	// evicted counts instances moved off nodes that drained under them.
+	evicted float64
+	evSer   *ser
+	join    int // seconds
+	drain   int
+	prov    int
 }
 
 type simCluster struct {
@@ -159,13 +162,18 @@ func (f *simFleet) lifetime() int {
 	return max(1, int(f.rng.ExpFloat64()*mean))
 }
 
-// place puts an instance on the fullest cluster it fits on (so quiet
-// clusters empty out), or counts it refused.
+// place puts an instance that arrives at second s for life seconds on
+// the fullest cluster it fits on (so quiet clusters empty out), or counts
+// it refused.
 func (f *simFleet) place(s, life int) {
-	if f.instances() >= MaxFleetInstances {
+	if f.instances() >= MaxFleetInstances || !f.placeUntil(s+life) {
 		f.rejected++
-		return
 	}
+}
+
+// placeUntil puts an instance that ends at second end on the fullest
+// cluster it fits on, and says whether one had room.
+func (f *simFleet) placeUntil(end int) bool {
 	var best *simCluster
 	bestLeft := math.Inf(1)
 	for _, c := range f.clusters {
@@ -186,10 +194,40 @@ func (f *simFleet) place(s, life int) {
 		}
 	}
 	if best == nil {
-		f.rejected++
-		return
+		return false
 	}
-	best.instances = append(best.instances, s+life)
+	best.instances = append(best.instances, end)
+	return true
+}
+
+// over says whether a cluster runs more than its ready nodes hold in
+// some dimension.
+func (f *simFleet) over(c *simCluster) bool {
+	for _, d := range f.dims {
+		if f.remaining(c, d) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// evict takes off a cluster the instances its ready nodes no longer hold
+// (nodes drained under them), the newest first, as a drain evicts what
+// runs on the nodes it empties; each goes to the fullest cluster with
+// room, keeping its end, or, with none, is refused.
+func (f *simFleet) evict(c *simCluster) {
+	var out []int
+	for len(c.instances) > 0 && f.over(c) {
+		last := len(c.instances) - 1
+		out = append(out, c.instances[last])
+		c.instances = c.instances[:last]
+	}
+	for _, end := range out {
+		f.evicted++
+		if !f.placeUntil(end) {
+			f.rejected++
+		}
+	}
 }
 
 // MaxFleetInstances bounds the instances a sim fleet runs at once (and so
@@ -291,7 +329,7 @@ func (f *simFleet) goneSeries(c *simCluster) {
 }
 
 // emit writes each cluster's remaining capacity per dimension, its
-// instances and nodes, and the fleet's refused instances.
+// instances and nodes, and the fleet's refused and evicted instances.
 func (f *simFleet) emit(t int64) {
 	ns, name := f.cfg.Namespace, f.cfg.Name
 	for _, c := range f.clusters {
@@ -317,8 +355,10 @@ func (f *simFleet) emit(t int64) {
 	}
 	if f.rejSer == nil {
 		f.rejSer = &ser{l: labels.FromStrings("__name__", "fleet_instances_refused_total", "namespace", ns, "fleet", name)}
+		f.evSer = &ser{l: labels.FromStrings("__name__", "fleet_instances_evicted_total", "namespace", ns, "fleet", name)}
 	}
 	_ = f.w.sink.AppendCached(f.rejSer.l, &f.rejSer.cache, t, f.rejected)
+	_ = f.w.sink.AppendCached(f.evSer.l, &f.evSer.cache, t, f.evicted)
 }
 
 // clusterOf finds a cluster and its fleet by object.
@@ -498,6 +538,7 @@ func (w *World) commitCluster(p *pending) bool {
 			sc.ready--
 			sc.draining = append(sc.draining, s+f.drain)
 		}
+		f.evict(sc)
 	}
 	sc.sync()
 	return true
