@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/setpoint-dev/setpoint/engine/signals"
 )
 
 func init() {
@@ -218,8 +220,10 @@ var promqlParser = parser.NewParser(parser.Options{})
 
 // CheckPromQL parses one PromQL expression and says what is wrong with it
 // in words, or "" when it is an expression that gives a number (an instant
-// vector or a scalar). The parser's position is given as a character count
-// into the query: the loader reports the field's own line and column.
+// vector or a scalar) within the query bounds' static cost (a subquery whose
+// steps alone are past signals.MaxSamples). The parser's position is given
+// as a character count into the query: the loader reports the field's own
+// line and column.
 func CheckPromQL(expr string) string {
 	e, err := promqlParser.ParseExpr(expr)
 	if err != nil {
@@ -237,6 +241,12 @@ func CheckPromQL(expr string) string {
 	}
 	switch e.Type() {
 	case parser.ValueTypeVector, parser.ValueTypeScalar:
+		// At one series a selector: what the query costs whatever the
+		// store holds, the same check the sources make with the series
+		// they have.
+		if err := signals.CheckCost(expr, e, nil); err != nil {
+			return err.Error()
+		}
 		return ""
 	case parser.ValueTypeMatrix:
 		return "PromQL gives a range vector, not a value per series (wrap it in a function such as rate())"
