@@ -17,9 +17,9 @@ func TestQueryCostDiagnostics(t *testing.T) {
 	}{
 		{"an NFR's signal override", nfrDoc("a", "  signals: {rps: '"+attack+"'}\n"),
 			[]string{`f.yaml:6:13: spec.signals.rps: ` + past}},
-		{"a Schedule's trigger", schedule("  triggers:\n  - {name: load, target: 10, query: '"+attack+"'}\n"),
+		{"a Schedule's trigger", schedule("  triggers:\n  - {name: load, target: 10, query: '" + attack + "'}\n"),
 			[]string{`f.yaml:7:30: spec.triggers.0.query: ` + past}},
-		{"a Schedule's activity", schedule("  idle:\n    activity: '"+attack+"'\n"),
+		{"a Schedule's activity", schedule("  idle:\n    activity: '" + attack + "'\n"),
 			[]string{`f.yaml:7:5: spec.idle.activity: ` + past}},
 		{"a subquery within the bound", schedule("  triggers:\n  - {name: load, target: 10, query: 'max_over_time(sum(load)[1d:1s])'}\n"), nil},
 	} {
