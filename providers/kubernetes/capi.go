@@ -187,8 +187,9 @@ func (p *Provider) capiRead(ctx context.Context, dyn dynamic.Interface, a provid
 }
 
 // capiChange makes one cluster change (or dry-runs it): a node count goes
-// to the MachineDeployment's spec.replicas by merge patch (server-side
-// apply on a custom resource's /scale answers 500); a new cluster is its
+// to the MachineDeployment's spec.replicas by a JSON patch that tests
+// the count first (server-side apply on a custom resource's /scale
+// answers 500); a new cluster is its
 // template's Cluster and MachineDeployment; a delete deletes the Cluster
 // (Cluster API deletes what it owns).
 func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
@@ -281,11 +282,37 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c prov
 		res.Conflicts = []providers.Conflict{{Path: cluster.Nodes, Manager: m}}
 		return fail(fmt.Errorf("conflict: %s (spec.replicas of MachineDeployment %s) is managed by %s", cluster.Nodes, md.GetName(), m))
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": md.GetResourceVersion()}, "spec": map[string]any{"replicas": v.Int()}})
-	if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(cctx, md.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.Manager, DryRun: dry}); err != nil {
+	// The protocol does not carry the count the plan saw yet: the test is
+	// of the count read here, which a status write (frequent while
+	// machines come and go) does not move, unlike the resourceVersion.
+	seen, has, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+	patch := replicasPatch(seen, has, md.GetResourceVersion(), v.Int())
+	if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(cctx, md.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: c.Manager, DryRun: dry}); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			return fail(fmt.Errorf("the replicas of MachineDeployment %s/%s moved from %d since they were read: not overwritten (%w)", ns, md.GetName(), seen, err))
+		}
 		return fail(fmt.Errorf("setting the replicas of MachineDeployment %s/%s: %w", ns, md.GetName(), err))
 	}
 	return res
+}
+
+// replicasPatch is a JSON patch that sets a MachineDeployment's replicas
+// to want only while they are still seen: the API server applies it
+// whole or refuses it when a test fails, so a count another writer set
+// since it was seen is never overwritten (a merge patch would). Replicas
+// unset (left to an autoscaler) cannot be tested: the resourceVersion is.
+func replicasPatch(seen int64, has bool, resourceVersion string, want int64) []byte {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	ops := []op{{"test", "/spec/replicas", seen}, {"replace", "/spec/replicas", want}}
+	if !has {
+		ops = []op{{"test", "/metadata/resourceVersion", resourceVersion}, {"add", "/spec/replicas", want}}
+	}
+	b, _ := json.Marshal(ops)
+	return b
 }
 
 // fromTemplate builds a new cluster's Cluster and MachineDeployment from

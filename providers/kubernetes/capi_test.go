@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -215,5 +216,53 @@ spec:
 	}
 	if _, err := dyn.Resource(gvrCAPICluster).Namespace(ns).Get(ctxT(t), "east-b", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("east-b after its delete: %v", err)
+	}
+}
+
+// TestClusterAPIReplicasPatchTests: a node count goes to the
+// MachineDeployment by a JSON patch that tests the count it was seen at:
+// the API server refuses it whole when another writer moved the count
+// since, and the provider's change says so.
+func TestClusterAPIReplicasPatchTests(t *testing.T) {
+	for _, c := range []struct {
+		seen, want int64
+		has        bool
+		json       string
+	}{
+		{6, 9, true, `[{"op":"test","path":"/spec/replicas","value":6},{"op":"replace","path":"/spec/replicas","value":9}]`},
+		{0, 3, false, `[{"op":"test","path":"/metadata/resourceVersion","value":"42"},{"op":"add","path":"/spec/replicas","value":3}]`},
+	} {
+		if got := string(replicasPatch(c.seen, c.has, "42", c.want)); got != c.json {
+			t.Errorf("replicasPatch(%d, %v, 42, %d) = %s, want %s", c.seen, c.has, c.want, got, c.json)
+		}
+	}
+
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	capiCluster(t, env, ns, "east-a", "streaming", 6, 6, "Provisioned")
+	dyn := env.Dynamic(t)
+	replicas := func() int64 {
+		t.Helper()
+		md, err := dyn.Resource(gvrMachineDep).Namespace(ns).Get(ctxT(t), "east-a-md-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+		return n
+	}
+	// Seen at 5, but someone set 6 since: refused, 6 stays.
+	_, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(ctxT(t), "east-a-md-0", types.JSONPatchType, replicasPatch(5, true, "", 9), metav1.PatchOptions{FieldManager: "setpoint"})
+	if err == nil || replicas() != 6 {
+		t.Fatalf("a patch of a count seen at 5 when it is 6: err %v, replicas %d; want refused, 6", err, replicas())
+	}
+	if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(ctxT(t), "east-a-md-0", types.JSONPatchType, replicasPatch(6, true, "", 9), metav1.PatchOptions{FieldManager: "setpoint"}); err != nil || replicas() != 9 {
+		t.Fatalf("a patch of a count seen at 6: err %v, replicas %d; want 9", err, replicas())
+	}
+	// Through the provider: the count it reads is the one it tests.
+	p := newProvider(t, env.Config())
+	ch := providers.ObjectChange{Address: providers.Address{Provider: "kubernetes", Kind: cluster.Kind, Namespace: ns, Name: "east-a"}, Action: action.Update, Manager: "setpoint", Force: true,
+		Attributes: map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(12)}, Changed: []addrs.Path{cluster.Nodes}}
+	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{ch}}); r.Results[0].Err != "" || replicas() != 12 {
+		t.Fatalf("apply: %q, replicas %d; want 12", r.Results[0].Err, replicas())
 	}
 }

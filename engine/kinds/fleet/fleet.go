@@ -212,7 +212,8 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 				Rationale: res.Plan.Why[name], Source: id, SourcePos: f.Src.PosOf("spec.clusters.delete")})
 		}
 	}
-	if sp.Clusters.CreateWhenAllFull && !clustersOff {
+	if sp.Clusters.CreateWhenAllFull && !clustersOff && len(res.Plan.Create) > 0 {
+		// Read from the whole state: only when a create is wanted.
 		made := createdWithin(st, f, prov, t.Now)
 		limit := maxCreates(sp)
 		for _, pl := range res.Plan.Create {
