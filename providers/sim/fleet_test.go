@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,35 @@ func TestFleetDrainEvicts(t *testing.T) {
 		if got := r.value(t, c.expr, 45); got != c.want {
 			t.Errorf("%s = %v, want %v", c.expr, got, c.want)
 		}
+	}
+}
+
+// TestFleetDeleteRechecksInstances: the world checks a delete against
+// the instances a cluster runs when it is applied, not when it was
+// planned: a plan (a saved one, applied later) that saw b empty is
+// refused once an instance landed there, and goes through on an empty
+// cluster.
+func TestFleetDeleteRechecksInstances(t *testing.T) {
+	fl := spec.SimFleet{Namespace: "streaming", Name: "streaming", Cloud: "aws", Templates: []string{"standard"},
+		PerNode: map[string]float64{"connections": 1}, PerInstance: map[string]float64{"connections": 1},
+		JoinTime: spec.Duration(10 * time.Second), DrainTime: spec.Duration(30 * time.Second), ProvisionTime: spec.Duration(time.Minute),
+		Clusters:         []spec.SimCluster{{Name: "a", Region: "us-east-1", Nodes: 1}, {Name: "b", Region: "us-east-1", Nodes: 3}, {Name: "c", Region: "us-east-1", Nodes: 3}},
+		InitialInstances: 2}
+	fl.Arrivals.Lifetime = spec.Duration(10 * time.Hour)
+	w, err := NewWithTrace(spec.SimConfig{Seed: 1, Fleets: []spec.SimFleet{fl}}, constTrace(1, 600), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{w: w, p: &Provider{World: w}}
+	del := func(name string) providers.ObjectChange {
+		return providers.ObjectChange{Address: providers.Address{Provider: "sim", Kind: cluster.Kind, Namespace: "streaming", Name: name}, Action: action.Delete, Manager: "setpoint"}
+	}
+	// The first instance fills a (1 node), the second goes to b (the
+	// fuller of b and c after a): b runs one, c none.
+	if res := r.apply(t, 5, del("b")); !strings.Contains(res[0].Err, "cluster b still runs 1 instances") {
+		t.Fatalf("delete of b running an instance: %q; want refused", res[0].Err)
+	}
+	if res := r.apply(t, 5, del("c")); res[0].Err != "" {
+		t.Fatalf("delete of the empty c: %q", res[0].Err)
 	}
 }
