@@ -264,9 +264,9 @@ func emptySince(st *state.State, a addrs.Attr, now time.Time, empty bool) time.T
 }
 
 // initialNodes is a new cluster's node count: the restricted floor, at
-// least one rounded step, and never above the restricted ceiling (a
-// cluster made above its ceiling would never come back under it by a
-// step down, which stops at the floor).
+// least one rounded step, and never above the restricted ceiling: a
+// cluster made above it would count as full as soon as it ran short, and
+// a region of full clusters asks for yet another.
 func initialNodes(sp spec.FleetSpec) int {
 	m := fleet.Multiple(sp.MultiAZ, sp.Zones)
 	n := max(fleet.RestrictedFloor(sp.Nodes.Floor, m), fleet.StepSize(sp.Nodes.Step, m))
