@@ -7,7 +7,7 @@ import "testing"
 func TestQueryCostDiagnostics(t *testing.T) {
 	l := newLoader(t)
 	const attack = `count_over_time(vector(1)[1y:1s])`
-	const past = "the subquery at character 17 of the query, [1y:1s], makes some 63072002 samples (31536001 steps of 1s over 1y × 2 values a step × 1 series): past the query bound of 5000000 samples; a coarser step or a shorter range makes fewer (expected a PromQL instant vector or scalar expression)"
+	const past = "the subquery at character 17 of the query, [1y:1s], makes some 63072002 samples (31536001 steps of 1s over 1y × 2 values held at each): past the query bound of 5000000 samples; a coarser step or a shorter range makes fewer (expected a PromQL instant vector or scalar expression)"
 	schedule := func(extra string) string {
 		return "apiVersion: setpoint.dev/v1alpha1\nkind: Schedule\nmetadata: {name: a, namespace: shop}\nspec:\n  target: {kind: Deployment, name: a}\n" + extra
 	}

@@ -78,10 +78,9 @@ func SamplesBound(what string) *BoundError {
 //
 // A subquery's steps are its range over its step (DefaultSubqueryStep when
 // it names none), its range widened by every subquery around it (the inner
-// one is evaluated over all the outer one's steps at once). Each step holds
-// a value for each expression node of its body (an argument is held while
-// the function over it runs) and each series its selectors match: series
-// says how many (nil: one each, the static cost `validate` checks).
+// one is evaluated over all the outer one's steps at once). At each step
+// its body holds what held estimates from the series its selectors match:
+// series says how many (nil: one each, the static cost `validate` checks).
 // query is the text e was parsed from, for the position in the message.
 func CheckCost(query string, e parser.Expr, series func(*parser.VectorSelector) int) error {
 	var total, worstSamples float64
@@ -100,17 +99,19 @@ func CheckCost(query string, e parser.Expr, series func(*parser.VectorSelector) 
 			return err
 		}
 		steps, step, span := subquerySteps(sq, path)
-		nodes, width := bodyCost(sq.Expr, series)
-		samples := steps * float64(nodes) * float64(width)
+		width, peak := held(sq.Expr, series)
+		width, peak = max(width, 1), max(peak, 1)
+		samples := steps * float64(peak)
 		total += samples
 		if worst == nil || samples > worstSamples {
 			worstSamples = samples
-			worst = &BoundError{
-				What: fmt.Sprintf("the subquery at character %d of the query, [%s:%s], makes some %.0f samples (%.0f steps of %s over %s × %d values a step × %d series)",
-					at, fmtDuration(sq.Range), fmtDuration(step), samples, steps, fmtDuration(step), fmtDuration(span), nodes, width),
-				Bound: fmt.Sprintf("%d samples", MaxSamples),
-				Hint:  "a coarser step or a shorter range makes fewer",
+			what := fmt.Sprintf("the subquery at character %d of the query, [%s:%s], makes some %.0f samples (%.0f steps of %s over %s × %d values held at each",
+				at, fmtDuration(sq.Range), fmtDuration(step), samples, steps, fmtDuration(step), fmtDuration(span), peak)
+			if n := selected(sq.Expr, series); n > 0 {
+				what += fmt.Sprintf(", its selectors matching %d series", n)
 			}
+			worst = &BoundError{What: what + ")", Bound: fmt.Sprintf("%d samples", MaxSamples),
+				Hint: "a coarser step or a shorter range makes fewer"}
 		}
 		// A range function over this subquery inside another one reads
 		// the whole window again at each of the outer one's steps.
@@ -170,49 +171,98 @@ func subquerySteps(sq *parser.SubqueryExpr, path []parser.Node) (steps float64, 
 	return float64(span)/float64(step) + 1, step, span
 }
 
-// bodyCost counts what one step of a subquery's body holds: its expression
-// nodes (a nested subquery is one: its own steps are counted on their own)
-// and the series its selectors match, at least one.
-func bodyCost(body parser.Expr, series func(*parser.VectorSelector) int) (nodes, width int) {
-	parser.Inspect(body, func(n parser.Node, path []parser.Node) error {
-		if _, ok := n.(parser.Expr); !ok {
-			// Inspect's nil at the end of each node's children, and the
-			// argument lists.
-			return nil
+// held estimates, for one step of a range evaluation of e, how many series
+// e answers (out) and the most values it holds at once on the way (peak):
+// the engine evaluates a node's arguments in turn over all the steps,
+// holding each one's answer until the node's own is made. series says how
+// many series a selector matches (nil: one). An aggregation with grouping
+// is taken to keep all its input's series, and a binary operation the
+// larger side's: upper bounds, since what they make depends on labels.
+func held(e parser.Expr, series func(*parser.VectorSelector) int) (out, peak int) {
+	switch x := e.(type) {
+	case *parser.VectorSelector:
+		n := 1
+		if series != nil {
+			n = series(x)
 		}
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			// A nested subquery's series come out of it at this one's
-			// steps too.
-			if series != nil {
-				width += series(vs)
-			} else {
-				width++
-			}
+		return n, n
+	case *parser.MatrixSelector:
+		// Its points are read a window at a time by the function over
+		// it: the function's answer is what stays.
+		return held(x.VectorSelector, series)
+	case *parser.SubqueryExpr:
+		// Its own steps are counted on their own; here, what comes out.
+		o, _ := held(x.Expr, series)
+		return o, o
+	case *parser.ParenExpr:
+		return held(x.Expr, series)
+	case *parser.StepInvariantExpr:
+		return held(x.Expr, series)
+	case *parser.StringLiteral:
+		return 0, 0
+	case *parser.NumberLiteral:
+		return 1, 1
+	case *parser.UnaryExpr:
+		o, p := held(x.Expr, series)
+		return o, max(p, 2*o)
+	case *parser.Call:
+		holding := 0
+		for _, a := range x.Args {
+			o, p := held(a, series)
+			peak = max(peak, holding+p)
+			holding += o
+			out = max(out, o)
 		}
-		for _, p := range path {
-			if _, nested := p.(*parser.SubqueryExpr); nested {
-				return nil
-			}
+		// time(), vector(1): one series.
+		out = max(out, 1)
+		return out, max(peak, holding+out)
+	case *parser.AggregateExpr:
+		param := 0
+		if x.Param != nil {
+			param, peak = held(x.Param, series)
 		}
-		switch n.(type) {
-		case *parser.ParenExpr, *parser.StringLiteral:
-			// A parenthesis holds nothing of its own; a string is a
-			// function's argument, not a value per step.
-		case *parser.VectorSelector:
-			if len(path) == 0 || !isMatrix(path[len(path)-1]) {
-				nodes++
-			}
+		o, p := held(x.Expr, series)
+		out = o
+		switch x.Op {
+		case parser.TOPK, parser.BOTTOMK, parser.LIMITK, parser.LIMIT_RATIO, parser.COUNT_VALUES:
+			// As many series as their input, grouped or not.
 		default:
-			nodes++
+			if len(x.Grouping) == 0 && !x.Without {
+				out = min(o, 1)
+			}
+		}
+		return out, max(peak, param+p, param+o+out)
+	case *parser.BinaryExpr:
+		lo, lp := held(x.LHS, series)
+		ro, rp := held(x.RHS, series)
+		switch x.Op {
+		case parser.LOR:
+			out = lo + ro
+		case parser.LAND, parser.LUNLESS:
+			out = lo
+		default:
+			out = max(lo, ro)
+		}
+		return out, max(lp, lo+rp, lo+ro+out)
+	}
+	// A node this does not know: as a selector.
+	return 1, 1
+}
+
+// selected is how many series the selectors under e match, 0 when series
+// does not know.
+func selected(e parser.Expr, series func(*parser.VectorSelector) int) int {
+	n := 0
+	if series == nil {
+		return 0
+	}
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		if vs, ok := node.(*parser.VectorSelector); ok {
+			n += series(vs)
 		}
 		return nil
 	})
-	return max(nodes, 1), max(width, 1)
-}
-
-func isMatrix(n parser.Node) bool {
-	_, ok := n.(*parser.MatrixSelector)
-	return ok
+	return n
 }
 
 // position is the character (not byte) where sq starts in query, from 1,

@@ -23,8 +23,8 @@ func TestTriggerPastABound(t *testing.T) {
   triggers: [{name: load, query: "max_over_time(sum(load)[1d:1s])", target: 10}, {name: q, query: "vector(10)", target: 10}]
   enforcement: {replicas: enforce}
 `))
-	// 30 series: a day at one second of them is past 5M samples.
-	for i := range 30 {
+	// 60 series: a day of them at one second is past 5M samples.
+	for i := range 60 {
 		if _, err := f.store.Append(labels.FromStrings("__name__", "load", "pod", fmt.Sprint(i)), t0.UnixMilli(), 1); err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestSubqueryRefusedBeforeEvaluation(t *testing.T) {
 	const attack = `count_over_time(vector(1)[1y:1s])`
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	boundErr(t, src, attack, "makes some 63072002 samples (31536001 steps of 1s over 1y × 2 values a step × 1 series): past the query bound of 5000000 samples")
+	boundErr(t, src, attack, "makes some 63072002 samples (31536001 steps of 1s over 1y × 2 values held at each): past the query bound of 5000000 samples")
 	runtime.ReadMemStats(&after)
 	// The engine's own count would have stopped it past 300 MB.
 	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
@@ -59,7 +59,7 @@ func TestSubquerySeriesCount(t *testing.T) {
 	}
 	// Other names are not counted.
 	put(t, s, labels.FromStrings("__name__", "h", "pod", "p-0"), map[int]float64{0: 1})
-	boundErr(t, src, expr, "× 1 values a step × 100 series")
+	boundErr(t, src, expr, "× 100 values held at each, its selectors matching 100 series")
 }
 
 // TestSubqueryDefaultStep: a subquery without a step is evaluated at the
