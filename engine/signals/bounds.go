@@ -15,10 +15,11 @@ import (
 // endpoint): a query is text from a pull request or a socket, and the
 // reconciler evaluating it must stay up whatever it asks for.
 const (
-	// MaxSamples bounds the samples one query may make. The PromQL engine
-	// takes some 130 bytes of resident memory per sample of a subquery
-	// before its own count stops it, so 5M keeps one query well under a
-	// gigabyte where the previous 50M let a 45-byte query take 3.4 GB.
+	// MaxSamples bounds the samples one query may hold at once. The
+	// PromQL engine takes some 60 bytes of resident memory per sample it
+	// counts (slices grown by doubling, copies between steps), so the
+	// largest query within it peaks near 300 MB, where the previous 50M
+	// let a 45-byte query take 3.4 GB.
 	MaxSamples = 5_000_000
 	// MaxPointsRead bounds the points range functions over a nested
 	// subquery read over all their steps: the engine does not look at its
