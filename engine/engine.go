@@ -51,9 +51,12 @@ type Engine struct {
 	// spec that fails to load cannot be told from a deleted one, so no
 	// field is released (see release.go).
 	Incomplete bool
-	// ConfirmRelease lets releases through when more than half of the
-	// specs the state knows vanished at once.
-	ConfirmRelease bool
+	// ConfirmGone are specs whose deletion the user confirmed (setpoint
+	// state confirm-release handed to this run): their releases pass the
+	// vanished-specs guard. One shot: it names these specs only, and Plan
+	// sets it to nil once it marked them in the state (never while spec
+	// files fail to load).
+	ConfirmGone map[string]bool
 }
 
 func (e *Engine) logger() *slog.Logger {
@@ -336,8 +339,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		if entry.User == nil && has && o.Exists {
 			if _, present := o.Attributes[d.Attr.Path]; present {
-				v := cur
-				entry.User = &v // adoption: the value the workload had
+				if note := readopt(entry, cur); note != "" {
+					p.Notes = append(p.Notes, plan.Note{Severity: diag.Warning, Spec: d.Primary.Source, Pos: d.Primary.SourcePos, Message: fmt.Sprintf("%s: %s", d.Attr, note)})
+				} else {
+					v := cur
+					entry.User = &v // adoption: the value the workload had
+				}
 			}
 		}
 		specs := d.Specs()
@@ -774,9 +781,12 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 							}
 						}
 					}
-				case c.Restore, c.Release:
-					// The user's value is back, or the field was handed
-					// back: setpoint no longer owns it.
+				case c.Release:
+					// Handed back: a tombstone remembers what setpoint wrote
+					// and the user's value before it.
+					tombstone(st.Entry(attr), now)
+				case c.Restore:
+					// The user's value is back: setpoint no longer owns it.
 					st.Delete(attr)
 				default:
 					en := st.Entry(attr)

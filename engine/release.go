@@ -2,27 +2,121 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
 // A spec that disappears from the directory releases the fields it set,
 // as Argo CD's prune safety would have it:
 //   - the values stay: setpoint stops managing the fields (the provider
-//     hands them back) and forgets them; nothing is restored. A user who
-//     wants their values back turns enforcement off first (the plan then
-//     restores them) and deletes the spec after;
+//     hands them back) and keeps a tombstone of each (what it wrote and
+//     the user's value that write replaced), so a spec that comes back
+//     adopts the user's value, not setpoint's own. A user who wants their
+//     values back turns enforcement off first (the plan then restores
+//     them) and deletes the spec after;
 //   - no object is ever deleted because a spec disappeared;
 //   - while any spec file fails to load, nothing is released: a broken
 //     spec cannot be told from a deleted one;
-//   - when more than half of the specs the state knows vanish at once (an
-//     empty or partial checkout), nothing is released until confirmed.
+//   - when more than half of the specs setpoint applied for are gone
+//     (an empty or partial checkout), nothing is released until the
+//     deletion is confirmed (setpoint state confirm-release, one shot).
+//     "Gone" is judged against every spec setpoint applied for since the
+//     last confirmation, released ones included (their tombstones), so
+//     deleting specs one at a time does not slip past the guard.
+
+// guardSets are the specs the vanished-specs guard judges by: known is
+// every spec setpoint applied for since the last confirmation, gone those
+// of them no longer in force and not confirmed deleted.
+func guardSets(st *state.State, live map[string]bool) (known, gone map[string]bool) {
+	known, gone = map[string]bool{}, map[string]bool{}
+	note := func(ids []string, confirmed bool) {
+		for _, id := range ids {
+			known[id] = true
+			if !live[id] && !confirmed {
+				gone[id] = true
+			}
+		}
+	}
+	for _, o := range st.Objects() {
+		so, _ := st.Object(o)
+		for _, en := range so.Attrs {
+			if en == nil {
+				continue
+			}
+			if en.Applied != nil {
+				note(en.Applied.By, en.ReleaseConfirmed)
+			}
+			if r := en.Released; r != nil && !r.Confirmed {
+				note(r.By, false)
+			}
+		}
+	}
+	// A spec confirmed deleted in one entry is confirmed everywhere.
+	for _, o := range st.Objects() {
+		so, _ := st.Object(o)
+		for _, en := range so.Attrs {
+			if en != nil && en.Applied != nil && en.ReleaseConfirmed {
+				for _, id := range en.Applied.By {
+					delete(gone, id)
+				}
+			}
+		}
+	}
+	return known, gone
+}
+
+// ConfirmGone records that the specs in confirm (those of them not in
+// live) were deleted on purpose: what they applied is marked confirmed
+// (its release passes the guard) and their tombstones stop counting toward
+// it. It returns how many entries it marked. A spec in live is never
+// confirmed gone.
+func ConfirmGone(st *state.State, live, confirm map[string]bool) int {
+	gone := func(ids []string) bool {
+		if len(ids) == 0 {
+			return false
+		}
+		for _, id := range ids {
+			if live[id] || !confirm[id] {
+				return false
+			}
+		}
+		return true
+	}
+	n := 0
+	for _, o := range st.Objects() {
+		so, _ := st.Object(o)
+		for _, en := range so.Attrs {
+			if en == nil {
+				continue
+			}
+			if en.Applied != nil && !en.ReleaseConfirmed && gone(en.Applied.By) {
+				en.ReleaseConfirmed = true
+				n++
+			}
+			if r := en.Released; r != nil && !r.Confirmed && gone(r.By) {
+				r.Confirmed = true
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Gone lists the specs the guard counts as gone: setpoint applied for
+// them, they are not in live, and their deletion was not confirmed.
+func Gone(st *state.State, live map[string]bool) []string {
+	_, gone := guardSets(st, live)
+	return slices.Sorted(maps.Keys(gone))
+}
 
 // releases adds to p a release of every field whose applied value was set
 // only by specs no longer in force. With a focus (watch reconciling some
@@ -37,14 +131,19 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 	for _, d := range e.Specs {
 		live[d.Head().ID()] = true
 	}
+	confirming := len(e.ConfirmGone) > 0 && !e.Incomplete
+	if confirming {
+		ConfirmGone(st, live, e.ConfirmGone)
+		// Taken: it is in the state now (the caller's save keeps it).
+		e.ConfirmGone = nil
+	}
 	wanted := map[addrs.Attr]bool{}
 	for _, it := range intents {
 		wanted[it.Attr] = true
 	}
-	if focus != nil && !slices.ContainsFunc(focus, func(id string) bool { return !live[id] }) {
+	if focus != nil && !confirming && !slices.ContainsFunc(focus, func(id string) bool { return !live[id] }) {
 		return
 	}
-	known, gone := map[string]bool{}, map[string]bool{}
 	type orphan struct {
 		attr addrs.Attr
 		en   *state.Entry
@@ -54,19 +153,18 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 		so, _ := st.Object(o)
 		// In any order: the plan sorts its changes and holds.
 		for k, en := range so.Attrs {
-			if en == nil || en.Applied == nil || len(en.Applied.By) == 0 {
+			if en == nil || en.Applied == nil || len(en.Applied.By) == 0 || en.Pending != nil {
 				continue
 			}
 			alive := false
 			for _, id := range en.Applied.By {
-				known[id] = true
 				if live[id] {
 					alive = true
-				} else {
-					gone[id] = true
 				}
 			}
 			if alive {
+				// A confirmed deletion that was undone confirms nothing.
+				en.ReleaseConfirmed = false
 				continue
 			}
 			path, err := addrs.ParsePath(k)
@@ -83,20 +181,25 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 	if len(orphans) == 0 {
 		return
 	}
+	known, gone := guardSets(st, live)
 	var hold *plan.Hold
 	switch {
 	case e.Incomplete:
 		hold = &plan.Hold{Kind: plan.HoldRelease, Detail: "some spec files do not load, and a spec that does not load cannot be told from a deleted one; fix them first"}
-	case 2*len(gone) > len(known) && !e.ConfirmRelease:
-		hold = &plan.Hold{Kind: plan.HoldRelease, Detail: fmt.Sprintf("%d of the %d specs setpoint applied for are gone at once (an empty checkout?); run with --confirm-release if they were deleted on purpose", len(gone), len(known))}
+	case 2*len(gone) > len(known):
+		hold = &plan.Hold{Kind: plan.HoldRelease, Detail: fmt.Sprintf("%d of the %d specs setpoint applied for since the last confirmation are gone (%s; an empty checkout?); if they were deleted on purpose, run `setpoint state confirm-release DIR` once", len(gone), len(known), summarize(slices.Sorted(maps.Keys(gone)), 3))}
 	}
 	for _, or := range orphans {
+		hold := hold
+		if hold != nil && hold.Kind == plan.HoldRelease && !e.Incomplete && or.en.ReleaseConfirmed {
+			hold = nil // confirmed deleted: the guard is for the others
+		}
 		by := slices.Clone(or.en.Applied.By)
 		v := or.en.Applied.Value
 		c := plan.Change{
 			Address: or.attr.Object, Attribute: or.attr.Path, Action: action.Update, Release: true,
 			From: v.String(), To: v.String(), Value: v, By: by, Spec: by[0],
-			Reason: fmt.Sprintf("%s gone: the field is released and keeps its value", strings.Join(by, ", ")),
+			Reason: fmt.Sprintf("%s gone: the field is released and keeps its value %s (setpoint's); a tombstone keeps the user's value %s for a spec that comes back", strings.Join(by, ", "), v, userOf(or.en)),
 			Held:   hold,
 		}
 		if hold != nil {
@@ -105,4 +208,55 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 			p.Changes = append(p.Changes, c)
 		}
 	}
+}
+
+// userOf names an entry's user value for a message.
+func userOf(en *state.Entry) string {
+	if en.User == nil {
+		return "(none recorded)"
+	}
+	return en.User.String()
+}
+
+// summarize names the first n of ids and how many more.
+func summarize(ids []string, n int) string {
+	if len(ids) > n {
+		return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// tombstone turns an applied entry into its release's tombstone: the user's
+// value and setpoint's write are kept, the gate's state and the journal go.
+func tombstone(en *state.Entry, now time.Time) {
+	r := &state.Released{At: now, Confirmed: en.ReleaseConfirmed}
+	if en.Applied != nil {
+		r.Value, r.By = en.Applied.Value, slices.Clone(en.Applied.By)
+	}
+	if en.User != nil {
+		u := *en.User
+		r.User = &u
+	}
+	*en = state.Entry{Released: r}
+}
+
+// readopt sets a returning spec's user value from a tombstone: if the
+// attribute still holds what setpoint wrote, the user's value is the one
+// that write replaced (setpoint's own value is never adopted as the
+// user's); if someone changed it since, that change is the user's. It
+// returns a note for the plan, "" when there was no tombstone.
+func readopt(en *state.Entry, cur values.Value) string {
+	r := en.Released
+	if r == nil {
+		return ""
+	}
+	en.Released = nil
+	if cur == r.Value && r.User != nil {
+		u := *r.User
+		en.User = &u
+		return fmt.Sprintf("adopted again after a release: the user's value is %s, from before the release (%s is setpoint's own write)", u, cur)
+	}
+	v := cur
+	en.User = &v
+	return fmt.Sprintf("adopted again after a release: the user's value is %s (changed since setpoint's %s)", cur, r.Value)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -92,7 +93,7 @@ func TestDeletedSpecReleases(t *testing.T) {
 		t.Fatalf("a mass release must wait for confirmation:\n%s", text(pl))
 	}
 	// Spec files that fail to load: held, whatever the count.
-	e.Incomplete, e.ConfirmRelease = true, true
+	e.Incomplete, e.ConfirmGone = true, map[string]bool{"NFR/shop/plain": true, "Toy/shop/floor": true}
 	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
 	if r, h := releases(pl); len(r) != 0 || len(h) != 1 || !strings.Contains(h[0].Held.String(), "do not load") {
 		t.Fatalf("no release while specs fail to load:\n%s", text(pl))
@@ -120,8 +121,8 @@ func TestDeletedSpecReleases(t *testing.T) {
 	if _, has := rec.applied[0].Attributes[replicas.Path]; has {
 		t.Fatalf("a released field is not sent as a value: %+v", rec.applied[0])
 	}
-	if _, ok := st.Lookup(replicas); ok {
-		t.Fatal("the state still holds the released field")
+	if en, ok := st.Lookup(replicas); !ok || en.Applied != nil || en.User != nil || en.Released == nil || en.Released.Value != values.CountOf(8) || !en.Released.Confirmed {
+		t.Fatalf("the state must keep only a confirmed tombstone of the released field: %+v", en)
 	}
 	read := p.Read(ctx, providers.ReadRequest{Now: now.Add(time.Minute), Addresses: []addrs.Object{replicas.Object}})
 	if o := read.Objects[0]; !o.Exists || o.Attributes[replicas.Path] != values.CountOf(8) {
@@ -181,6 +182,124 @@ func TestRenamedSpecTakesOver(t *testing.T) {
 		}
 		if en, _ := st.Lookup(replicas); en == nil || en.User == nil || *en.User != values.CountOf(1) {
 			t.Fatalf("the user's value must stay 1: %+v", en)
+		}
+	}
+}
+
+// TestSlowDeletionDoesNotSlipPastTheGuard: five specs deleted one at a
+// time are judged against the five setpoint applied for, released ones
+// included (their tombstones): the first two are released, the third is
+// held. Restored, the released fields adopt the user's value from before
+// setpoint's write, never setpoint's own. A confirmation names the specs
+// it confirms and lets their releases through.
+func TestSlowDeletionDoesNotSlipPastTheGuard(t *testing.T) {
+	var wls string
+	var docs []string
+	for i := 1; i <= 5; i++ {
+		n := fmt.Sprint(i)
+		wls += strings.ReplaceAll(plainWL, "name: plain", "name: plain"+n)
+		docs = append(docs, strings.ReplaceAll(strings.ReplaceAll(toyDoc("8"), "name: floor", "name: floor"+n), "name: plain", "name: plain"+n))
+	}
+	e, p := world(t, wls, docs...)
+	if len(e.Specs) != 5 {
+		t.Fatalf("%d specs", len(e.Specs))
+	}
+	all := slices.Clone(e.Specs)
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	replicas := func(i int) addrs.Attr {
+		return addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: fmt.Sprint("plain", i)}, Path: addrs.MustPath("spec.replicas")}
+	}
+	pl := e.Plan(ctx, now, st, nil)
+	if res := e.Apply(ctx, now, pl, st); len(res) != 5 {
+		t.Fatalf("apply: %+v\n%s", res, text(pl))
+	}
+	without := func(gone ...int) []spec.Document {
+		var out []spec.Document
+		for _, d := range all {
+			if !slices.ContainsFunc(gone, func(i int) bool { return d.Head().ID() == fmt.Sprint("Toy/shop/floor", i) }) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	releases := func(pl *plan.Plan) (through, held int) {
+		for _, c := range pl.Changes {
+			if c.Release {
+				through++
+			}
+		}
+		for _, c := range pl.Held {
+			if c.Release {
+				held++
+			}
+		}
+		return
+	}
+	// One at a time, each applied before the next goes.
+	for i, want := range []struct{ through, held int }{{1, 0}, {1, 0}, {0, 1}} {
+		now = now.Add(time.Minute)
+		e.Specs = without(slices.Collect(func(yield func(int) bool) {
+			for j := 1; j <= i+1; j++ {
+				yield(j)
+			}
+		})...)
+		pl = e.Plan(ctx, now, st, nil)
+		through, held := releases(pl)
+		if through != want.through || held != want.held {
+			t.Fatalf("with %d of 5 gone: %d released, %d held; want %d, %d\n%s", i+1, through, held, want.through, want.held, text(pl))
+		}
+		e.Apply(ctx, now, pl, st)
+	}
+	if !strings.Contains(text(pl), "3 of the 5 specs setpoint applied for since the last confirmation are gone") {
+		t.Fatalf("the hold must count against the five:\n%s", text(pl))
+	}
+	for _, i := range []int{1, 2} {
+		if en, _ := st.Lookup(replicas(i)); en == nil || en.Released == nil || en.Released.Value != values.CountOf(8) || *en.Released.User != values.CountOf(1) {
+			t.Fatalf("tombstone of plain%d: %+v", i, en)
+		}
+	}
+
+	// All back: the released fields hold setpoint's 8; the user's value is
+	// the 1 from before it, and the plan says so.
+	now = now.Add(time.Minute)
+	e.Specs = all
+	pl = e.Plan(ctx, now, st, nil)
+	for _, i := range []int{1, 2} {
+		en, _ := st.Lookup(replicas(i))
+		if en == nil || en.User == nil || *en.User != values.CountOf(1) || en.Released != nil {
+			t.Fatalf("plain%d adopted again with user %v (want 1, not setpoint's 8): %+v", i, en.User, en)
+		}
+	}
+	if !strings.Contains(text(pl), "the user's value is 1, from before the release (8 is setpoint's own write)") {
+		t.Fatalf("the plan must say where the user's value came from:\n%s", text(pl))
+	}
+	e.Apply(ctx, now, pl, st)
+
+	// Three go again: held; confirmed for those three only, released.
+	now = now.Add(time.Minute)
+	e.Specs = without(3, 4, 5)
+	if through, held := releases(e.Plan(ctx, now, st, nil)); through != 0 || held != 3 {
+		t.Fatalf("before the confirmation: %d released, %d held", through, held)
+	}
+	if got := engine.Gone(st, map[string]bool{"Toy/shop/floor1": true, "Toy/shop/floor2": true}); !slices.Equal(got, []string{"Toy/shop/floor3", "Toy/shop/floor4", "Toy/shop/floor5"}) {
+		t.Fatalf("gone: %v", got)
+	}
+	e.ConfirmGone = map[string]bool{"Toy/shop/floor3": true, "Toy/shop/floor4": true, "Toy/shop/floor5": true}
+	pl = e.Plan(ctx, now, st, nil)
+	if through, held := releases(pl); through != 3 || held != 0 {
+		t.Fatalf("confirmed: %d released, %d held\n%s", through, held, text(pl))
+	}
+	e.Apply(ctx, now, pl, st)
+	e.ConfirmGone = nil
+	// Confirmed tombstones no longer count toward the guard.
+	if got := engine.Gone(st, nil); len(got) != 0 {
+		t.Fatalf("confirmed deletions still counted: %v", got)
+	}
+	for _, i := range []int{3, 4, 5} {
+		if en, _ := st.Lookup(replicas(i)); en == nil || en.Released == nil || !en.Released.Confirmed {
+			t.Fatalf("plain%d: want a confirmed tombstone: %+v", i, en)
 		}
 	}
 }

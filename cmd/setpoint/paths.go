@@ -33,10 +33,6 @@ type trustFlags struct {
 
 var trust trustFlags
 
-// confirmRelease lets a plan release the fields of more than half of the
-// specs setpoint applied for at once (see engine/release.go).
-var confirmRelease bool
-
 // cluster is how the kubernetes provider reaches its API server: the
 // operator's choice, never a spec's.
 var cluster struct {
@@ -74,7 +70,6 @@ func addTrustFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().BoolVar(&cluster.inCluster, "in-cluster", false, "the kubernetes provider uses the pod's service account (setpoint runs in the cluster)")
 	cmd.PersistentFlags().BoolVar(&trust.outsidePaths, "allow-outside-paths", false, "let paths in specs (state.path, the sim trace) resolve outside the spec directory")
 	cmd.PersistentFlags().BoolVar(&trust.specPlugins, "allow-spec-plugins", false, "search pluginPath entries inside the spec directory for provider binaries")
-	cmd.PersistentFlags().BoolVar(&confirmRelease, "confirm-release", false, "release the fields of deleted specs even when more than half of the specs vanished at once")
 }
 
 // envPaths are the paths an Environment names, resolved and checked.

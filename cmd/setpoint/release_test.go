@@ -15,7 +15,7 @@ import (
 // TestDeletedSpecReleasesItsFields: after an apply, deleting a spec
 // releases what it set (the plan says so, the values stay), a broken spec
 // file holds every release, and deleting every spec at once releases
-// nothing until --confirm-release.
+// nothing until setpoint state confirm-release.
 func TestDeletedSpecReleasesItsFields(t *testing.T) {
 	dir := copySpecs(t, quick...)
 	run := func(args ...string) string {
@@ -58,10 +58,13 @@ func TestDeletedSpecReleasesItsFields(t *testing.T) {
 		}
 	}
 	out = []byte(run("plan", dir))
-	if !strings.Contains(string(out), "release not confirmed") || !strings.Contains(string(out), "--confirm-release") {
+	if !strings.Contains(string(out), "release not confirmed") || !strings.Contains(string(out), "setpoint state confirm-release DIR") {
 		t.Fatalf("a mass release must wait:\n%s", out)
 	}
-	if out := run("plan", "--confirm-release", dir); !strings.Contains(out, "to release") {
+	if out := run("state", "confirm-release", "--yes", dir); !strings.Contains(out, "Confirmed 4 specs deleted") {
+		t.Fatalf("confirm-release: %s", out)
+	}
+	if out := run("plan", dir); !strings.Contains(out, "to release") {
 		t.Fatalf("confirmed, it goes through:\n%s", out)
 	}
 }
@@ -97,5 +100,27 @@ func TestInterruptAfterApplyStillRecords(t *testing.T) {
 	hpa := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}, Path: addrs.MustPath("spec.minReplicas")}
 	if en, ok := st.Lookup(hpa); !ok || en.Applied == nil {
 		t.Fatalf("the applied change was not recorded: %+v", en)
+	}
+}
+
+// TestChangedStatePathWarns: state.path moved to an empty place while a
+// state exists at the old one is said, not silently started afresh.
+func TestChangedStatePathWarns(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	if _, errOut, code := runCLI(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	_, errOut, _ := runCLI(t, "plan", dir)
+	if strings.Contains(errOut, "state.path holds no state") {
+		t.Fatalf("the state is where it was: no warning\n%s", errOut)
+	}
+	p := filepath.Join(dir, "setpoint.yaml")
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "path: .setpoint/state.json", "path: .setpoint/moved.json", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, _ = runCLI(t, "plan", dir)
+	if !strings.Contains(errOut, "state.path holds no state, but a state exists elsewhere") || !strings.Contains(errOut, "state.json") {
+		t.Fatalf("want a warning naming the old state:\n%s", errOut)
 	}
 }

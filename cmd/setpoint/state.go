@@ -5,6 +5,7 @@ import (
 
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -20,7 +21,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/setpoint-dev/setpoint/cue/load"
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
@@ -35,28 +38,123 @@ func stateAdvice(err error, dir string) error {
 // stateBackend finds a directory's state from its Environment, starting
 // no provider.
 func stateBackend(ctx context.Context, dir string) (state.Backend, error) {
+	sd, err := openStateDir(ctx, dir)
+	return sd.backend, err
+}
+
+// stateDir is a directory's state and what its specs are now.
+type stateDir struct {
+	backend state.Backend
+	path    string // the state file ("" in a cluster)
+	loaded  *load.Result
+}
+
+func openStateDir(ctx context.Context, dir string) (stateDir, error) {
+	var sd stateDir
 	l, err := newLoader(ctx, defaultCUELimits())
 	if err != nil {
-		return nil, err
+		return sd, err
 	}
-	env := l.LoadDir(dir).Environment()
+	sd.loaded = l.LoadDir(dir)
+	env := sd.loaded.Environment()
 	if env == nil {
-		return nil, fmt.Errorf("%s: no valid Environment (setpoint validate %s says why)", dir, dir)
+		return sd, fmt.Errorf("%s: no valid Environment (setpoint validate %s says why)", dir, dir)
 	}
 	root, err := confine.NewRoot(dir)
 	if err != nil {
-		return nil, err
+		return sd, err
 	}
 	paths, bad := resolveEnvPaths(root, env, trust)
 	for _, d := range bad {
 		if d.Path == "spec.state.path" {
-			return nil, errors.New(d.Error())
+			return sd, errors.New(d.Error())
 		}
 	}
 	if env.Spec.State.Backend == "kubernetes" {
-		return clusterState(env)
+		sd.backend, err = clusterState(env)
+		return sd, err
 	}
-	return state.NewFile(paths.state), nil
+	sd.backend, sd.path = state.NewFile(paths.state), paths.state
+	return sd, nil
+}
+
+// newConfirmReleaseCmd confirms, once, that the specs gone from a
+// directory were deleted on purpose.
+func newConfirmReleaseCmd() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "confirm-release DIR",
+		Short: "Confirm, once, that the specs gone from DIR were deleted on purpose, so their fields are released",
+		Long: `When more than half of the specs setpoint applied for since the last
+confirmation are gone (an empty or partial checkout looks the same), nothing is
+released. confirm-release lists the specs gone and, confirmed, marks them in the
+state: their fields are released at the next plan, apply or watch reconcile. It
+names those specs only; a spec deleted later is judged again. While a watch
+holds the state, the confirmation is handed to it (a file beside the state) and
+taken at its next reconcile.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			sd, err := openStateDir(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if sd.loaded.Diags.HasErrors() {
+				return fmt.Errorf("%s: some spec files do not load, and a spec that does not load cannot be told from a deleted one: fix them first (setpoint validate %s)", args[0], args[0])
+			}
+			live := map[string]bool{}
+			for _, d := range sd.loaded.Documents {
+				if h := d.Head(); h.Kind != "Environment" {
+					live[h.ID()] = true
+				}
+			}
+			unlock, lockErr := sd.backend.Lock(ctx, "setpoint state confirm-release", false)
+			if lockErr != nil && !errors.Is(lockErr, state.ErrLocked) {
+				return lockErr
+			}
+			if unlock != nil {
+				defer unlock()
+			}
+			st, err := sd.backend.Load(ctx)
+			if err != nil {
+				return stateAdvice(err, args[0])
+			}
+			gone := engine.Gone(st, live)
+			if len(gone) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "No spec setpoint applied for is gone: nothing to confirm.")
+				return nil
+			}
+			if !yes {
+				if err := confirmWith(cmd, fmt.Sprintf("%s gone from %s: deleted on purpose, release their fields?\n  %s\n", load.CountNoun(len(gone), "spec"), args[0], strings.Join(gone, "\n  "))); err != nil {
+					return err
+				}
+			}
+			set := map[string]bool{}
+			for _, id := range gone {
+				set[id] = true
+			}
+			if lockErr == nil {
+				engine.ConfirmGone(st, live, set)
+				if _, err := sd.backend.Save(ctx, st); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Confirmed %s deleted: their fields are released at the next plan, apply or watch.\n", load.CountNoun(len(gone), "spec"))
+				return nil
+			}
+			if sd.path == "" {
+				return fmt.Errorf("%w\n(in a cluster the confirmation needs the state lock: run it when no replica holds the shards)", lockErr)
+			}
+			host, _ := os.Hostname()
+			b, _ := json.Marshal(confirmation{Specs: gone, At: time.Now().UTC(), By: fmt.Sprintf("pid %d on %s", os.Getpid(), host)})
+			if err := atomicfile.Write(state.ConfirmPath(sd.path), b, 0o644); err != nil {
+				return fmt.Errorf("handing the confirmation over: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "The state is held (%v).\nThe confirmation of %s is handed to it: their fields are released at its next reconcile.\n", lockErr, load.CountNoun(len(gone), "spec"))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
+	return cmd
 }
 
 // stateNamespace is where in-cluster state lives: --state-namespace, else
@@ -256,7 +354,7 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 		}
 		return "moved " + s + " aside to " + to, nil
 	})
-	cmd.AddCommand(show, verify, reseal, reset)
+	cmd.AddCommand(show, verify, reseal, reset, newConfirmReleaseCmd())
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -220,6 +221,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 	}
 	w.statePath = paths.state
 	w.state = state.NewFile(w.statePath)
+	if w.env.Spec.State.Backend != "kubernetes" {
+		warnStrayState(base, w.statePath)
+	}
 	// Without a sim world, time is the wall's.
 	w.now = time.Now()
 	var source signals.Source
@@ -325,7 +329,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		source = embedded.NewSource(w.store)
 	}
 	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: source, Version: version.Version, Dir: absDir,
-		Incomplete: diags.HasErrors(), ConfirmRelease: confirmRelease}
+		Incomplete: diags.HasErrors()}
 	if emb, ok := source.(*embedded.Source); ok {
 		w.wireScraping(emb, o.oneShot)
 	}
@@ -473,13 +477,132 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 	if err != nil {
 		return stateAdvice(err, w.dir)
 	}
+	confirm := w.takeConfirmation()
+	defer func() {
+		w.mu.Lock()
+		w.eng.ConfirmGone = nil
+		w.mu.Unlock()
+	}()
 	if err := f(st); err != nil {
 		return err
 	}
 	// An interrupt must not drop the record of what was applied: once f
 	// ran, the save goes through (a provider call has its own timeout).
-	_, err = w.state.Save(context.WithoutCancel(ctx), st)
-	return err
+	if _, err = w.state.Save(context.WithoutCancel(ctx), st); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	taken := confirm != "" && w.eng.ConfirmGone == nil
+	w.mu.Unlock()
+	if taken {
+		// In the state now: the confirmation was one shot.
+		if err := os.Remove(confirm); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			slog.Warn("removing the release confirmation", "file", confirm, "error", err)
+		}
+		slog.Info("release confirmation taken", "file", confirm)
+	}
+	return nil
+}
+
+// warnStrayState warns when the state file holds nothing while a state
+// exists where states are usually kept (the Environment's .setpoint/ and
+// the state file's own directory): state.path was changed, and starting
+// fresh would adopt setpoint's own values as the users'.
+func warnStrayState(base, statePath string) {
+	hasShards := func(dir string) bool {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return false
+		}
+		for _, e := range ents {
+			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".json") {
+				return true
+			}
+		}
+		return false
+	}
+	mine := statePath + state.ShardDirSuffix
+	if hasShards(mine) {
+		return
+	}
+	var found []string
+	for _, d := range []string{filepath.Join(base, ".setpoint"), filepath.Dir(statePath)} {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			p := filepath.Join(d, e.Name())
+			if e.IsDir() && strings.HasSuffix(e.Name(), ".json"+state.ShardDirSuffix) && p != mine && !slices.Contains(found, p) && hasShards(p) {
+				found = append(found, p)
+			}
+		}
+	}
+	for _, p := range found {
+		slog.Warn("state.path holds no state, but a state exists elsewhere: if state.path changed, move that state to it or set state.path back; otherwise setpoint starts fresh and adopts every current value (its own earlier writes included) as the user's",
+			"state", statePath, "found", strings.TrimSuffix(p, state.ShardDirSuffix))
+	}
+}
+
+// confirmation is what setpoint state confirm-release hands over.
+type confirmation struct {
+	Specs []string  `json:"specs"`
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+}
+
+// takeConfirmation reads a confirmation handed over beside the state into
+// the engine, and returns its path ("" when there is none).
+func (w *workspace) takeConfirmation() string {
+	if w.statePath == "" {
+		return ""
+	}
+	p := state.ConfirmPath(w.statePath)
+	b, err := readBounded(p, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	var c confirmation
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		slog.Warn("a release confirmation that cannot be read is ignored", "file", p, "error", err)
+		return ""
+	}
+	set := map[string]bool{}
+	for _, id := range c.Specs {
+		set[id] = true
+	}
+	w.mu.Lock()
+	w.eng.ConfirmGone = set
+	w.mu.Unlock()
+	return p
+}
+
+// readBounded reads a regular file of at most limit bytes, not through a
+// symlink at its last component.
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is over %d bytes", p, limit)
+	}
+	return b, nil
 }
 
 // addTargets puts each NFR's p99 target into the sim workload it targets,

@@ -149,6 +149,34 @@ func (enc *encoder) entry(b []byte, e *Entry, canonical bool) ([]byte, error) {
 			}
 		}
 		b = append(b, '}')
+		sep = true
+	}
+	// The release tombstone, the confirmation and the journal are rare:
+	// written by encoding/json (the fast decoder gives up on them and the
+	// standard one reads them).
+	for _, f := range []struct {
+		name string
+		v    any
+		set  bool
+	}{
+		{"released", e.Released, e.Released != nil},
+		{"releaseConfirmed", e.ReleaseConfirmed, e.ReleaseConfirmed},
+		{"pending", e.Pending, e.Pending != nil},
+	} {
+		if !f.set {
+			continue
+		}
+		raw, err := json.Marshal(f.v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.name, err)
+		}
+		if sep {
+			b = append(b, ',')
+		}
+		b = appendString(b, f.name)
+		b = append(b, ':')
+		b = append(b, raw...)
+		sep = true
 	}
 	return append(b, '}'), nil
 }

@@ -83,8 +83,12 @@ func NewFile(path string) Backend {
 // FilesBeside lists what the file backend keeps for the state file at
 // path: its shard directory and its lock file (path itself holds nothing).
 func FilesBeside(path string) []string {
-	return []string{path + ShardDirSuffix, path + ".lock"}
+	return []string{path + ShardDirSuffix, path + ".lock", ConfirmPath(path)}
 }
+
+// ConfirmPath is where setpoint state confirm-release hands a confirmation
+// to the process that holds the lock (a running watch): beside the state.
+func ConfirmPath(path string) string { return path + ".confirm-release" }
 
 func (b *fileBackend) String() string { return b.dir }
 

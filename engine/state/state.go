@@ -98,6 +98,53 @@ type Entry struct {
 	// policy name (e.g. "nfr"), exactly what the policy reads; the policy
 	// bounds its size. Each must be valid JSON.
 	Policy map[string]json.RawMessage `json:"policy,omitempty"`
+	// Released is the tombstone of a release: the specs that set the
+	// attribute were deleted and setpoint handed it back. It keeps what
+	// setpoint wrote and the user's value that write replaced, so a spec
+	// that comes back does not adopt setpoint's own value as the user's,
+	// and so the specs released count toward the vanished-specs guard
+	// until a release is confirmed. One per attribute: bounded.
+	Released *Released `json:"released,omitempty"`
+	// ReleaseConfirmed says the user confirmed that the specs behind
+	// Applied were deleted on purpose (setpoint state confirm-release): its
+	// release is not held by the guard. Cleared when one of them returns.
+	ReleaseConfirmed bool `json:"releaseConfirmed,omitempty"`
+	// Pending is the intent journal: a provider call about to be made for
+	// this attribute, saved before the call. The next run settles it from
+	// what the provider reads back, so a process killed between the call
+	// and the record neither loses what it created nor adopts it.
+	Pending *Pending `json:"pending,omitempty"`
+}
+
+// Released is an attribute's release tombstone.
+type Released struct {
+	// Value is what setpoint had written (and left in place).
+	Value values.Value `json:"value"`
+	// User is the user's value setpoint's write replaced, if known.
+	User *values.Value `json:"user,omitempty"`
+	By   []string      `json:"by,omitempty"`
+	At   time.Time     `json:"at"`
+	// Confirmed: the deletion was confirmed, so these specs no longer
+	// count toward the vanished-specs guard.
+	Confirmed bool `json:"confirmed,omitempty"`
+}
+
+// Intent actions of a Pending entry.
+const (
+	IntentApply   = "apply"   // set Value (update or create)
+	IntentRelease = "release" // hand the field back
+	IntentRestore = "restore" // write the user's value back and hand it over
+	IntentDelete  = "delete"  // delete the object
+)
+
+// Pending is one journaled intent.
+type Pending struct {
+	Action string       `json:"action"`
+	Value  values.Value `json:"value"`
+	By     []string     `json:"by,omitempty"`
+	At     time.Time    `json:"at"`
+	// Create: the object did not exist; the rest of its attributes.
+	Create map[string]values.Value `json:"create,omitempty"`
 }
 
 // Applied records setpoint's last write of an attribute.
@@ -113,7 +160,7 @@ type Applied struct {
 // IsEmpty reports whether the entry remembers nothing (and so is not
 // stored).
 func (e *Entry) IsEmpty() bool {
-	return e == nil || (e.User == nil && e.Applied == nil && len(e.Policy) == 0)
+	return e == nil || (e.User == nil && e.Applied == nil && len(e.Policy) == 0 && e.Released == nil && !e.ReleaseConfirmed && e.Pending == nil)
 }
 
 // New returns an empty state.
