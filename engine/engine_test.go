@@ -387,15 +387,26 @@ type retyped struct{ *sim.Provider }
 
 func (r retyped) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	resp := r.Provider.Read(ctx, req)
+	retype(resp.Objects)
+	return resp
+}
+
+// List serves the same objects as Read (deciders find an HPA by listing).
+func (r retyped) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	resp := r.Provider.List(ctx, req)
+	retype(resp.Objects)
+	return resp
+}
+
+func retype(objs []providers.Object) {
 	min := addrs.MustPath("spec.minReplicas")
-	for i, o := range resp.Objects {
+	for i, o := range objs {
 		if v, ok := o.Attributes[min]; ok {
 			attrs := maps.Clone(o.Attributes)
 			attrs[min] = values.StringOf(v.String())
-			resp.Objects[i].Attributes = attrs
+			objs[i].Attributes = attrs
 		}
 	}
-	return resp
 }
 
 // TestObservedTypeMustMatch: a value of another type than the one decided
@@ -441,12 +452,23 @@ type rollingOut struct{ *sim.Provider }
 
 func (r rollingOut) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
 	resp := r.Provider.Read(ctx, req)
-	for i, o := range resp.Objects {
+	rollOut(resp.Objects)
+	return resp
+}
+
+// List serves the same objects as Read (deciders find an HPA by listing).
+func (r rollingOut) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	resp := r.Provider.List(ctx, req)
+	rollOut(resp.Objects)
+	return resp
+}
+
+func rollOut(objs []providers.Object) {
+	for i, o := range objs {
 		if o.Address.Kind == "HorizontalPodAutoscaler" {
-			resp.Objects[i].Generation, resp.Objects[i].ObservedGeneration = 3, 2
+			objs[i].Generation, objs[i].ObservedGeneration = 3, 2
 		}
 	}
-	return resp
 }
 
 // TestMidRolloutHolds: a change to an object whose observedGeneration is

@@ -146,6 +146,16 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		if k.name != KindHPA && k.name != KindNodeAgent {
 			return fail(fmt.Errorf("%s: the kubernetes provider creates only HorizontalPodAutoscalers and NodeAgentConfigs", c.Address))
 		}
+		if k.name == KindHPA {
+			// The HPA it would create scales the Deployment of its name:
+			// one of another name may already scale it, and two HPAs on
+			// one workload fight over its replicas.
+			if other, err := scaledBy(call(), rc, "Deployment", c.Address.Name); err != nil {
+				return fail(explain(err, "list", k, c.Address.Namespace))
+			} else if other != "" {
+				return fail(fmt.Errorf("%s: Deployment %s/%s is already scaled by HorizontalPodAutoscaler %s: setpoint does not create a second", c.Address, c.Address.Namespace, c.Address.Name, other))
+			}
+		}
 	case err != nil:
 		return fail(explain(err, "get", k, c.Address.Namespace))
 	}
@@ -458,4 +468,21 @@ func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time,
 	if _, err := core.CoreV1().Events(a.Namespace).Create(cctx, ev, metav1.CreateOptions{}); err != nil {
 		logger.Warn("recording an event", "object", a.String(), "reason", reason, "err", err)
 	}
+}
+
+// scaledBy is the name of an HPA of the namespace whose scaleTargetRef
+// names the workload, "" when none does.
+func scaledBy(ctx context.Context, rc dynamic.ResourceInterface, kind, name string) (string, error) {
+	l, err := rc.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, h := range l.Items {
+		k, _, _ := unstructured.NestedString(h.Object, "spec", "scaleTargetRef", "kind")
+		n, _, _ := unstructured.NestedString(h.Object, "spec", "scaleTargetRef", "name")
+		if k == kind && n == name {
+			return h.GetName(), nil
+		}
+	}
+	return "", nil
 }

@@ -114,6 +114,8 @@ var kinds = map[string]*kind{
 		attrs: []attr{
 			{path: AttrReplicas, typ: values.Count, enc: encInt, desc: "replicas (written by the HPA when there is one)"},
 			{path: AttrReadyReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "pods serving"},
+			{path: workload.ReplicaFailure, typ: values.String, enc: encString, readOnly: true, desc: "True while its pods cannot be created (a quota exceeded)"},
+			{path: workload.ReplicaFailureMessage, typ: values.String, enc: encString, readOnly: true, desc: "why its pods cannot be created"},
 		},
 		containers: pathTemplateContainers, memoryWritable: true,
 	},
@@ -126,6 +128,10 @@ var kinds = map[string]*kind{
 			{path: AttrTargetCPU, typ: values.Count, enc: encCPUTarget, desc: "CPU utilisation target in percent of requests (set only when setpoint creates the HPA)"},
 			{path: AttrCurrentReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas at the last sync"},
 			{path: AttrDesiredReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas the last sync asked for"},
+			// What it scales, by which setpoint finds a workload's HPA
+			// whatever the HPA's name.
+			{path: workload.ScaleTargetKind, typ: values.String, enc: encString, readOnly: true, desc: "the kind of the workload it scales"},
+			{path: workload.ScaleTargetName, typ: values.String, enc: encString, readOnly: true, desc: "the name of the workload it scales"},
 		},
 	},
 	KindKnative: {

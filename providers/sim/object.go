@@ -27,9 +27,15 @@ var (
 	AttrMaxReplicas     = vocab.MaxReplicas
 	AttrCurrentReplicas = vocab.CurrentReplicas
 	AttrDesiredReplicas = vocab.DesiredReplicas
-	AttrTargetCPU       = vocab.TargetCPU
-	AttrMinScale        = vocab.MinScale
-	AttrMaxScale        = vocab.MaxScale
+	// What an HPA scales; a Deployment's ReplicaFailure condition (never
+	// True here: the sim world has no quota).
+	AttrScaleTargetKind       = vocab.ScaleTargetKind
+	AttrScaleTargetName       = vocab.ScaleTargetName
+	AttrReplicaFailure        = vocab.ReplicaFailure
+	AttrReplicaFailureMessage = vocab.ReplicaFailureMessage
+	AttrTargetCPU             = vocab.TargetCPU
+	AttrMinScale              = vocab.MinScale
+	AttrMaxScale              = vocab.MaxScale
 
 	pathStatus       = vocab.Status
 	pathTemplateSpec = addrs.MustPath("spec.template.spec")
@@ -95,6 +101,17 @@ func (o *object) toObject(addr providers.Address, sec int) providers.Object {
 	}
 	if o.kind == KindDeployment || o.kind == KindKnative {
 		obj.Attributes[AttrReadyReplicas] = values.CountOf(int64(o.wl.ready(sec)))
+	}
+	if o.kind == KindHPA {
+		// Every HPA of the sim world scales its workload's Deployment,
+		// and says so as a cluster's does: setpoint finds an HPA by what
+		// it scales, not by its name.
+		for p, v := range map[addrs.Path]string{AttrScaleTargetKind: KindDeployment, AttrScaleTargetName: o.wl.cfg.Name} {
+			obj.Attributes[p] = values.StringOf(v)
+			if m := o.manager(p); m != "" {
+				obj.Managers[p] = m
+			}
+		}
 	}
 	return obj
 }

@@ -52,13 +52,17 @@ func simSchema() providers.Schema {
 	}
 	return providers.Schema{Name: "sim", Version: version.Version, Signals: true, Kinds: []providers.KindSchema{
 		{Kind: KindDeployment, Attributes: append([]providers.AttributeSchema{
-			attr(AttrReplicas, values.Count, false, "replicas (written by the HPA when there is one)")}, pods()...)},
+			attr(AttrReplicas, values.Count, false, "replicas (written by the HPA when there is one)"),
+			attr(AttrReplicaFailure, values.String, true, "True while its pods cannot be created (never, in the sim world)"),
+			attr(AttrReplicaFailureMessage, values.String, true, "why its pods cannot be created")}, pods()...)},
 		{Kind: KindHPA, Attributes: []providers.AttributeSchema{
 			attr(AttrMinReplicas, values.Count, false, "at least 1"),
 			attr(AttrMaxReplicas, values.Count, false, "at least minReplicas"),
 			attr(AttrTargetCPU, values.Count, false, "CPU utilisation target in percent of requests"),
 			attr(AttrCurrentReplicas, values.Count, true, "replicas at the last sync"),
-			attr(AttrDesiredReplicas, values.Count, true, "replicas the last sync asked for")}},
+			attr(AttrDesiredReplicas, values.Count, true, "replicas the last sync asked for"),
+			attr(AttrScaleTargetKind, values.String, true, "the kind of the workload it scales (its workload's Deployment)"),
+			attr(AttrScaleTargetName, values.String, true, "the name of the workload it scales")}},
 		{Kind: KindKnative, Attributes: append([]providers.AttributeSchema{
 			attr(AttrMinScale, values.Count, false, "pods kept however idle"),
 			attr(AttrMaxScale, values.Count, false, "at most this many pods (0: no bound)")}, pods()...)},

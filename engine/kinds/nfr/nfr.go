@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -24,6 +25,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/noderes"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
 func init() { engine.Register("NFR", nfrDecider{}) }
@@ -112,6 +114,9 @@ func NodeMemoryAddress(n *spec.NFR, def string) (addrs.Object, bool) {
 	return addrs.Object{Provider: "nri", Kind: noderes.MemoryKind, Namespace: w.Namespace, Name: w.Name}, true
 }
 
+// Reads: the workload, the HPA of its name (where setpoint would create
+// one: that name must be free or scale the workload), the node agent's
+// object for memory.apply node.
 func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 	n := doc.(*spec.NFR)
 	w := WorkloadAddress(n, def)
@@ -123,6 +128,48 @@ func (nfrDecider) Reads(doc spec.Document, def string) []addrs.Object {
 		out = append(out, a)
 	}
 	return out
+}
+
+// Lists: a Deployment's HPA is the one whose scaleTargetRef names it,
+// whatever its name, found among the HPAs of its namespace.
+func (nfrDecider) Lists(doc spec.Document, def string) []providers.ListRequest {
+	w := WorkloadAddress(doc.(*spec.NFR), def)
+	if w.Kind != "Deployment" {
+		return nil
+	}
+	return []providers.ListRequest{workload.HPAList(w)}
+}
+
+// hpaOf is the HPA that scales the workload w, found by its
+// scaleTargetRef: an object that does not exist (at the address setpoint
+// would create one at) when none does; an error when the HPAs cannot be
+// listed, when several scale it, or when the name setpoint would create
+// one under is taken by an HPA of another workload.
+func hpaOf(n *spec.NFR, w addrs.Object, obs engine.Observation) (providers.Object, *plan.Note) {
+	fail := func(format string, a ...any) (providers.Object, *plan.Note) {
+		return providers.Object{}, &plan.Note{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf(format, a...)}
+	}
+	key := engine.ListKey(workload.HPAList(w))
+	if why, failed := obs.ListFailed[key]; failed {
+		return fail("listing the HorizontalPodAutoscalers of %s (to find the one that scales %s): %s", w.Namespace, w, why)
+	}
+	hpas := workload.ScaledBy(obs.Listed[key], w)
+	switch len(hpas) {
+	case 1:
+		return hpas[0], nil
+	case 0:
+	default:
+		var names []string
+		for _, h := range hpas {
+			names = append(names, h.Address.String())
+		}
+		return fail("%d HorizontalPodAutoscalers scale %s (%s): their controller refuses to act on either; keep one", len(hpas), w, strings.Join(names, ", "))
+	}
+	named := hpaAddress(w)
+	if o := obs.Objects[named]; o.Exists && n.Spec.Autoscaler != nil && n.Spec.Autoscaler.Create {
+		return fail("autoscaler.create: %s, where setpoint would create the HPA of %s, scales %s %s", named, w, o.Attributes[workload.ScaleTargetKind], o.Attributes[workload.ScaleTargetName])
+	}
+	return providers.Object{Address: named}, nil
 }
 
 func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, obs engine.Observation, st *state.State) ([]intent.Intent, []plan.Note, []plan.Note) {
@@ -142,13 +189,15 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 	}
 	var hpa, node providers.Object
 	for _, a := range reads[1:] {
-		switch a.Kind {
-		case "HorizontalPodAutoscaler":
-			hpa = obs.Objects[a]
-			hpa.Address = a
-		case noderes.MemoryKind:
+		if a.Kind == noderes.MemoryKind {
 			node = obs.Objects[a]
 			node.Address = a
+		}
+	}
+	if wAddr.Kind == "Deployment" {
+		var bad *plan.Note
+		if hpa, bad = hpaOf(n, wAddr, obs); bad != nil {
+			return nil, nil, []plan.Note{*bad}
 		}
 	}
 	users := map[addrs.Path]values.Value{}

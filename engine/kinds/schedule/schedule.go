@@ -1,5 +1,6 @@
 // Package schedulekind plugs the Schedule kind into the loop: what a
-// Schedule reads (its workload, the workload's HPA, its dependencies),
+// Schedule reads (its workload, its dependencies, and the HPAs of its
+// namespace, among which the workload's is the one that scales it),
 // the activity and trigger signals, the pure decisions of
 // engine/decide/schedule for every Schedule of a group at once, what it
 // writes per target, and the gate's policy that keeps the HPA behavior's
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -65,23 +67,56 @@ func Address(s *spec.Schedule, def string) addrs.Object {
 	return addrs.Object{Provider: prov, Kind: s.Spec.Target.Kind, Namespace: s.Metadata.Namespace, Name: s.Spec.Target.Name}
 }
 
-// Reads: the workload first, then its HPA (a Deployment's), then each
-// dependency. Reading the dependencies joins a Schedule to theirs, so a
-// group's 0→N decision is made once, over all of them.
+// Reads: the workload first, then each dependency. Reading the
+// dependencies joins a Schedule to theirs, so a group's 0→N decision is
+// made once, over all of them. A Deployment's HPA is found by what it
+// scales, among the HPAs of its namespace (Lists), not by its name.
 func (decider) Reads(doc spec.Document, def string) []addrs.Object {
 	s := doc.(*spec.Schedule)
 	w := Address(s, def)
 	out := []addrs.Object{w}
-	if w.Kind == workload.Deployment {
-		h := w
-		h.Kind = workload.HPA
-		out = append(out, h)
-	}
 	for _, d := range s.Spec.DependsOn {
-		kind, name := spec.SplitDependency(d)
-		out = append(out, addrs.Object{Provider: w.Provider, Kind: kind, Namespace: w.Namespace, Name: name})
+		out = append(out, dependency(w, d))
 	}
 	return out
+}
+
+// dependency is the workload a dependsOn entry names, beside w.
+func dependency(w addrs.Object, entry string) addrs.Object {
+	kind, name := spec.SplitDependency(entry)
+	return addrs.Object{Provider: w.Provider, Kind: kind, Namespace: w.Namespace, Name: name}
+}
+
+// Lists: a Deployment's namespace's HPAs, among which its own are the
+// ones whose scaleTargetRef names it.
+func (decider) Lists(doc spec.Document, def string) []providers.ListRequest {
+	w := Address(doc.(*spec.Schedule), def)
+	if w.Kind != workload.Deployment {
+		return nil
+	}
+	return []providers.ListRequest{workload.HPAList(w)}
+}
+
+// hpasOf returns the HPAs that scale w, or why they could not be listed.
+// An HPA that could not be read is not one that does not exist: the
+// caller decides nothing on it.
+func hpasOf(w addrs.Object, obs engine.Observation) ([]providers.Object, string) {
+	if w.Kind != workload.Deployment {
+		return nil, ""
+	}
+	key := engine.ListKey(workload.HPAList(w))
+	if why, failed := obs.ListFailed[key]; failed {
+		return nil, why
+	}
+	return workload.ScaledBy(obs.Listed[key], w), ""
+}
+
+func names(os []providers.Object) string {
+	var out []string
+	for _, o := range os {
+		out = append(out, o.Address.String())
+	}
+	return strings.Join(out, " and ")
 }
 
 // writes is the attribute a Schedule decides on its target.
@@ -133,16 +168,15 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	s := doc.(*spec.Schedule)
 	id := s.ID()
 	wAddr := reads[0]
-	// The workload and its HPA must have been read (an HPA that could not
-	// be read is not one that does not exist); a dependency that could
+	// The workload and its HPAs must have been read (an HPA that could
+	// not be read is not one that does not exist); a dependency that could
 	// not be read is a dependency without ready replicas.
-	for i, a := range reads {
-		if i > 0 && a.Kind != workload.HPA {
-			break
-		}
-		if why, failed := obs.Failed[a]; failed {
-			return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", a, why)}}
-		}
+	if why, failed := obs.Failed[wAddr]; failed {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("reading %s: %s", wAddr, why)}}
+	}
+	hpas, why := hpasOf(wAddr, obs)
+	if why != "" {
+		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.target"), Message: fmt.Sprintf("listing the HorizontalPodAutoscalers of %s (to find the ones that scale %s): %s", wAddr.Namespace, wAddr, why)}}
 	}
 	w := obs.Objects[wAddr]
 	if !w.Exists {
@@ -153,15 +187,12 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	if mode == spec.ModeOff {
 		return engine.Restores(id, s.Src.PosOf("spec.enforcement"), []providers.Object{w}, st, func(addrs.Path) (intent.Dimension, bool) { return Replicas, true }), nil, nil
 	}
-	hasHPA := false
-	var hpaAddr addrs.Object
-	if len(reads) > 1 && reads[1].Kind == workload.HPA {
-		hpaAddr = reads[1]
-		hasHPA = obs.Objects[hpaAddr].Exists
-	}
+	// An HPA scales the workload whatever its name: the one whose
+	// scaleTargetRef names it.
+	hasHPA := len(hpas) > 0
 	if hasHPA && len(s.Spec.Triggers) > 0 {
 		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: s.Src.PosOf("spec.triggers"),
-			Message: fmt.Sprintf("two autoscalers on one workload: this Schedule's triggers and %s both size %s; remove the triggers (the Schedule then only sleeps and wakes it, the HPA sizes it) or the HPA", hpaAddr, wAddr)}}
+			Message: fmt.Sprintf("two autoscalers on one workload: this Schedule's triggers and %s both size %s; remove the triggers (the Schedule then only sleeps and wakes it, the HPA sizes it) or the HPA", names(hpas), wAddr)}}
 	}
 
 	// Every member of a group has the same peers, in one order: the first
@@ -382,8 +413,7 @@ func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.O
 			}
 		}
 		for _, d := range sp.DependsOn {
-			kind, name := spec.SplitDependency(d)
-			da := addrs.Object{Provider: w.Provider, Kind: kind, Namespace: w.Namespace, Name: name}
+			da := dependency(w, d)
 			if sid, ok := byWorkload[da]; ok {
 				wl.DependsOn = append(wl.DependsOn, sid)
 				continue
@@ -405,13 +435,10 @@ func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.O
 	return gd
 }
 
-// hasHPA reports whether a Deployment has an HPA of its name.
+// hasHPA reports whether an HPA scales a Deployment.
 func hasHPA(w addrs.Object, obs engine.Observation) bool {
-	if w.Kind != workload.Deployment {
-		return false
-	}
-	w.Kind = workload.HPA
-	return obs.Objects[w].Exists
+	hpas, _ := hpasOf(w, obs)
+	return len(hpas) > 0
 }
 
 // longestTimeout is the longest idle timeout a Schedule ever has in force.

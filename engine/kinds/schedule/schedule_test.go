@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/load"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/all"
 	schedulekind "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
 	"github.com/setpoint-dev/setpoint/engine/plan"
@@ -49,8 +51,18 @@ func (o *objects) Read(_ context.Context, req providers.ReadRequest) providers.R
 	return r
 }
 
-func (o *objects) List(context.Context, providers.ListRequest) providers.ListResponse {
-	return providers.ListResponse{}
+// List answers with the objects of the kind in the namespace, in address
+// order.
+func (o *objects) List(_ context.Context, req providers.ListRequest) providers.ListResponse {
+	var r providers.ListResponse
+	for a, obj := range o.objs {
+		if a.Provider == req.Provider && a.Kind == req.Kind && a.Namespace == req.Namespace && obj.Exists {
+			obj.Address = a
+			r.Objects = append(r.Objects, obj)
+		}
+	}
+	slices.SortFunc(r.Objects, func(x, y providers.Object) int { return strings.Compare(x.Address.String(), y.Address.String()) })
+	return r
 }
 
 func (o *objects) PlanChange(_ context.Context, req providers.PlanChangeRequest) providers.PlanChangeResponse {
@@ -171,11 +183,13 @@ func deployment(ns, name string, replicas, ready int, annotations map[string]str
 		Annotations: annotations}
 }
 
-func hpa(ns, name string) (addrs.Object, providers.Object) {
+// hpa is an HPA named name that scales the Deployment scales.
+func hpa(ns, name, scales string) (addrs.Object, providers.Object) {
 	a := addrs.Object{Provider: "k8s", Kind: workload.HPA, Namespace: ns, Name: name}
 	return a, providers.Object{Address: a, Exists: true, Generation: 1,
-		Attributes: map[addrs.Path]values.Value{workload.MinReplicas: values.CountOf(2), workload.MaxReplicas: values.CountOf(10)},
-		Managers:   map[addrs.Path]string{workload.MinReplicas: "kubectl"}}
+		Attributes: map[addrs.Path]values.Value{workload.MinReplicas: values.CountOf(2), workload.MaxReplicas: values.CountOf(10),
+			workload.ScaleTargetKind: values.StringOf(workload.Deployment), workload.ScaleTargetName: values.StringOf(scales)},
+		Managers: map[addrs.Path]string{workload.MinReplicas: "kubectl"}}
 }
 
 func lastActivity(at time.Time) map[string]string {
@@ -282,7 +296,9 @@ func TestActivityFromTheGateway(t *testing.T) {
 
 // TestBesideAnHPA: the Schedule moves spec.replicas only between 0 and
 // atStart and leaves the count between to the HPA; with triggers it is a
-// conflict naming both autoscalers.
+// conflict naming both autoscalers. The HPA is the one whose
+// scaleTargetRef names the Deployment, here of another name, beside an
+// HPA named api that scales something else.
 func TestBesideAnHPA(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
@@ -302,8 +318,9 @@ func TestBesideAnHPA(t *testing.T) {
 			}
 			a, d := deployment("shop", "api", tc.replicas, tc.ready, nil)
 			d.Managers[workload.Replicas] = "horizontal-pod-autoscaler"
-			h, ho := hpa("shop", "api")
-			f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho}, schedule(`  target: {kind: Deployment, name: api}
+			h, ho := hpa("shop", "api-autoscaler", "api")
+			o, oo := hpa("shop", "api", "api-v1")
+			f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho, o: oo}, schedule(`  target: {kind: Deployment, name: api}
   replicas: {min: 0, atStart: 2, max: 10}
   idle: {after: 5m, grace: 0s, activity: "`+act+`"}
   enforcement: {replicas: enforce}
@@ -320,26 +337,50 @@ func TestBesideAnHPA(t *testing.T) {
 				t.Errorf("the change takes spec.replicas from the HPA: want Force")
 			}
 			for _, ch := range append(p.Changes, p.Held...) {
-				if ch.Address == h {
-					t.Errorf("the Schedule wrote the HPA: %s", ch.Attribute)
+				if ch.Address.Kind == workload.HPA {
+					t.Errorf("the Schedule wrote an HPA: %s %s", ch.Address, ch.Attribute)
 				}
 			}
 		})
 	}
 	a, d := deployment("shop", "api", 4, 4, nil)
-	h, ho := hpa("shop", "api")
-	f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho}, schedule(`  target: {kind: Deployment, name: api}
+	h, ho := hpa("shop", "api-autoscaler", "api")
+	o, oo := hpa("shop", "api", "api-v1")
+	body := `  target: {kind: Deployment, name: api}
   idle: {activity: "vector(1)"}
   triggers: [{name: q, query: "vector(50)", target: 10}]
   enforcement: {replicas: enforce}
-`))
+`
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d, h: ho, o: oo}, schedule(body))
 	p := f.plan(t, t0)
 	if len(p.Changes)+len(p.Held) != 0 {
 		t.Errorf("two autoscalers: want nothing planned, got %+v %+v", p.Changes, p.Held)
 	}
-	if len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "two autoscalers") || !strings.Contains(p.Errors[0].Message, h.String()) || p.Errors[0].Spec != "Schedule/shop/api" {
-		t.Errorf("errors %+v: want one naming the Schedule and %s", p.Errors, h)
+	if len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "two autoscalers") || !strings.Contains(p.Errors[0].Message, h.String()) ||
+		strings.Contains(p.Errors[0].Message, o.String()+" ") || p.Errors[0].Spec != "Schedule/shop/api" {
+		t.Errorf("errors %+v: want one naming the Schedule and %s (not %s)", p.Errors, h, o)
 	}
+	// Only the HPA named api, which scales another Deployment: the
+	// triggers size api alone, 4 → ceil(50 / 10) = 5.
+	f = newFixture(t, map[addrs.Object]providers.Object{a: d, o: oo}, schedule(body))
+	p = f.plan(t, t0)
+	if c := change(p, a, workload.Replicas); len(p.Errors) != 0 || c == nil || c.To != "5" {
+		t.Errorf("errors %+v, change %+v: want 4 → 5 by the triggers", p.Errors, c)
+	}
+	// HPAs that cannot be listed are not absent: nothing is decided.
+	f = newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(body))
+	f.e.Providers["k8s"] = unlistable{f.objs}
+	p = f.plan(t, t0)
+	if len(p.Changes)+len(p.Held) != 0 || len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "listing the HorizontalPodAutoscalers of shop") || !strings.Contains(p.Errors[0].Message, "forbidden") {
+		t.Errorf("unlistable HPAs: changes %+v %+v, errors %+v; want only an error saying so", p.Changes, p.Held, p.Errors)
+	}
+}
+
+// unlistable refuses to list.
+type unlistable struct{ *objects }
+
+func (unlistable) List(context.Context, providers.ListRequest) providers.ListResponse {
+	return providers.ListResponse{Diagnostics: []providers.Diagnostic{{Severity: diag.Error, Message: "horizontalpodautoscalers is forbidden"}}}
 }
 
 // TestKnative: a Knative Service gets min-scale (atStart awake, min idle)
