@@ -24,6 +24,9 @@ const PolicyName = "schedule"
 // them.
 type Policy struct {
 	Behavior schedule.Behavior
+	// Blocked, when set, holds every increase with this reason: what
+	// stops the workload from running more pods (see blocked).
+	Blocked string
 }
 
 // Memory is what the policy keeps per attribute.
@@ -66,6 +69,10 @@ func (p Policy) Evaluate(in gate.Input, prev json.RawMessage) (gate.Verdict, jso
 		return v, save(m)
 	}
 	cur, des := int(in.Current.Int()), int(in.Desired.Int())
+	blockedUp := func() {
+		v.Hold = &plan.Hold{Kind: plan.HoldPolicy, Policy: PolicyName, Detail: p.Blocked}
+		m.Pass = nil
+	}
 	if cur == 0 || des == 0 {
 		// Sleep and wake are the schedule's; the windows start afresh
 		// from the next count it runs at (recorded first, as for a
@@ -73,6 +80,9 @@ func (p Policy) Evaluate(in gate.Input, prev json.RawMessage) (gate.Verdict, jso
 		// Nor do they count in the change log: the HPA never sees
 		// KEDA's activations either.
 		m.Recommendations, m.Pass = nil, nil
+		if des > cur && p.Blocked != "" {
+			blockedUp()
+		}
 		return v, save(m)
 	}
 	stab, recs := schedule.Stabilize(in.Now, cur, des, p.Behavior.Up.Stabilization, p.Behavior.Down.Stabilization, m.Recommendations)
@@ -100,6 +110,10 @@ func (p Policy) Evaluate(in gate.Input, prev json.RawMessage) (gate.Verdict, jso
 	}
 	if out != cur {
 		m.Pass = &Pass{From: cur, To: out}
+	}
+	if out > cur && p.Blocked != "" {
+		// The windows and the log keep counting; only the raise waits.
+		blockedUp()
 	}
 	return v, save(m)
 }

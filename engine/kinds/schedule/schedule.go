@@ -257,6 +257,18 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		want, sleep = max(want, 1, cur), false
 		why += "; kept warm by " + keptWarmBy + " (throughput.keepWarm)"
 	}
+	// A raise that cannot happen (a dependency that does not exist, pods
+	// that cannot be created) is planned and held with why, by the
+	// policy (Rules): a wake-up stays asleep meanwhile, and other specs'
+	// minimums yield to that as to the sleep itself.
+	blockedBy := ""
+	if b := blocked(s, wAddr, obs); b != "" && !z.Idle && (want > cur || len(z.Waiting) > 0) {
+		blockedBy = b
+		if cur == 0 || cur < sp.Replicas.Min {
+			want, sleep = max(want, min(sp.Replicas.AtStart, sp.Replicas.Max)), true
+		}
+		why += "; held: " + blockedBy
+	}
 	adopted := recordAdoption(st, attr, t.Now)
 	if graceEnd := adopted.Add(sp.Idle.Grace.D()); z.Idle && want < cur && t.Now.Before(graceEnd) {
 		// What it has not seen yet (activity before setpoint came)
@@ -275,6 +287,8 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	var its []intent.Intent
 	base := intent.Intent{Attr: attr, Kind: intent.Exact, Dimension: Replicas, Source: id, SourcePos: s.Src.PosOf("spec.replicas"), Rationale: why}
 	switch {
+	case blockedBy != "" && wAddr.Kind != workload.Knative:
+		its = append(its, withValue(base, want, sleep))
 	case wAddr.Kind == workload.Knative:
 		// Knative's autoscaler sizes the service between the bounds:
 		// min-scale is the Schedule's floor (atStart awake, min idle),
@@ -560,7 +574,7 @@ func (decider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimension
 		return r
 	}
 	r.Cap, r.CapField = values.CountOf(int64(sp.Replicas.Max)), "replicas.max"
-	r.Policy = Policy{Behavior: BehaviorOf(s)}
+	r.Policy = Policy{Behavior: BehaviorOf(s), Blocked: blocked(s, reads[0], obs)}
 	return r
 }
 

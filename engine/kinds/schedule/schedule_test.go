@@ -597,3 +597,81 @@ func TestActivityUnknownHolds(t *testing.T) {
 		t.Errorf("notes %+v: want the outage said", p.Notes)
 	}
 }
+
+// TestMissingDependencyHoldsTheWakeUp: api needs db-schedule, a name that
+// is no workload (a spec's name, say). Asked for, api does not sleep on
+// without a word: its wake-up is planned and held, the plan saying the
+// dependency is not found; once a Deployment of that name is there and
+// ready, the wake-up goes.
+func TestMissingDependencyHoldsTheWakeUp(t *testing.T) {
+	a, d := deployment("shop", "api", 0, 0, lastActivity(t0))
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 2, max: 5}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+  dependsOn: [db-schedule]
+  enforcement: {replicas: enforce}
+`))
+	p := f.apply(t, t0.Add(time.Minute))
+	c := change(p, a, workload.Replicas)
+	const why = "dependsOn k8s:Deployment/shop/db-schedule not found (dependsOn names workloads, not specs)"
+	if c == nil || c.From != "0" || c.To != "2" || c.Held == nil || c.Held.Kind != plan.HoldPolicy || !strings.Contains(c.Held.Detail, why) || !strings.Contains(c.Reason, why) {
+		t.Fatalf("%+v; want 0 → 2 held, saying why", c)
+	}
+	if got := f.objs.objs[a].Attributes[workload.Replicas]; got != values.CountOf(0) {
+		t.Fatalf("applied %s, want still 0", got)
+	}
+	b, db := deployment("shop", "db-schedule", 1, 1, nil)
+	f.objs.objs[b] = db
+	if c := change(f.apply(t, t0.Add(2*time.Minute)), a, workload.Replicas); c == nil || c.To != "2" || c.Held != nil {
+		t.Fatalf("with the dependency there: %+v; want 0 → 2 applied", c)
+	}
+}
+
+// TestReplicaFailureHoldsTheRaise: a Deployment whose pods cannot be
+// created (its ReplicaFailure condition, a quota exceeded) is not woken
+// nor scaled up blindly: the change is held with the condition's message;
+// a scale-down still goes; without the condition the wake-up goes.
+func TestReplicaFailureHoldsTheRaise(t *testing.T) {
+	const quota = `pods "api-7c9f-x2x" is forbidden: exceeded quota: compute`
+	failing := func(replicas, ready int) (addrs.Object, providers.Object) {
+		a, d := deployment("shop", "api", replicas, ready, lastActivity(t0))
+		d.Attributes[workload.ReplicaFailure] = values.StringOf("True")
+		d.Attributes[workload.ReplicaFailureMessage] = values.StringOf(quota)
+		return a, d
+	}
+	body := func(trigger string) string {
+		return `  target: {kind: Deployment, name: api}
+  replicas: {min: 0, atStart: 2, max: 10}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+` + trigger + `  enforcement: {replicas: enforce}
+`
+	}
+	for _, tc := range []struct {
+		name            string
+		replicas, ready int
+		trigger         string
+		failed          bool
+		from, to        string
+		held            bool
+	}{
+		{"wake-up", 0, 0, "", true, "0", "2", true},
+		{"scale-up", 2, 0, "  triggers: [{name: q, query: \"vector(50)\", target: 10}]\n", true, "2", "5", true},
+		{"scale-down", 8, 0, "  triggers: [{name: q, query: \"vector(30)\", target: 10}]\n  behavior: {scaleDown: {stabilization: 0s}}\n", true, "8", "3", false},
+		{"wake-up without the condition", 0, 0, "", false, "0", "2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, d := failing(tc.replicas, tc.ready)
+			if !tc.failed {
+				a, d = deployment("shop", "api", tc.replicas, tc.ready, lastActivity(t0))
+			}
+			f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(body(tc.trigger)))
+			c := change(f.plan(t, t0.Add(time.Minute)), a, workload.Replicas)
+			if c == nil || c.From != tc.from || c.To != tc.to || (c.Held != nil) != tc.held {
+				t.Fatalf("%+v; want %s → %s, held %v", c, tc.from, tc.to, tc.held)
+			}
+			if tc.held && (c.Held.Kind != plan.HoldPolicy || !strings.Contains(c.Held.Detail, "its pods cannot be created (ReplicaFailure: "+quota+")")) {
+				t.Errorf("held %s; want the condition's message", c.Held)
+			}
+		})
+	}
+}
