@@ -282,6 +282,9 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		f.Pull(ctx, now)
 	}
 	obs := e.observe(ctx, now, ds)
+	// An apply cut off by a crash is settled first, from what the world
+	// says, so the deciders and the gate read a state that matches it.
+	p.Notes = append(p.Notes, e.settle(ctx, now, st, obs)...)
 	p.Record(func(p *plan.Plan) {
 		p.Observed = obs.fingerprintable()
 		p.Specs = e.digests(ds)
@@ -337,7 +340,9 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			// step, is not claimed: the next step's apply records itself.)
 			entry.Applied = &state.Applied{Value: cur, At: now, By: d.Specs()}
 		}
-		if entry.User == nil && has && o.Exists {
+		if entry.User == nil && entry.Applied == nil && has && o.Exists {
+			// (With a record of setpoint's write, the value there is its
+			// own, as on an object it created: nothing to adopt.)
 			if _, present := o.Attributes[d.Attr.Path]; present {
 				if note := readopt(entry, cur); note != "" {
 					p.Notes = append(p.Notes, plan.Note{Severity: diag.Warning, Spec: d.Primary.Source, Pos: d.Primary.SourcePos, Message: fmt.Sprintf("%s: %s", d.Attr, note)})
@@ -770,6 +775,8 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
 				switch {
 				case why != "":
+					// The journal's mark stays: whether it happened after
+					// all (a call cut off) is settled from a read.
 					r.Err = fmt.Sprintf("%s: %s %s: %s", c.SpecPos, c.Address, c.Attribute, why)
 					e.logger().Error("apply failed", "address", c.Address.String(), "attribute", c.Attribute.String(), "error", why)
 				case c.Action == action.Delete:
@@ -791,6 +798,7 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				default:
 					en := st.Entry(attr)
 					en.Applied = &state.Applied{Value: c.Value, At: now, By: c.By}
+					en.Pending = nil
 					// A created object's other attributes are setpoint's too:
 					// its next change must carry them.
 					for k, v := range c.Create {

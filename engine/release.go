@@ -199,7 +199,7 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 		c := plan.Change{
 			Address: or.attr.Object, Attribute: or.attr.Path, Action: action.Update, Release: true,
 			From: v.String(), To: v.String(), Value: v, By: by, Spec: by[0],
-			Reason: fmt.Sprintf("%s gone: the field is released and keeps its value %s (setpoint's); a tombstone keeps the user's value %s for a spec that comes back", strings.Join(by, ", "), v, userOf(or.en)),
+			Reason: fmt.Sprintf("%s gone: the field is released and keeps setpoint's value %s; a tombstone keeps the user's value %s for a spec that comes back", strings.Join(by, ", "), brief(v), userOf(or.en)),
 			Held:   hold,
 		}
 		if hold != nil {
@@ -215,7 +215,7 @@ func userOf(en *state.Entry) string {
 	if en.User == nil {
 		return "(none recorded)"
 	}
-	return en.User.String()
+	return brief(*en.User)
 }
 
 // summarize names the first n of ids and how many more.

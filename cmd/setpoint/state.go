@@ -157,6 +157,13 @@ taken at its next reconcile.`,
 	return cmd
 }
 
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // stateNamespace is where in-cluster state lives: --state-namespace, else
 // the pod's own namespace in the cluster, else setpoint-system.
 var stateNamespace string
@@ -218,6 +225,13 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 				AppliedAt string   `json:"appliedAt,omitempty"`
 				By        []string `json:"by,omitempty"`
 				Policies  []string `json:"policies,omitempty"`
+				// Released is a release's tombstone: setpoint's value and
+				// the user's it replaced.
+				Released         string `json:"released,omitempty"`
+				ReleasedUser     string `json:"releasedUser,omitempty"`
+				ReleaseConfirmed bool   `json:"releaseConfirmed,omitempty"`
+				// Pending is a journaled intent not yet settled.
+				Pending string `json:"pending,omitempty"`
 			}
 			type object struct {
 				Address    string `json:"address"`
@@ -235,6 +249,19 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 					}
 					if e.Applied != nil {
 						a.Applied, a.AppliedAt, a.By = e.Applied.Value.String(), e.Applied.At.UTC().Format(time.RFC3339), e.Applied.By
+					}
+					if r := e.Released; r != nil {
+						a.Released, a.ReleaseConfirmed = r.Value.String(), r.Confirmed
+						if r.User != nil {
+							a.ReleasedUser = r.User.String()
+						}
+						if a.By == nil {
+							a.By = r.By
+						}
+					}
+					a.ReleaseConfirmed = a.ReleaseConfirmed || e.ReleaseConfirmed
+					if pd := e.Pending; pd != nil {
+						a.Pending = pd.Action + " " + pd.Value.String()
 					}
 					ob.Attributes = append(ob.Attributes, a)
 				}
@@ -256,6 +283,15 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 					}
 					if a.Applied != "" {
 						parts = append(parts, fmt.Sprintf("applied %s at %s by %s", a.Applied, a.AppliedAt, strings.Join(a.By, ", ")))
+					}
+					if a.Released != "" {
+						parts = append(parts, fmt.Sprintf("released (setpoint's %s, user's %s) by %s", a.Released, or(a.ReleasedUser, "unknown"), strings.Join(a.By, ", ")))
+					}
+					if a.ReleaseConfirmed {
+						parts = append(parts, "deletion confirmed")
+					}
+					if a.Pending != "" {
+						parts = append(parts, "journal: "+a.Pending+" (not settled)")
 					}
 					if len(a.Policies) > 0 {
 						parts = append(parts, "policies "+strings.Join(a.Policies, ", "))

@@ -648,6 +648,9 @@ func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *
 		slog.Error("not applied", "changes", len(p.Changes), "why", why)
 		return out
 	}
+	// The journal: what is about to be done is saved before it is done,
+	// so a kill while the provider applies is settled by the next run.
+	engine.Journal(p, st, now)
 	if _, err := w.state.Save(ctx, st); errors.Is(err, kstate.ErrConflict) {
 		// Another writer got there first: applying now could act twice.
 		return refuse(fmt.Errorf("saving the state before applying: %w", err))
@@ -666,6 +669,11 @@ func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *
 			return refuse(err)
 		}
 	}
+	if os.Getenv(crashBeforeProviderEnv) == "1" {
+		// Crash tests: die as a kill between the journal's save and the
+		// provider's apply would.
+		os.Exit(crashExitCode)
+	}
 	results := w.eng.Apply(ctx, now, p, st)
 	if os.Getenv(crashAfterApplyEnv) == "1" {
 		// Crash tests: die as a kill between the provider's apply and the
@@ -678,5 +686,9 @@ func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *
 // crashAfterApplyEnv makes apply exit right after the provider applied,
 // before the state records it: for tests of what a successor does then.
 const crashAfterApplyEnv = "SETPOINT_TEST_CRASH_AFTER_APPLY"
+
+// crashBeforeProviderEnv makes apply exit once the journal is saved, before
+// any provider is called.
+const crashBeforeProviderEnv = "SETPOINT_TEST_CRASH_BEFORE_PROVIDER"
 
 const crashExitCode = 86

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/engine/plan"
+	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// The intent journal makes apply crash-consistent. Before the providers
+// are called, Journal marks every attribute a plan's changes touch with
+// what is about to be done (state.Pending), and the caller saves the state.
+// Apply replaces each mark with the record of what was done. A process
+// killed in between leaves the marks; the next Plan settles each one from
+// what the provider reads back: a value setpoint wrote (its field manager,
+// the provider's ownership mark) is recorded as applied, a field no longer
+// setpoint's as released, a deleted object as gone; anything else did not
+// happen and is planned again. So what setpoint created is recognised, not
+// adopted as the user's, and a release or a delete is never lost.
+
+// Journal marks the attributes p's changes are about to touch.
+func Journal(p *plan.Plan, st *state.State, now time.Time) {
+	for _, c := range p.Changes {
+		attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
+		switch {
+		case c.Action == action.Delete:
+			// The whole object: every attribute setpoint knows of it.
+			if o, ok := st.Object(c.Address); ok {
+				for _, en := range o.Attrs {
+					en.Pending = &state.Pending{Action: state.IntentDelete, By: slices.Clone(c.By), At: now}
+				}
+			}
+		case c.Release:
+			st.Entry(attr).Pending = &state.Pending{Action: state.IntentRelease, Value: c.Value, By: slices.Clone(c.By), At: now}
+		case c.Restore:
+			st.Entry(attr).Pending = &state.Pending{Action: state.IntentRestore, Value: c.Value, By: slices.Clone(c.By), At: now}
+		default:
+			pd := &state.Pending{Action: state.IntentApply, Value: c.Value, By: slices.Clone(c.By), At: now}
+			if c.Action == action.Create && len(c.Create) > 0 {
+				pd.Create = map[string]values.Value{}
+				for k, v := range c.Create {
+					pd.Create[k.String()] = v
+				}
+			}
+			st.Entry(attr).Pending = pd
+		}
+	}
+}
+
+// pendingObjects lists the objects with a journaled intent.
+func pendingObjects(st *state.State) []addrs.Object {
+	var out []addrs.Object
+	for _, o := range st.Objects() {
+		so, _ := st.Object(o)
+		for _, en := range so.Attrs {
+			if en != nil && en.Pending != nil {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// settle resolves the journal left by an apply that did not finish, from
+// what the providers read back (obs, plus a read of the objects no spec
+// reads now). It returns notes for the plan: what it found applied.
+func (e *Engine) settle(ctx context.Context, now time.Time, st *state.State, obs Observation) []plan.Note {
+	pending := pendingObjects(st)
+	if len(pending) == 0 {
+		return nil
+	}
+	seen := map[addrs.Object]providers.Object{}
+	failed := map[addrs.Object]string{}
+	byProv := map[string][]addrs.Object{}
+	for _, o := range pending {
+		if x, ok := obs.Objects[o]; ok {
+			seen[o] = x
+			continue
+		}
+		if why, ok := obs.Failed[o]; ok {
+			failed[o] = why
+			continue
+		}
+		byProv[o.Provider] = append(byProv[o.Provider], o)
+	}
+	for _, name := range slices.Sorted(maps.Keys(byProv)) {
+		as := byProv[name]
+		p, ok := e.Providers[name]
+		if !ok {
+			for _, a := range as {
+				failed[a] = fmt.Sprintf("provider %q is not configured", name)
+			}
+			continue
+		}
+		resp := p.Read(ctx, providers.ReadRequest{Now: now, Addresses: as})
+		for _, d := range resp.Diagnostics {
+			if d.Severity == providers.Error {
+				for _, a := range as {
+					failed[a] = d.Error()
+				}
+			}
+		}
+		for i, x := range resp.Objects {
+			if i < len(as) && x.Address == as[i] {
+				if _, bad := failed[x.Address]; !bad {
+					seen[x.Address] = x
+				}
+			}
+		}
+	}
+	pos := map[string]plan.Note{}
+	for _, d := range e.Specs {
+		h := d.Head()
+		pos[h.ID()] = plan.Note{Pos: h.Src.Pos}
+	}
+	var notes []plan.Note
+	for _, o := range pending {
+		x, ok := seen[o]
+		if !ok {
+			why := failed[o]
+			if why == "" {
+				why = "the provider returned nothing for it"
+			}
+			notes = append(notes, plan.Note{Severity: diag.Warning, Message: fmt.Sprintf("%s: an apply that was cut off cannot be settled yet (%s); nothing of it is changed until it can", o, why)})
+			continue
+		}
+		so, _ := st.Object(o)
+		for _, k := range slices.Sorted(maps.Keys(so.Attrs)) {
+			en := so.Attrs[k]
+			if en == nil || en.Pending == nil {
+				continue
+			}
+			spec := ""
+			if len(en.Pending.By) > 0 {
+				spec = en.Pending.By[0]
+			}
+			if msg := settleEntry(st, o, k, en, x); msg != "" {
+				notes = append(notes, plan.Note{Severity: diag.Warning, Spec: spec, Pos: pos[spec].Pos, Message: fmt.Sprintf("%s %s: %s", o, k, msg)})
+			}
+		}
+	}
+	return notes
+}
+
+// settleEntry settles one journaled attribute of o against what was read
+// (x), and says what it found when the apply had happened.
+func settleEntry(st *state.State, o addrs.Object, k string, en *state.Entry, x providers.Object) string {
+	pd := en.Pending
+	en.Pending = nil
+	path, err := addrs.ParsePath(k)
+	if err != nil {
+		return ""
+	}
+	cur, has := x.Attributes[path]
+	ours := x.Exists && x.Managers[path] == gate.SetpointManager
+	switch pd.Action {
+	case state.IntentApply:
+		if !ours || !has || cur != pd.Value {
+			return "" // it did not happen: the plan does it again
+		}
+		en.Applied = &state.Applied{Value: pd.Value, At: pd.At, By: pd.By}
+		for ck, v := range pd.Create {
+			cp, err := addrs.ParsePath(ck)
+			if ck == k || err != nil {
+				continue
+			}
+			other := st.Entry(addrs.Attr{Object: o, Path: cp})
+			if other.Applied == nil {
+				other.Applied = &state.Applied{Value: v, At: pd.At, By: pd.By}
+			}
+		}
+		return fmt.Sprintf("an apply cut off before it was recorded had happened: %s is setpoint's (recorded as applied, not adopted)", brief(pd.Value))
+	case state.IntentRelease:
+		if x.Exists && x.Managers[path] == gate.SetpointManager {
+			return "" // still setpoint's: the release is planned again
+		}
+		tombstone(en, pd.At)
+		return "a release cut off before it was recorded had happened: recorded"
+	case state.IntentRestore:
+		if ours || !has || cur != pd.Value {
+			return ""
+		}
+		st.Delete(addrs.Attr{Object: o, Path: path})
+		return "a restore cut off before it was recorded had happened: recorded"
+	case state.IntentDelete:
+		if x.Exists {
+			return ""
+		}
+		st.Delete(addrs.Attr{Object: o, Path: path})
+		return "a delete cut off before it was recorded had happened: recorded"
+	}
+	return ""
+}
+
+// brief shortens a value for a message (a whole config is long).
+func brief(v values.Value) string {
+	s := v.String()
+	if len(s) > 60 {
+		return "the value it wanted (" + s[:40] + "…)"
+	}
+	return s
+}
