@@ -37,13 +37,16 @@ const scrapeParallel = 32
 
 // group is one route group's loop.
 type group struct {
-	p     *Provider
-	addr  addrs.Object
-	idx   uint32
-	conf  route.Config
-	raw   values.Value
-	vip   netip.AddrPort
-	proto uint32
+	p    *Provider
+	addr addrs.Object
+	idx  uint32
+	conf route.Config
+	raw  values.Value
+	// manager is the field manager the config was applied as, reported by
+	// Read: the ownership mark of a config setpoint created.
+	manager string
+	vip     netip.AddrPort
+	proto   uint32
 
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -372,6 +372,10 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	}
 	p.mu.Lock()
 	g := newGroup(p, c.Address, 0, conf, raw)
+	g.manager = c.Manager
+	if g.manager == "" {
+		g.manager = "setpoint"
+	}
 	key := dataplane.VIP{Addr: g.vip, Proto: g.proto}
 	idx := -1
 	resumedIdx, resumed := p.resumed[key]
@@ -446,6 +450,7 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 		if g, ok := p.groups[a]; ok {
 			out.Objects[i].Exists = true
 			out.Objects[i].Attributes = g.observed()
+			out.Objects[i].Managers = map[addrs.Path]string{route.AttrConfig: g.manager}
 		}
 	}
 	for _, g := range p.groups {

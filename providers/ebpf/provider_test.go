@@ -147,6 +147,11 @@ func field(t *testing.T, p *Provider) (route.Field, int64, string) {
 	if !o.Exists {
 		t.Fatal("the group is not there")
 	}
+	// The ownership mark: a config setpoint created is recognised as its
+	// own after an apply cut off before it was recorded.
+	if m := o.Managers[route.AttrConfig]; m != "setpoint" {
+		t.Fatalf("the config is reported as managed by %q, want setpoint", m)
+	}
 	var f route.Field
 	if v, ok := o.Attributes[route.AttrField]; ok {
 		if err := json.Unmarshal(v.JSON(), &f); err != nil {

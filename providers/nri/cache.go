@@ -58,6 +58,23 @@ type Owned struct {
 type PolicyState struct {
 	Address string         `json:"address"`
 	Config  noderes.Config `json:"config"`
+	// Manager is the field manager the policy was applied as: Read reports
+	// it, the ownership mark that lets the engine recognise a policy it
+	// created (an apply cut off before it was recorded) instead of
+	// adopting it.
+	Manager string `json:"manager,omitempty"`
+}
+
+// defaultManager marks what the agent holds when no manager was kept (a
+// cache of an earlier release): only setpoint gives the agent policies
+// and limits.
+const defaultManager = "setpoint"
+
+func managerOr(m string) string {
+	if m == "" {
+		return defaultManager
+	}
+	return m
 }
 
 // Cache is the pipeline's state, persisted so a restarted agent

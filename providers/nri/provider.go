@@ -309,6 +309,7 @@ func Observed(a addrs.Object, snap Snapshot) providers.Object {
 			}
 		}
 		put(noderes.AttrConfig, snap.Policy.Config)
+		o.Managers = map[addrs.Path]string{noderes.AttrConfig: managerOr(snap.Policy.Manager)}
 		put(noderes.AttrPools, snap.Result.Pools)
 		problems := snap.Result.Problems
 		if problems == nil {
@@ -322,8 +323,10 @@ func Observed(a addrs.Object, snap Snapshot) providers.Object {
 		}
 		o.Exists = true
 		o.Attributes = map[addrs.Path]values.Value{}
+		o.Managers = map[addrs.Path]string{}
 		for c, v := range lims {
 			o.Attributes[noderes.MemoryAttr(c)] = values.BytesOf(v)
+			o.Managers[noderes.MemoryAttr(c)] = defaultManager
 		}
 	}
 	return o
@@ -341,7 +344,7 @@ func check(c providers.ObjectChange) (*PolicyState, map[string]int64, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return &PolicyState{Address: c.Address.String(), Config: conf}, nil, nil
+		return &PolicyState{Address: c.Address.String(), Config: conf, Manager: c.Manager}, nil, nil
 	case noderes.MemoryKind:
 		lims := map[string]int64{}
 		for path, v := range c.Attributes {

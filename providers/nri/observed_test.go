@@ -1,0 +1,40 @@
+package nri
+
+import (
+	"testing"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/noderes"
+)
+
+// TestReadCarriesTheOwnershipMark: what the agent holds is reported under
+// the field manager it was applied as (setpoint for a cache that kept
+// none), so the engine recognises a policy or a limit it created when an
+// apply was cut off before it was recorded, instead of adopting it.
+func TestReadCarriesTheOwnershipMark(t *testing.T) {
+	pol := addrs.Object{Provider: "nri", Kind: noderes.Kind, Namespace: "default", Name: "p"}
+	mem := addrs.Object{Provider: "nri", Kind: noderes.MemoryKind, Namespace: "shop", Name: "checkout"}
+	for _, c := range []struct{ kept, want string }{{"", "setpoint"}, {"setpoint", "setpoint"}, {"other", "other"}} {
+		snap := Snapshot{
+			Policy: &PolicyState{Address: pol.String(), Manager: c.kept},
+			Memory: map[string]map[string]int64{"shop/checkout": {"app": 256 << 20}},
+		}
+		if o := Observed(pol, snap); !o.Exists || o.Managers[noderes.AttrConfig] != c.want {
+			t.Fatalf("kept %q: the policy's config is managed by %q, want %q", c.kept, o.Managers[noderes.AttrConfig], c.want)
+		}
+		if o := Observed(mem, snap); !o.Exists || o.Managers[noderes.MemoryAttr("app")] != "setpoint" {
+			t.Fatalf("the memory limit's manager: %+v", o.Managers)
+		}
+	}
+	// What check keeps of an apply is the manager it was applied as.
+	v, err := values.StructuredOf([]byte(`{"cpus":"enforce","memory":"observe","pools":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _, err := check(providers.ObjectChange{Address: pol, Manager: "setpoint", Attributes: map[addrs.Path]values.Value{noderes.AttrConfig: v}})
+	if err != nil || ps.Manager != "setpoint" {
+		t.Fatalf("check: %+v %v", ps, err)
+	}
+}
