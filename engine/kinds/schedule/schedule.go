@@ -40,10 +40,6 @@ const Replicas intent.Dimension = "replicas"
 // front of it saw. It counts beside the activity query.
 const ActivityAnnotation = "setpoint.dev/last-activity"
 
-// adoptedKey keeps, in the state entry of the attribute a Schedule
-// writes, when setpoint first planned it: the grace period runs from it.
-const adoptedKey = "schedule.adopted"
-
 // Gateway is the default activity: requests arriving at what is in front
 // of the workload (the sim world's gateway, an ingress relabelled to
 // service), grouped once per tick for every Schedule.
@@ -184,8 +180,13 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 	}
 	attr := writes(s, wAddr)
 	mode := s.Spec.Enforcement.Replicas
+	enforcing := mode == spec.ModeEnforce
 	if mode == spec.ModeOff {
+		forget(st, attr, id)
 		return engine.Restores(id, s.Src.PosOf("spec.enforcement"), []providers.Object{w}, st, func(addrs.Path) (intent.Dimension, bool) { return Replicas, true }), nil, nil
+	}
+	if enforcing {
+		claim(st, attr, id)
 	}
 	// An HPA scales the workload whatever its name: the one whose
 	// scaleTargetRef names it.
@@ -212,7 +213,9 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		z.Idle, z.Proposed = false, current(w)
 		z.Why = "activity unknown (" + gd.unknown + "): holding"
 	}
-	recordActivity(st, attr, a.at)
+	if enforcing {
+		recordActivity(st, attr, id, a.at)
+	}
 	keptWarmBy := gd.keptWarm[wAddr]
 	cur := current(w)
 	sp := s.Spec
@@ -269,7 +272,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object, o
 		}
 		why += "; held: " + blockedBy
 	}
-	adopted := recordAdoption(st, attr, t.Now)
+	adopted := adoption(st, attr, id, t.Now, enforcing)
 	if graceEnd := adopted.Add(sp.Idle.Grace.D()); z.Idle && want < cur && t.Now.Before(graceEnd) {
 		// What it has not seen yet (activity before setpoint came)
 		// could still show up: no sleep in the grace period.
@@ -346,30 +349,6 @@ func withValue(it intent.Intent, n int, sleep bool) intent.Intent {
 	return it
 }
 
-// activityKey keeps the last activity seen, in the state entry of the
-// attribute a Schedule writes: a restarted process, or a store that has
-// not refilled its history, does not take an active workload for idle.
-const activityKey = "schedule.activity"
-
-// remembered is the last activity the state has for the attribute.
-func remembered(st *state.State, a addrs.Attr) time.Time {
-	at, _ := engine.TimeNoted(st, a, activityKey)
-	return at
-}
-
-// recordActivity keeps the later of at and what the state has.
-func recordActivity(st *state.State, a addrs.Attr, at time.Time) {
-	if !at.IsZero() && at.After(remembered(st, a)) {
-		engine.NoteTime(st, a, activityKey, at)
-	}
-}
-
-// recordAdoption returns when setpoint first planned the attribute,
-// recording now if it never did.
-func recordAdoption(st *state.State, a addrs.Attr, now time.Time) time.Time {
-	return engine.FirstNoted(st, a, adoptedKey, now)
-}
-
 // decideGroup makes the 0→N decision for every Schedule of a group: each
 // one's activity (its query, or the gateway's grouped counter, and the
 // provider's annotation), its dependencies' readiness, then
@@ -406,7 +385,7 @@ func decideGroup(t *engine.Tick, peers []spec.Document, def string, obs engine.O
 		if err != nil {
 			loc = time.UTC // validation refuses it; never panic on it
 		}
-		seen := activityOf(t, s, o, remembered(st, writes(s, w)), lookback, step)
+		seen := activityOf(t, s, o, remembered(st, writes(s, w), s.ID()), lookback, step)
 		gd.activity[s.ID()] = seen
 		if seen.err != "" && gd.unknown == "" {
 			gd.unknown = s.ID() + ": " + seen.err

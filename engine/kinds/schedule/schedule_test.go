@@ -2,6 +2,7 @@ package schedulekind_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -673,5 +674,99 @@ func TestReplicaFailureHoldsTheRaise(t *testing.T) {
 				t.Errorf("held %s; want the condition's message", c.Held)
 			}
 		})
+	}
+}
+
+// records returns the Schedule's times kept in the state entry of api's
+// spec.replicas, by key.
+func records(st *state.State, a addrs.Object) map[string]string {
+	out := map[string]string{}
+	e, ok := st.Lookup(addrs.Attr{Object: a, Path: workload.Replicas})
+	if !ok {
+		return out
+	}
+	for k, v := range e.Policy {
+		if strings.HasPrefix(k, "schedule.") {
+			out[k] = string(v)
+		}
+	}
+	return out
+}
+
+// TestRecordsOnlyWhenEnforcing: in observe mode a Schedule keeps nothing
+// in the state (no adoption, no activity); enforcing, it keeps both,
+// named after itself; turned off, it forgets them.
+func TestRecordsOnlyWhenEnforcing(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, lastActivity(t0))
+	body := `  target: {kind: Deployment, name: api}
+  idle: {after: 5m, activity: "vector(0)"}
+  enforcement: {replicas: %s}
+`
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(strings.Replace(body, "%s", "observe", 1)))
+	f.plan(t, t0.Add(time.Minute))
+	if got := records(f.st, a); len(got) != 0 {
+		t.Fatalf("observe mode kept %v", got)
+	}
+	on := newFixture(t, f.objs.objs, schedule(strings.Replace(body, "%s", "enforce", 1)))
+	on.st = f.st
+	on.plan(t, t0.Add(2*time.Minute))
+	got := records(on.st, a)
+	if got["schedule.adopted"] != `{"at":"2026-03-10T09:02:00Z","by":"Schedule/shop/api"}` || got["schedule.activity"] != `{"at":"2026-03-10T09:00:00Z","by":"Schedule/shop/api"}` {
+		t.Fatalf("enforcing kept %v", got)
+	}
+	off := newFixture(t, f.objs.objs, schedule(strings.Replace(body, "%s", "off", 1)))
+	off.st = f.st
+	off.plan(t, t0.Add(3*time.Minute))
+	if got := records(off.st, a); len(got) != 0 {
+		t.Fatalf("turned off, it still keeps %v", got)
+	}
+}
+
+// TestRecordsOfADeletedSchedule: api's Schedule adopted the workload and
+// saw activity at t0, then was deleted (it never changed anything, so no
+// release forgot the entry) and another Schedule took the target. It
+// inherits neither: its grace period runs from its own first plan (so a
+// workload idle for 20 minutes is not put to sleep at once), and the
+// records are its own.
+func TestRecordsOfADeletedSchedule(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, lastActivity(t0))
+	old := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 5m, grace: 0s, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	old.plan(t, t0.Add(time.Minute))
+	d.Annotations = nil
+	old.objs.objs[a] = d
+	f := newFixture(t, old.objs.objs, scheduleNamed("api-nights", `  target: {kind: Deployment, name: api}
+  idle: {after: 1m, grace: 10m, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	f.st = old.st
+	p := f.plan(t, t0.Add(20*time.Minute))
+	if c := change(p, a, workload.Replicas); c != nil {
+		t.Fatalf("%s → %s (%s); want no sleep in its own grace period", c.From, c.To, c.Reason)
+	}
+	got := records(f.st, a)
+	if got["schedule.adopted"] != `{"at":"2026-03-10T09:20:00Z","by":"Schedule/shop/api-nights"}` || got["schedule.activity"] != "" {
+		t.Fatalf("records %v; want only its own adoption", got)
+	}
+}
+
+// TestRecordsFromBeforeOwners: an adoption kept as a bare time (before
+// records named their spec) still counts as the Schedule's own: the grace
+// period that ran from it is over.
+func TestRecordsFromBeforeOwners(t *testing.T) {
+	a, d := deployment("shop", "api", 2, 2, nil)
+	f := newFixture(t, map[addrs.Object]providers.Object{a: d}, schedule(`  target: {kind: Deployment, name: api}
+  idle: {after: 1m, grace: 10m, activity: "vector(0)"}
+  enforcement: {replicas: enforce}
+`))
+	e := f.st.Entry(addrs.Attr{Object: a, Path: workload.Replicas})
+	e.Policy = map[string]json.RawMessage{"schedule.adopted": json.RawMessage(`"2026-03-10T08:00:00Z"`)}
+	if c := change(f.plan(t, t0), a, workload.Replicas); c == nil || c.To != "0" {
+		t.Fatalf("%+v; want asleep, the grace from 08:00 over", c)
+	}
+	if got := records(f.st, a)["schedule.adopted"]; got != `"2026-03-10T08:00:00Z"` && got != `{"at":"2026-03-10T08:00:00Z","by":"Schedule/shop/api"}` {
+		t.Fatalf("adoption %s", got)
 	}
 }
