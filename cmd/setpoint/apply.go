@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/setpoint-dev/setpoint/engine"
+	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 )
@@ -103,6 +105,19 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 		now := w.clockNow()
 		if moved := plan.Moved(p.Observed, w.eng.Observe(cmd.Context(), now)); len(moved) > 0 {
 			return fmt.Errorf("the saved plan %s is stale: %d observed attributes moved since it was made:\n  %s\nrun setpoint plan again", path, len(moved), strings.Join(moved, "\n  "))
+		}
+		if slices.ContainsFunc(p.Changes, func(c plan.Change) bool { return c.Action == action.Delete }) {
+			// What decided a delete may be a signal (a cluster's
+			// instances), which no observed attribute carries: a fresh
+			// plan, on a copy of the state it does not save, must still
+			// make every delete.
+			scratch, err := w.state.Load(cmd.Context())
+			if err != nil {
+				return stateAdvice(err, w.dir)
+			}
+			if gone := plan.DeletesGone(p, w.eng.Plan(cmd.Context(), now, scratch, nil)); len(gone) > 0 {
+				return fmt.Errorf("the saved plan %s is stale: %d of its deletes would not be made now:\n  %s\nrun setpoint plan again", path, len(gone), strings.Join(gone, "\n  "))
+			}
 		}
 		results = w.apply(context.WithoutCancel(cmd.Context()), now, p, st)
 		return nil

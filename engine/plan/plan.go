@@ -389,3 +389,30 @@ func short(s string) string {
 	}
 	return s
 }
+
+// DeletesGone lists the deletes of a saved plan that a fresh plan no longer
+// makes (not at all, or held): what decided them (an empty cluster's
+// instance count, from a signal) may have moved without any observed
+// attribute moving, and a delete cannot be undone, so such a saved plan is
+// stale.
+func DeletesGone(saved, fresh *Plan) []string {
+	now := map[string]bool{}
+	for _, c := range fresh.Changes {
+		if c.Action == action.Delete {
+			now[c.Address.String()] = true
+		}
+	}
+	var out []string
+	for _, c := range saved.Changes {
+		if c.Action == action.Delete && !now[c.Address.String()] {
+			why := "a plan now does not delete it"
+			for _, h := range fresh.Held {
+				if h.Action == action.Delete && h.Address == c.Address && h.Held != nil {
+					why = "a plan now holds its delete: " + h.Held.String()
+				}
+			}
+			out = append(out, c.Address.String()+": "+why)
+		}
+	}
+	return out
+}
