@@ -656,6 +656,8 @@ func CrossCheck(docs []spec.Document, needEnv bool) Diagnostics {
 	}
 	out = append(out, scheduleCycles(docs)...)
 	out = append(out, scheduleDependencies(docs)...)
+	out = append(out, nodePolicyOverlaps(docs, def)...)
+	out = append(out, routeGroupVIPs(docs, def)...)
 	for i, e := range envs {
 		if i > 0 {
 			out = append(out, Diagnostic{Pos: e.Src.Pos, Path: "kind",

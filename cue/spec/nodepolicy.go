@@ -133,3 +133,35 @@ func matchKey(p NodePool) string {
 	}
 	return b.String()
 }
+
+// SelectorsOverlap says whether a node can carry labels both nodeSelectors
+// match, and if so returns the smallest such labelling (the two selectors
+// together). A nodeSelector is only matchLabels (the schema has no
+// matchExpressions), so two are disjoint exactly when they require
+// different values for one label; an empty selector matches every node
+// and so overlaps any other. Nodes are cluster-wide, so namespaces do not
+// keep two policies apart. Should the schema grow matchExpressions, only a
+// contradiction that holds for every node (In sets without a common value,
+// Exists against DoesNotExist) may count as disjoint: a false "overlaps"
+// costs a user a selector, a false "disjoint" two policies on one node.
+func SelectorsOverlap(a, b map[string]string) (map[string]string, bool) {
+	node := make(map[string]string, len(a)+len(b))
+	maps.Copy(node, a)
+	for k, v := range b {
+		if w, ok := node[k]; ok && w != v {
+			return nil, false
+		}
+		node[k] = v
+	}
+	return node, true
+}
+
+// SelectorString is a nodeSelector as key=value pairs, sorted by key, ""
+// for none.
+func SelectorString(sel map[string]string) string {
+	parts := make([]string, 0, len(sel))
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts = append(parts, k+"="+sel[k])
+	}
+	return strings.Join(parts, ",")
+}

@@ -252,11 +252,11 @@ func nearestPrimes(n int) (below, above int) {
 }
 
 // Check: the VIP parses; the backends are a selector and a port or
-// endpoints, not both, and the endpoints parse and are unique once
-// normalised; the table's size is a prime; the tick and its jitter are in
-// range; some pressure weight is above 0, and so are the references;
-// crisis is above transition; the failsafe waits at least two ticks; the
-// hard budget admits something.
+// endpoints, not both, and the endpoints parse, are unique once
+// normalised and none is the VIP; the table's size is a prime; the tick
+// and its jitter are in range; some pressure weight is above 0, and so
+// are the references; crisis is above transition; the failsafe waits at
+// least two ticks; the hard budget admits something.
 func (r *RouteGroup) Check() []FieldError {
 	var errs []FieldError
 	sp := r.Spec
@@ -313,7 +313,8 @@ func (r *RouteGroup) Check() []FieldError {
 }
 
 // checkBackends: a selector and a port, or endpoints, each of them an
-// IPv4 address and a port, once.
+// IPv4 address and a port other than the VIP's, once. (A selector's pods'
+// addresses are not known before a run.)
 func (r *RouteGroup) checkBackends() []FieldError {
 	var errs []FieldError
 	b := r.Spec.Backends
@@ -336,12 +337,21 @@ func (r *RouteGroup) checkBackends() []FieldError {
 		errs = append(errs, FieldError{Path: "spec.backends.namespace", Message: "a namespace beside endpoints", Expected: "a namespace only with a selector"})
 	}
 	seen := map[netip.AddrPort]int{}
+	// An endpoint has no protocol of its own (it serves the VIP's), so one
+	// at the VIP's address and port is the VIP: the slots it held would
+	// send connections back where they came from, not to a backend.
+	vip, proto, vipErr := r.Spec.VIPAddr()
 	for i, e := range b.Endpoints {
 		path := fmt.Sprintf("spec.backends.endpoints.%d", i)
 		ap, err := parseIPv4Port(e)
 		if err != nil {
 			errs = append(errs, FieldError{Path: path, Message: fmt.Sprintf("invalid endpoint %q: %v", e, err),
 				Expected: "an IPv4 address and a port from 1 to 65535, like 127.0.0.1:9001"})
+			continue
+		}
+		if vipErr == nil && ap == vip {
+			errs = append(errs, FieldError{Path: path, Message: fmt.Sprintf("endpoint %s is the RouteGroup's own VIP %s/%s (spec.vip): its share of the connections would come back to the VIP", e, vip, proto),
+				Expected: "a backend's address and port, other than the VIP's"})
 			continue
 		}
 		if j, dup := seen[ap]; dup {
