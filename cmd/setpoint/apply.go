@@ -115,7 +115,10 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 			if err != nil {
 				return stateAdvice(err, w.dir)
 			}
-			if gone := plan.DeletesGone(p, w.eng.Plan(cmd.Context(), now, scratch, nil)); len(gone) > 0 {
+			confirm := w.eng.ConfirmGone // taken by the real state only
+			fresh := w.eng.Plan(cmd.Context(), now, scratch, nil)
+			w.eng.ConfirmGone = confirm
+			if gone := plan.DeletesGone(p, fresh); len(gone) > 0 {
 				return fmt.Errorf("the saved plan %s is stale: %d of its deletes would not be made now:\n  %s\nrun setpoint plan again", path, len(gone), strings.Join(gone, "\n  "))
 			}
 		}
