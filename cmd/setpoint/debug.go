@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -44,9 +45,10 @@ const (
 )
 
 // debugConfig is what watch's --debug-addr and --debug-token-file ask for,
-// checked before anything starts; nil when the endpoints are off.
+// checked before anything starts; nil when neither the debug endpoints nor
+// the health server (which serves /metrics too) is on.
 type debugConfig struct {
-	addr string
+	addr string // "" serves no debug endpoints: only the metrics are kept
 	// token is the SHA-256 of the bearer token, nil for none (loopback).
 	// Comparing digests keeps the comparison constant-time whatever the
 	// length of the token a client sends.
@@ -57,14 +59,22 @@ type debugConfig struct {
 // newDebugConfig refuses a bind address reachable from other hosts
 // unless a token guards it: the endpoints evaluate any PromQL and show
 // what the store holds.
+//
+// The metrics are kept when --health-addr is set too, which serves
+// /metrics without the debug endpoints: that flag is read here, as
+// startShards does, because the metrics must be recording before the
+// providers are wrapped, which is before the health server starts.
 func newDebugConfig(addr, tokenFile string) (*debugConfig, error) {
 	if addr == "" {
 		if tokenFile != "" {
 			return nil, errors.New("--debug-token-file needs --debug-addr")
 		}
-		return nil, nil
+		if healthAddr == "" {
+			return nil, nil
+		}
+		return &debugConfig{metrics: watchMetrics()}, nil
 	}
-	c := &debugConfig{addr: addr, metrics: newSelfMetrics()}
+	c := &debugConfig{addr: addr, metrics: watchMetrics()}
 	if tokenFile != "" {
 		tok, err := readDebugToken(tokenFile)
 		if err != nil {
@@ -103,12 +113,30 @@ func isLoopback(addr string) (bool, error) {
 
 // readDebugToken reads a bearer token: trimmed, since editors and
 // `echo > file` add a newline no client sends.
+//
+// The file is opened without blocking: opening a FIFO for reading waits
+// for a writer, in a system call no signal ends, so a mistyped path would
+// hang watch before it serves anything, deaf to SIGTERM. Symlinks are
+// followed (a Secret volume's file is a link through ..data), and what was
+// opened, not the path, is checked: a regular file, not readable by every
+// user. Group-readable is allowed: a Secret mounted with an fsGroup is
+// 0440.
 func readDebugToken(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-token-file: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("--debug-token-file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("--debug-token-file %s: %s, not a regular file", path, fileKind(fi.Mode()))
+	}
+	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
+		return nil, fmt.Errorf("--debug-token-file %s: readable by every user (mode %04o): chmod o-r it (owner- or group-readable is enough)", path, perm)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("--debug-token-file %s: %w", path, err)
@@ -123,6 +151,25 @@ func readDebugToken(path string) ([]byte, error) {
 	return tok, nil
 }
 
+// fileKind names what a path that is not a regular file is, for the
+// error that refuses it.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	default:
+		return fmt.Sprintf("a special file (mode %s)", m)
+	}
+}
+
 // selfMetrics is what the reconcile path records into; nil when off.
 func (c *debugConfig) selfMetrics() *selfMetrics {
 	if c == nil {
@@ -135,7 +182,7 @@ func (c *debugConfig) selfMetrics() *selfMetrics {
 // called; stop returns once the server has stopped. A bind failure is
 // returned, so a watch asked for endpoints it cannot serve does not start.
 func (c *debugConfig) serve(ctx context.Context, src signals.Source, now func() time.Time) (addr net.Addr, stop func(), err error) {
-	if c == nil {
+	if c == nil || c.addr == "" {
 		return nil, func() {}, nil
 	}
 	ln, err := net.Listen("tcp", c.addr)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,7 @@ import (
 // own: whatever a dependency registers on the global one (the Prometheus
 // engine, client libraries) is not setpoint's to export. A nil
 // *selfMetrics records nothing, so the reconcile path needs no branches
-// when the debug endpoints are off.
+// when no server (debug or health) serves them.
 type selfMetrics struct {
 	reg       *prometheus.Registry
 	decisions *prometheus.CounterVec
@@ -29,6 +30,11 @@ type selfMetrics struct {
 	reconcile prometheus.Histogram
 	calls     *prometheus.HistogramVec
 }
+
+// watchMetrics are the running watch's, served by both its debug server
+// and its health server: one registry, made once, since one watch runs in
+// a process (as the Go and process collectors on it assume too).
+var watchMetrics = sync.OnceValue(newSelfMetrics)
 
 // latencyBuckets span an in-process provider call (well under a
 // millisecond) to a reconcile waiting on a slow API server.

@@ -191,6 +191,10 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 	if addr != "" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ok\n")) })
+		// The watch's metrics, without a token: what a health port
+		// shows a scraper is no secret, unlike the debug endpoints'
+		// queries and store.
+		mux.Handle("/metrics", onlyGet(watchMetrics().handler()))
 		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
 			if ss != nil && !ss.h.Healthy() {
 				http.Error(rw, "the shard leases could not be read or renewed", http.StatusServiceUnavailable)
