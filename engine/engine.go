@@ -386,6 +386,10 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			Spec: d.Primary.Source, SpecPos: d.Primary.SourcePos.String(), Value: dec.Value, Restore: d.Primary.Restore,
 			By: specs, Group: d.Primary.Group, Force: dec.Force, InPlace: d.Primary.InPlace,
 		}
+		if _, set := o.Attributes[d.Attr.Path]; has && set {
+			seen := cur
+			pc.Seen = &seen
+		}
 		if pc.Held == nil && o.Exists && o.ObservedGeneration > 0 && o.ObservedGeneration < o.Generation {
 			// Its controller has not acted on the last change yet: a
 			// change now would pile onto a rollout in progress.
@@ -619,6 +623,12 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 		}
 		oc.Attributes[c.Attribute] = c.Value
 		oc.Changed = append(oc.Changed, c.Attribute)
+		if c.Seen != nil {
+			if oc.Seen == nil {
+				oc.Seen = map[addrs.Path]values.Value{}
+			}
+			oc.Seen[c.Attribute] = *c.Seen
+		}
 		oc.Force = oc.Force || c.Force
 		if c.InPlace != "" {
 			oc.InPlace = c.InPlace

@@ -102,6 +102,10 @@ type ObjectChange struct {
 	// running pods without a restart (Kubernetes' pods/resize), and what a
 	// refused resize does: InPlaceFallbackHold or InPlaceFallbackRollout.
 	InPlace string
+	// Seen is the value each changed attribute had when the plan read it
+	// (absent: not read, or not set). A provider that can write
+	// conditionally tests it, so a change made since is not overwritten.
+	Seen map[addrs.Path]values.Value
 }
 
 // What a refused in-place resize does.

@@ -74,6 +74,9 @@ type Change struct {
 	// InPlace: the value also goes to running pods without a restart; it
 	// names what a refused resize does ("hold" or "rollout").
 	InPlace string `json:"inPlace,omitempty"`
+	// Seen is the value the plan read (From, typed), when it read one:
+	// the provider may test it so a change made since is not overwritten.
+	Seen *values.Value `json:"seen,omitempty"`
 }
 
 // Note is something a spec's decision has to say without a change (a

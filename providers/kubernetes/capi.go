@@ -282,10 +282,14 @@ func (p *Provider) capiChange(ctx context.Context, dyn dynamic.Interface, c prov
 		res.Conflicts = []providers.Conflict{{Path: cluster.Nodes, Manager: m}}
 		return fail(fmt.Errorf("conflict: %s (spec.replicas of MachineDeployment %s) is managed by %s", cluster.Nodes, md.GetName(), m))
 	}
-	// The protocol does not carry the count the plan saw yet: the test is
-	// of the count read here, which a status write (frequent while
-	// machines come and go) does not move, unlike the resourceVersion.
+	// The test is of the count the plan saw (else the one read here): a
+	// count another writer set since is refused, not overwritten. A status
+	// write (frequent while machines come and go) does not move it, unlike
+	// the resourceVersion.
 	seen, has, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+	if s, ok := c.Seen[cluster.Nodes]; ok && has && s.Type() == values.Count {
+		seen = s.Int()
+	}
 	patch := replicasPatch(seen, has, md.GetResourceVersion(), v.Int())
 	if _, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(cctx, md.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: c.Manager, DryRun: dry}); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {

@@ -266,3 +266,35 @@ func TestClusterAPIReplicasPatchTests(t *testing.T) {
 		t.Fatalf("apply: %q, replicas %d; want 12", r.Results[0].Err, replicas())
 	}
 }
+
+// TestClusterAPIPatchTestsThePlansCount: a change carrying the count the
+// plan saw is refused when the MachineDeployment's replicas moved since,
+// even though the provider reads the new count itself.
+func TestClusterAPIPatchTestsThePlansCount(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	capiCluster(t, env, ns, "east-a", "streaming", 6, 6, "Provisioned")
+	dyn := env.Dynamic(t)
+	replicas := func() int64 {
+		t.Helper()
+		md, err := dyn.Resource(gvrMachineDep).Namespace(ns).Get(ctxT(t), "east-a-md-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+		return n
+	}
+	p := newProvider(t, env.Config())
+	change := func(seen int64) providers.ObjectChange {
+		return providers.ObjectChange{Address: providers.Address{Provider: "kubernetes", Kind: cluster.Kind, Namespace: ns, Name: "east-a"}, Action: action.Update, Manager: "setpoint", Force: true,
+			Attributes: map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(9)}, Changed: []addrs.Path{cluster.Nodes},
+			Seen: map[addrs.Path]values.Value{cluster.Nodes: values.CountOf(seen)}}
+	}
+	// The plan saw 3; someone set 6 since.
+	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{change(3)}}); !strings.Contains(r.Results[0].Err, "moved from 3 since") || replicas() != 6 {
+		t.Fatalf("a change planned from 3 when the count is 6: %q, replicas %d; want refused, 6", r.Results[0].Err, replicas())
+	}
+	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{change(6)}}); r.Results[0].Err != "" || replicas() != 9 {
+		t.Fatalf("a change planned from 6: %q, replicas %d; want 9", r.Results[0].Err, replicas())
+	}
+}

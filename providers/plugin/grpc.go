@@ -158,6 +158,9 @@ func toChange(c providers.ObjectChange) *pb.ObjectChange {
 	}
 	x := &pb.ObjectChange{Address: toAddr(c.Address), Action: act, Attributes: toValues(c.Attributes),
 		Manager: c.Manager, Force: c.Force, Reason: c.Reason, InPlace: c.InPlace}
+	if len(c.Seen) > 0 {
+		x.Seen = toValues(c.Seen)
+	}
 	if len(c.Changed) > 0 {
 		x.Changed = make([]string, len(c.Changed))
 		for i, p := range c.Changed {
@@ -367,6 +370,13 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 		return providers.ObjectChange{Address: a}, fmt.Errorf("unknown in-place fallback %q", c.InPlace)
 	}
 	out := providers.ObjectChange{Address: a, Action: act, Attributes: attrs, Manager: c.Manager, Force: c.Force, Reason: c.Reason, InPlace: c.InPlace}
+	if len(c.Seen) > 0 {
+		seen, errs := fromValues(c.Seen)
+		if len(errs) > 0 {
+			return providers.ObjectChange{Address: a}, fmt.Errorf("seen: %w", joinErrs(errs))
+		}
+		out.Seen = seen
+	}
 	for _, s := range c.Changed {
 		p, err := fromPath(s)
 		if err != nil {
