@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -170,7 +171,7 @@ func newGroup(w *World, cfg spec.SimRouteGroup, tr *Trace) (*simGroup, error) {
 		return nil, fmt.Errorf("sim route group %s: %w", name, err)
 	}
 	g := &simGroup{w: w, cfg: cfg, vip: vip, src: src, rng: rand.New(rand.NewPCG(seed, 0x7a61)), byAddr: map[string]int{},
-		rec: route.Recorder{Namespace: cfg.Namespace, Name: cfg.Name}}
+		rec: route.Recorder{Namespace: cfg.Namespace, Name: cfg.Name, Every: routeRecordEvery}}
 	window := cfg.ErrorWindow.D()
 	if window == 0 {
 		window = DefaultErrorWindow
@@ -220,6 +221,13 @@ func newGroup(w *World, cfg spec.SimRouteGroup, tr *Trace) (*simGroup, error) {
 	g.rep = newRouteTally(len(g.backends), routeStep(len(tr.Rate), len(g.backends)))
 	return g, nil
 }
+
+// routeRecordEvery is the least virtual time between two records of a
+// group's setpoint_routegroup_* series, as the eBPF agent records them.
+// A record is 4 samples and 4 more a backend: at a 10 ms tick, one a tick
+// is some 26,000 samples a virtual second over 64 backends, which the
+// provider's buffer and the embedded store each keep for half an hour.
+const routeRecordEvery = time.Second
 
 // MaxGroupBackends bounds a sim route group's backends (the schema's).
 const MaxGroupBackends = 64
@@ -552,7 +560,8 @@ func (w *World) checkRoute(p *pending, res providers.ObjectResult) (*pending, pr
 	if g == nil {
 		return fail("no sim route group %s/%s: the sim world's route groups are %s", c.Address.Namespace, c.Address.Name, w.groupNames())
 	}
-	for path := range c.Attributes {
+	// In path order, so the refusal names the same path every time.
+	for _, path := range slices.SortedFunc(maps.Keys(c.Attributes), comparePaths) {
 		if path != route.AttrConfig {
 			return fail("%s: a RouteGroup takes only %s (the rest is what its loop reports)", path, route.AttrConfig)
 		}
@@ -586,14 +595,23 @@ func (w *World) checkRoute(p *pending, res providers.ObjectResult) (*pending, pr
 		}
 		return fail("VIP %s is not in the sim world: sim route group %s/%s is on %s", vip, g.cfg.Namespace, g.cfg.Name, g.vip)
 	}
+	// Each backend once: two spellings of one address (a port with a
+	// leading 0) would be two names for one backend, with two shares of
+	// the table. (The same endpoint written twice alike is one name.)
+	named := make(map[string]string, len(conf.Endpoints))
 	for _, e := range conf.Endpoints {
-		if _, ok := g.byAddr[netip.MustParseAddrPort(e).String()]; !ok {
+		ap := netip.MustParseAddrPort(e).String()
+		if _, ok := g.byAddr[ap]; !ok {
 			have := make([]string, len(g.backends))
 			for i, b := range g.backends {
 				have[i] = b.name
 			}
 			return fail("backend %s is not one of sim route group %s/%s's backends (%s)", e, g.cfg.Namespace, g.cfg.Name, strings.Join(have, ", "))
 		}
+		if prev, dup := named[ap]; dup && prev != e {
+			return fail("backend %s is %s again: name each of sim route group %s/%s's backends once", e, prev, g.cfg.Namespace, g.cfg.Name)
+		}
+		named[ap] = e
 	}
 	p.route = &routeChange{g: g, conf: conf, raw: v}
 	p.after = map[addrs.Path]values.Value{route.AttrConfig: v}
