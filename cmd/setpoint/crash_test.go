@@ -60,7 +60,8 @@ func TestKilledMidApplyEveryKind(t *testing.T) {
 	}
 	for _, step := range []string{crashBeforeProviderEnv, crashAfterApplyEnv} {
 		t.Run(step, func(t *testing.T) {
-			dir := copySpecs(t, quick...)
+			// reports wakes to 2 at once: a Schedule's apply too.
+			dir := copySpecs(t, append(quick, [3]string{"reports.schedule.yaml", "atStart: 1", "atStart: 2"})...)
 			cmd := exec.Command(binary, "apply", "--auto-approve", dir)
 			cmd.Env = append(os.Environ(), step+"=1")
 			out, _ := cmd.CombinedOutput()
