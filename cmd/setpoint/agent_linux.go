@@ -6,16 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/setpoint-dev/setpoint/bpf/dataplane"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
+	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/ebpf"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes"
@@ -49,24 +53,10 @@ its cache (--cache) lets the next agent re-derive the same assignments. On
 SIGTERM containers keep the CPU sets and limits they have.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != ebpf.Name && args[0] != nri.Name {
-				return fmt.Errorf("no node agent %q: the agents are ebpf and nri", args[0])
-			}
-			if node == "" {
-				return errors.New("--node is required (in a DaemonSet: the downward API's spec.nodeName)")
-			}
-			if args[0] == nri.Name {
-				if nriCfg.Cache == "" {
-					return errors.New("--cache is required: the agent's cache is how a restarted agent re-derives the node's assignments")
-				}
-				if nriCfg.Topology != "" {
-					if _, err := nodepolicy.ParseTopology(nriCfg.Topology); err != nil {
-						return err
-					}
-				}
-			}
-			if every < 100*time.Millisecond || refresh < every {
-				return fmt.Errorf("--every %s, --refresh %s: want every ≥ 100ms and refresh ≥ every", every, refresh)
+			// Every flag is checked before the kubeconfig is read or
+			// anything touches the node: a bad value says so at once.
+			if err := checkAgentFlags(cmd.Flags(), args[0], node, every, refresh, cfg, nriCfg); err != nil {
+				return err
 			}
 			rc, err := kubernetes.RestConfig(kubernetes.Config{Kubeconfig: kubeconfig, InCluster: kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""})
 			if err != nil {
@@ -111,18 +101,90 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 	f.StringVar(&kubeconfig, "kubeconfig", "", "a kubeconfig (default: in-cluster, else the usual kubeconfig)")
 	f.DurationVar(&every, "every", 2*time.Second, "how often the NodeAgentConfigs are read")
 	f.DurationVar(&refresh, "refresh", 30*time.Second, "how often an unchanged report is rewritten")
-	f.StringVar(&cfg.Cgroup, "cgroup", "/sys/fs/cgroup", "the cgroup2 directory whose connects are routed")
-	f.StringVar(&cfg.PinDir, "pin-dir", "/sys/fs/bpf/setpoint", "where the dataplane is pinned (in a bpffs); empty: not pinned")
-	f.IntVar(&cfg.Groups, "groups", ebpf.DefaultGroups, "route groups the maps hold")
-	f.IntVar(&cfg.Slots, "slots", ebpf.DefaultSlots, "the largest table")
-	f.StringSliceVar(&cfg.Allow, "allow", nil, "prefixes VIPs and backends may be in (default 127.0.0.0/8)")
+	f.StringVar(&cfg.Cgroup, "cgroup", "/sys/fs/cgroup", "ebpf: the cgroup2 directory whose connects are routed")
+	f.StringVar(&cfg.PinDir, "pin-dir", "/sys/fs/bpf/setpoint", "ebpf: where the dataplane is pinned (in a bpffs); empty: not pinned")
+	f.IntVar(&cfg.Groups, "groups", ebpf.DefaultGroups, fmt.Sprintf("ebpf: route groups the maps hold (1 to %d)", dataplane.MaxGroups))
+	f.IntVar(&cfg.Slots, "slots", ebpf.DefaultSlots, fmt.Sprintf("ebpf: the largest table (1 to %d)", routegroup.MaxSlots))
+	f.StringSliceVar(&cfg.Allow, "allow", nil, "ebpf: IPv4 prefixes VIPs and backends may be in (default 127.0.0.0/8)")
+	for _, name := range []string{"cgroup", "pin-dir", "groups", "slots", "allow"} {
+		_ = f.SetAnnotation(name, agentAnnotation, []string{ebpf.Name})
+	}
 	f.StringVar(&nriCfg.Socket, "socket", nri.DefaultSocket, "nri: the runtime's NRI socket")
-	f.StringVar(&nriCfg.PluginIdx, "plugin-idx", nri.DefaultPluginIdx, "nri: the plugin's place among the runtime's plugins")
+	f.StringVar(&nriCfg.PluginIdx, "plugin-idx", nri.DefaultPluginIdx, "nri: the plugin's place among the runtime's plugins (two digits)")
 	f.StringVar(&nriCfg.Topology, "topology", "", "nri: sockets×cores×threads standing for the node's (default: read from sysfs)")
 	f.StringVar(&nriCfg.Cache, "cache", "/var/lib/setpoint/nri-cache.json", "nri: where the agent's cache persists")
 	f.StringVar(&nriCfg.CgroupRoot, "cgroup-root", nri.DefaultCgroupRoot, "nri: where the cgroup file systems are mounted (containers' working sets are read there)")
-	f.StringVar(&nriCfg.WorkingSetEvery, "working-set-every", nri.DefaultWorkingSetEvery.String(), "nri: how often containers' working sets are read (0s: never)")
+	f.StringVar(&nriCfg.WorkingSetEvery, "working-set-every", nri.DefaultWorkingSetEvery.String(), "nri: how often containers' working sets are read, 1s to 1h (0s: never)")
+	for _, name := range []string{"socket", "plugin-idx", "topology", "cache", "cgroup-root", "working-set-every"} {
+		_ = f.SetAnnotation(name, agentAnnotation, []string{nri.Name})
+	}
 	return cmd
+}
+
+// agentAnnotation marks a flag only one agent takes, with that agent's
+// name: given to the other agent it would be silently ignored.
+const agentAnnotation = "setpoint/agent"
+
+// checkAgentFlags checks the flags agent takes, and refuses those it does
+// not, before anything reads the kubeconfig or the node. The providers
+// check their configs again when they start, but there a zero means the
+// default (a config file may leave a field out), and the NRI agent's
+// Start skips the pluginIdx check of its Configure: a flag given is a
+// value to check. Every problem is reported, not only the first.
+func checkAgentFlags(f *pflag.FlagSet, agent, node string, every, refresh time.Duration, cfg ebpf.Config, nriCfg nri.Config) error {
+	if agent != ebpf.Name && agent != nri.Name {
+		return fmt.Errorf("no node agent %q: the agents are ebpf and nri", agent)
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	f.Visit(func(fl *pflag.Flag) {
+		if only := fl.Annotations[agentAnnotation]; len(only) > 0 && only[0] != agent {
+			bad("--%s is a flag of agent %s, not of agent %s", fl.Name, only[0], agent)
+		}
+	})
+	if node == "" {
+		bad("--node is required (in a DaemonSet: the downward API's spec.nodeName)")
+	}
+	if every < 100*time.Millisecond || refresh < every {
+		bad("--every %s, --refresh %s: want every ≥ 100ms and refresh ≥ every", every, refresh)
+	}
+	switch agent {
+	case ebpf.Name:
+		if cfg.Cgroup == "" {
+			bad("--cgroup is required: the cgroup2 directory whose connects are routed")
+		}
+		if cfg.Groups < 1 || cfg.Groups > dataplane.MaxGroups {
+			bad("--groups %d: want 1 to %d", cfg.Groups, dataplane.MaxGroups)
+		}
+		if cfg.Slots < 1 || cfg.Slots > routegroup.MaxSlots {
+			bad("--slots %d: want 1 to %d", cfg.Slots, routegroup.MaxSlots)
+		}
+		for _, a := range cfg.Allow {
+			if p, err := netip.ParsePrefix(a); err != nil || !p.Addr().Is4() {
+				bad("--allow %q: want an IPv4 prefix such as 10.0.0.0/8", a)
+			}
+		}
+	case nri.Name:
+		if nriCfg.Socket == "" {
+			bad("--socket is required: the runtime's NRI socket")
+		}
+		if p := nriCfg.PluginIdx; len(p) != 2 || p[0] < '0' || p[0] > '9' || p[1] < '0' || p[1] > '9' {
+			bad("--plugin-idx %q: want two digits, as in %q", p, nri.DefaultPluginIdx)
+		}
+		if nriCfg.Cache == "" {
+			bad("--cache is required: the agent's cache is how a restarted agent re-derives the node's assignments")
+		}
+		if nriCfg.Topology != "" {
+			if _, err := nodepolicy.ParseTopology(nriCfg.Topology); err != nil {
+				bad("--topology: %w", err)
+			}
+		}
+		// The bounds nri reads workingSetEvery with.
+		if d, err := time.ParseDuration(nriCfg.WorkingSetEvery); err != nil || d != 0 && (d < time.Second || d > time.Hour) {
+			bad("--working-set-every %q: want a duration from 1s to 1h, or 0s for none", nriCfg.WorkingSetEvery)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // runNRIAgent runs the NRI provider from the NodeAgentConfigs with agent
