@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"fmt"
+	"k8s.io/client-go/dynamic"
 	"strings"
 	"testing"
 
@@ -241,15 +242,7 @@ func TestClusterAPIReplicasPatchTests(t *testing.T) {
 	ns := env.Namespace(t)
 	capiCluster(t, env, ns, "east-a", "streaming", 6, 6, "Provisioned")
 	dyn := env.Dynamic(t)
-	replicas := func() int64 {
-		t.Helper()
-		md, err := dyn.Resource(gvrMachineDep).Namespace(ns).Get(ctxT(t), "east-a-md-0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
-		return n
-	}
+	replicas := func() int64 { t.Helper(); return mdReplicas(t, dyn, ns, "east-a-md-0") }
 	// Seen at 5, but someone set 6 since: refused, 6 stays.
 	_, err := dyn.Resource(gvrMachineDep).Namespace(ns).Patch(ctxT(t), "east-a-md-0", types.JSONPatchType, replicasPatch(5, true, "", 9), metav1.PatchOptions{FieldManager: "setpoint"})
 	if err == nil || replicas() != 6 {
@@ -275,15 +268,7 @@ func TestClusterAPIPatchTestsThePlansCount(t *testing.T) {
 	ns := env.Namespace(t)
 	capiCluster(t, env, ns, "east-a", "streaming", 6, 6, "Provisioned")
 	dyn := env.Dynamic(t)
-	replicas := func() int64 {
-		t.Helper()
-		md, err := dyn.Resource(gvrMachineDep).Namespace(ns).Get(ctxT(t), "east-a-md-0", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
-		return n
-	}
+	replicas := func() int64 { t.Helper(); return mdReplicas(t, dyn, ns, "east-a-md-0") }
 	p := newProvider(t, env.Config())
 	change := func(seen int64) providers.ObjectChange {
 		return providers.ObjectChange{Address: providers.Address{Provider: "kubernetes", Kind: cluster.Kind, Namespace: ns, Name: "east-a"}, Action: action.Update, Manager: "setpoint", Force: true,
@@ -297,4 +282,15 @@ func TestClusterAPIPatchTestsThePlansCount(t *testing.T) {
 	if r := p.Apply(ctxT(t), providers.ApplyRequest{Changes: []providers.ObjectChange{change(6)}}); r.Results[0].Err != "" || replicas() != 9 {
 		t.Fatalf("a change planned from 6: %q, replicas %d; want 9", r.Results[0].Err, replicas())
 	}
+}
+
+// mdReplicas reads a MachineDeployment's spec.replicas.
+func mdReplicas(t *testing.T, dyn dynamic.Interface, ns, name string) int64 {
+	t.Helper()
+	md, err := dyn.Resource(gvrMachineDep).Namespace(ns).Get(ctxT(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _, _ := unstructured.NestedInt64(md.Object, "spec", "replicas")
+	return n
 }
