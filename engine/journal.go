@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
@@ -60,15 +61,15 @@ func Journal(p *plan.Plan, st *state.State, now time.Time) {
 // pendingObjects lists the objects with a journaled intent.
 func pendingObjects(st *state.State) []addrs.Object {
 	var out []addrs.Object
-	for _, o := range st.Objects() {
-		so, _ := st.Object(o)
+	st.Each(func(o addrs.Object, so *state.Object) {
 		for _, en := range so.Attrs {
 			if en != nil && en.Pending != nil {
 				out = append(out, o)
 				break
 			}
 		}
-	}
+	})
+	slices.SortFunc(out, func(a, b addrs.Object) int { return strings.Compare(a.String(), b.String()) })
 	return out
 }
 

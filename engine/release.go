@@ -46,30 +46,28 @@ func guardSets(st *state.State, live map[string]bool) (known, gone map[string]bo
 			}
 		}
 	}
-	for _, o := range st.Objects() {
-		so, _ := st.Object(o)
+	confirmed := map[string]bool{}
+	st.Each(func(_ addrs.Object, so *state.Object) {
 		for _, en := range so.Attrs {
 			if en == nil {
 				continue
 			}
 			if en.Applied != nil {
 				note(en.Applied.By, en.ReleaseConfirmed)
+				if en.ReleaseConfirmed {
+					for _, id := range en.Applied.By {
+						confirmed[id] = true
+					}
+				}
 			}
 			if r := en.Released; r != nil && !r.Confirmed {
 				note(r.By, false)
 			}
 		}
-	}
+	})
 	// A spec confirmed deleted in one entry is confirmed everywhere.
-	for _, o := range st.Objects() {
-		so, _ := st.Object(o)
-		for _, en := range so.Attrs {
-			if en != nil && en.Applied != nil && en.ReleaseConfirmed {
-				for _, id := range en.Applied.By {
-					delete(gone, id)
-				}
-			}
-		}
+	for id := range confirmed {
+		delete(gone, id)
 	}
 	return known, gone
 }
@@ -92,8 +90,7 @@ func ConfirmGone(st *state.State, live, confirm map[string]bool) int {
 		return true
 	}
 	n := 0
-	for _, o := range st.Objects() {
-		so, _ := st.Object(o)
+	st.Each(func(_ addrs.Object, so *state.Object) {
 		for _, en := range so.Attrs {
 			if en == nil {
 				continue
@@ -107,7 +104,7 @@ func ConfirmGone(st *state.State, live, confirm map[string]bool) int {
 				n++
 			}
 		}
-	}
+	})
 	return n
 }
 
