@@ -62,6 +62,18 @@ rather than go on with a new, empty world.`,
 			if err != nil {
 				return err
 			}
+			if reportDir != "" {
+				// The report is written after the whole run: what would
+				// stop it there (a file at the path, a directory where a
+				// plot goes) is said before the run starts.
+				var names []string
+				for _, wl := range w.simWorkloads() {
+					names = append(names, wl.addr.Namespace+"/"+wl.addr.Name)
+				}
+				if err := simreport.Check(reportDir, names); err != nil {
+					return fmt.Errorf("--report: %w", err)
+				}
+			}
 			if speed == 0 {
 				cfg, _ := sim.Config(w.env)
 				speed = cfg.Speed

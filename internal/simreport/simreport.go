@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
@@ -80,13 +82,21 @@ const (
 // workload's SVG embedded with <img>, plus a link to the PNG. HTML-escape every string that
 // comes from input (names, variant names, table, title). Returns the list of files written.
 //
-// The input is checked in full before anything is written, so a report
-// that breaks a limit leaves dir untouched. If drawing or writing fails
+// The input, and dir as Check checks it, are checked in full before
+// anything is written, so a report that breaks a limit, or a directory in
+// the way of a file, leaves dir untouched. If drawing or writing fails
 // part-way, the files already in place are returned with the error;
 // index.html is written last, so it never refers to a missing figure.
 func Write(dir string, r Report) ([]string, error) {
 	bases, err := validate(r)
 	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(r.Workloads))
+	for i := range r.Workloads {
+		names[i] = r.Workloads[i].Name
+	}
+	if err := checkDir(dir, names, bases); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -140,6 +150,91 @@ func Write(dir string, r Report) ([]string, error) {
 	return written, syncAfter(dir, nil)
 }
 
+// Check says whether Write could put the report of workloads with these
+// names into dir, without writing anything: for a caller that makes the
+// report at the end of a long run, and should refuse before the run what
+// would fail after it. It checks the names as Write does (their count,
+// their file names), that dir is a directory or can be made one, and that
+// none of the files Write writes there is a directory.
+func Check(dir string, names []string) error {
+	if len(names) > maxWorkloads {
+		return fmt.Errorf("simreport: %d workloads, more than the limit of %d", len(names), maxWorkloads)
+	}
+	bases, err := fileBases(names)
+	if err != nil {
+		return err
+	}
+	return checkDir(dir, names, bases)
+}
+
+// checkDir checks dir for Write: dir, or its nearest existing ancestor
+// when it does not exist yet (MkdirAll makes the rest), must be a
+// directory, and a file Write renames into place must not be a directory
+// (a rename does not replace one). The names are the workloads', bases
+// their file names.
+func checkDir(dir string, names, bases []string) error {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				if p == dir {
+					return fmt.Errorf("simreport: %s is %s, not a directory", dir, kindOf(fi.Mode()))
+				}
+				return fmt.Errorf("simreport: cannot make directory %s: %s is %s, not a directory", dir, p, kindOf(fi.Mode()))
+			}
+			if p != dir {
+				return nil // made by Write; nothing in it yet
+			}
+			break
+		}
+		// ENOTDIR: a component of p is not a directory, found further up.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("simreport: %w", err)
+		}
+		if filepath.Dir(p) == p {
+			return nil
+		}
+	}
+	check := func(file, what string) error {
+		// Lstat: a rename replaces a symlink, whatever it points to.
+		fi, err := os.Lstat(filepath.Join(dir, file))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("simreport: %w", err)
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("simreport: %s is a directory, where %s goes", filepath.Join(dir, file), what)
+		}
+		return nil
+	}
+	for i, base := range bases {
+		for _, ext := range []string{".svg", ".png"} {
+			if err := check(base+ext, fmt.Sprintf("the plot of workload %q", names[i])); err != nil {
+				return err
+			}
+		}
+	}
+	return check("index.html", "the report's index page")
+}
+
+// kindOf names what a path that is not a directory is.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a file"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return fmt.Sprintf("not a directory (mode %s)", m)
+	}
+}
+
 // syncAfter makes the renames done so far durable even when the run
 // failed, so the files reported as written really are.
 func syncAfter(dir string, err error) error {
@@ -173,21 +268,31 @@ func validate(r Report) ([]string, error) {
 	if len(r.Workloads) > maxWorkloads {
 		return nil, fmt.Errorf("simreport: %d workloads, more than the limit of %d", len(r.Workloads), maxWorkloads)
 	}
-	bases := make([]string, len(r.Workloads))
-	owner := make(map[string]string, len(r.Workloads))
+	names := make([]string, len(r.Workloads))
 	for i := range r.Workloads {
 		w := &r.Workloads[i]
 		if err := validateWorkload(w); err != nil {
 			return nil, err
 		}
-		base := fileBase(w.Name)
+		names[i] = w.Name
+	}
+	return fileBases(names)
+}
+
+// fileBases names each workload's files, refusing a name without letters
+// or digits and two names that would share files.
+func fileBases(names []string) ([]string, error) {
+	bases := make([]string, len(names))
+	owner := make(map[string]string, len(names))
+	for i, name := range names {
+		base := fileBase(name)
 		if base == "" {
-			return nil, fmt.Errorf("simreport: workload name %q has no letters or digits to name its files by", w.Name)
+			return nil, fmt.Errorf("simreport: workload name %q has no letters or digits to name its files by", name)
 		}
 		if prev, ok := owner[base]; ok {
-			return nil, fmt.Errorf("simreport: workloads %q and %q would both be written as %s.svg/.png", prev, w.Name, base)
+			return nil, fmt.Errorf("simreport: workloads %q and %q would both be written as %s.svg/.png", prev, name, base)
 		}
-		owner[base] = w.Name
+		owner[base] = name
 		bases[i] = base
 	}
 	return bases, nil
