@@ -271,7 +271,12 @@ func (p *Plan) Text(w io.Writer) {
 			from = "(new)"
 		}
 		change := shortValue(from) + " → " + shortValue(c.To)
-		if d, ok := fieldDiff(from, c.To); ok {
+		if c.Release {
+			// A release writes no new value (From is To, setpoint's last):
+			// a diff of the two would say nothing changed, not what is
+			// released.
+			change = "release " + shortValue(c.To) + " (setpoint would stop managing it; the value stays)"
+		} else if d, ok := fieldDiff(from, c.To); ok {
 			change = d
 		}
 		if r := c.reason(); r != "" {
