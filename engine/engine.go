@@ -808,7 +808,8 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				default:
 					en := st.Entry(attr)
 					en.Applied = &state.Applied{Value: c.Value, At: now, By: c.By}
-					en.Pending = nil
+					// A live spec applied it: no confirmed deletion holds.
+					en.Pending, en.ReleaseConfirmed = nil, false
 					// A created object's other attributes are setpoint's too:
 					// its next change must carry them.
 					for k, v := range c.Create {

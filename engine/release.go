@@ -146,9 +146,8 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 		en   *state.Entry
 	}
 	var orphans []orphan
-	for _, o := range st.Objects() {
-		so, _ := st.Object(o)
-		// In any order: the plan sorts its changes and holds.
+	// In any order: the plan sorts its changes and holds.
+	st.Each(func(o addrs.Object, so *state.Object) {
 		for k, en := range so.Attrs {
 			if en == nil || en.Applied == nil || len(en.Applied.By) == 0 || en.Pending != nil {
 				continue
@@ -174,7 +173,7 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 			}
 			orphans = append(orphans, orphan{addrs.Attr{Object: o, Path: path}, en})
 		}
-	}
+	})
 	if len(orphans) == 0 {
 		return
 	}
