@@ -247,16 +247,17 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 	t.Run("a new admission starts with a full bucket", func(t *testing.T) {
-		// 1/s: over the test's milliseconds the refill is nothing, so
-		// what is admitted is what the bucket held when the control
-		// changed.
-		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: time.Hour}); err != nil {
+		// One connect in 100s: over the test's time, even on a busy
+		// machine, the refill is nothing, so what is admitted is what
+		// the bucket held when the control changed. (At 1/s a storm of
+		// 20 stretched past a second by load would refill one more.)
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 0.01, Burst: 1, Failsafe: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if got, refused := storm(t, 20, servers); got[0]+got[1] > 2 || refused < 18 {
 			t.Fatalf("burst 1: %v admitted, %d refused", got, refused)
 		}
-		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 5, Failsafe: time.Hour}); err != nil {
+		if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 0.01, Burst: 5, Failsafe: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := storm(t, 20, servers); got[0]+got[1] < 5 {
@@ -285,6 +286,11 @@ func TestAdmission(t *testing.T) {
 
 // When the heartbeat stops, connects split evenly over the healthy
 // backends whatever the table says; a fresh heartbeat restores the table.
+//
+// What must not have happened yet (the failsafe before its threshold) is
+// checked under a threshold of an hour, so a busy machine cannot stretch
+// the test past it; the short threshold is set only to watch the failsafe
+// engage, which waits on the program's own count, however long it takes.
 func TestFailsafeWhenTheHeartbeatStops(t *testing.T) {
 	d, servers := setup(t, 3, Options{})
 	// The table sends everything to 0; the failsafe list holds 1 and 2.
@@ -292,11 +298,21 @@ func TestFailsafeWhenTheHeartbeatStops(t *testing.T) {
 	if _, err := d.Publish(0, only0, []uint32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: 50 * time.Millisecond}); err != nil {
+	if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Heartbeat(0, Monotonic()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := storm(t, 1, servers); got[0] != 1 {
 		t.Fatalf("with a fresh heartbeat: %v, want the table's backend 0", got)
+	}
+	if s, _ := d.Stats(0); s.Failsafe != 0 {
+		t.Fatalf("stats %+v: the failsafe engaged within its threshold of an hour", s)
+	}
+	// The heartbeat stops: it grows older than a threshold of 50ms.
+	if err := d.SetControl(0, Control{Mode: AdmitHard, Budget: 1, Burst: 1, Failsafe: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
 	}
 	testutil.Eventually(t, 5*time.Second, "the failsafe to engage", func() bool {
 		s, _ := d.Stats(0)
@@ -314,7 +330,9 @@ func TestFailsafeWhenTheHeartbeatStops(t *testing.T) {
 			t.Errorf("failsafe: backend %d took %.3f, want an even 0.5", i, share)
 		}
 	}
-	if err := d.SetControl(0, Control{Mode: AdmitNormal, Failsafe: 50 * time.Millisecond}); err != nil {
+	// A fresh heartbeat, judged against a threshold the 20 connects
+	// cannot outlast on a busy machine.
+	if err := d.SetControl(0, Control{Mode: AdmitNormal, Failsafe: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Heartbeat(0, Monotonic()); err != nil {
