@@ -137,6 +137,10 @@ type Watcher struct {
 	// loader walks (by the path it walks them under) and the files there.
 	// Only the loop goroutine uses it.
 	tree tree
+
+	// wall is the debounce's clock (nil: the wall clock), a seam for
+	// tests: a fake one fires the debounce only when a test says so.
+	wall Clock
 }
 
 // tree is what a scan found: the logical directories (as the loader walks
@@ -426,9 +430,13 @@ func stopReason(ctx context.Context, err error) string {
 
 // loop handles the sources until ctx ends.
 func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan struct{}, tick *ticker, tickSet <-chan time.Duration) error {
-	edits := newDebouncer(w.Debounce)
+	wall := w.wall
+	if wall == nil {
+		wall = RealClock{}
+	}
+	edits := newDebouncer(wall, w.Debounce)
 	defer edits.stop()
-	trig := newDebouncer(w.Debounce)
+	trig := newDebouncer(wall, w.Debounce)
 	defer trig.stop()
 	pending := map[string]bool{}
 	rescan := false
@@ -1053,25 +1061,27 @@ func (t *ticker) stop() {
 // debouncer fires d (wall time) after the last poke, or 10 × d after the
 // first of a steady stream.
 type debouncer struct {
+	clk   Clock
 	d     time.Duration
 	first time.Time
-	t     *time.Timer
+	t     Timer
 	armed bool
 }
 
-func newDebouncer(d time.Duration) *debouncer { return &debouncer{d: max(d, 0)} }
+func newDebouncer(clk Clock, d time.Duration) *debouncer { return &debouncer{clk: clk, d: max(d, 0)} }
 
 func (b *debouncer) poke() {
-	now := time.Now()
+	now := b.clk.Now()
 	if !b.armed {
 		b.first = now
 	}
 	wait := min(b.d, b.first.Add(10*b.d).Sub(now))
-	if b.t == nil {
-		b.t = time.NewTimer(wait)
-	} else {
-		b.t.Reset(wait)
+	// A new timer, the old one stopped: its channel is no longer read, so
+	// a tick it sent already is dropped with it.
+	if b.t != nil {
+		b.t.Stop()
 	}
+	b.t = b.clk.NewTimer(wait)
 	b.armed = true
 }
 
@@ -1079,7 +1089,7 @@ func (b *debouncer) c() <-chan time.Time {
 	if !b.armed {
 		return nil
 	}
-	return b.t.C
+	return b.t.C()
 }
 
 func (b *debouncer) fired() { b.armed = false }

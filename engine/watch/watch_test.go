@@ -96,13 +96,22 @@ type harness struct {
 	w       *Watcher
 	batches chan batch
 	logs    chan logRecord
+	// wall is the debounce's clock: fake, so no debounce fires because
+	// the machine was slow between two events the test meant as one
+	// burst. With drive set, waiting for a batch or a log fires whatever
+	// debounce is armed (the test's writes are done by then); without,
+	// no debounce ever fires.
+	wall  *FakeClock
+	drive bool
 
 	mu      sync.Mutex
 	results func(b batch) map[string]Result
 }
 
 // newHarness makes a spec directory with an Environment and a Watcher on
-// it; clk nil is the wall clock.
+// it; clk nil is the wall clock for the queue and the tick. The debounce
+// runs on a fake clock either way: with clk nil it fires when the test
+// waits for what it brings, with a clk never.
 func newHarness(t *testing.T, clk Clock) *harness {
 	t.Helper()
 	l, err := load.New()
@@ -113,6 +122,8 @@ func newHarness(t *testing.T, clk Clock) *harness {
 		dir:     t.TempDir(),
 		batches: make(chan batch, 100),
 		logs:    make(chan logRecord, 10000),
+		wall:    NewFakeClock(t0),
+		drive:   clk == nil,
 	}
 	write(t, h.dir, "env.yaml", envYAML)
 	h.w = &Watcher{
@@ -121,6 +132,7 @@ func newHarness(t *testing.T, clk Clock) *harness {
 		Debounce: 50 * time.Millisecond,
 		Log:      slog.New(logSink{h.logs}),
 		Clock:    clk,
+		wall:     h.wall,
 	}
 	h.w.Reconcile = func(ctx context.Context, set Set, keys []string, reason string) map[string]Result {
 		b := batch{keys: keys, reason: reason, set: set, now: h.w.clock().Now()}
@@ -165,7 +177,35 @@ func (h *harness) run(t *testing.T) (stop func()) {
 
 func (h *harness) next(t *testing.T) batch {
 	t.Helper()
-	return recv(t, h.batches)
+	return driven(t, h, h.batches)
+}
+
+// fire fires the armed debounce of a driven harness.
+func (h *harness) fire() {
+	if !h.drive || h.wall == nil {
+		return
+	}
+	if d := h.wall.Deadlines(); len(d) > 0 {
+		h.wall.Set(d[len(d)-1])
+	}
+}
+
+// driven is recv that meanwhile fires the debounce of a driven harness.
+func driven[T any](t *testing.T, h *harness, ch <-chan T) T {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case v := <-ch:
+			return v
+		case <-poll.C:
+			h.fire()
+		case <-deadline:
+			t.Fatal("timed out")
+		}
+	}
 }
 
 // expect takes the next batch and checks its keys and reason.
@@ -179,15 +219,32 @@ func (h *harness) expect(t *testing.T, reason string, keys ...string) batch {
 }
 
 // waitLog waits for a record with this message and, if file is set, file
-// attribute.
+// attribute, firing the debounce of a driven harness meanwhile.
 func (h *harness) waitLog(t *testing.T, msg, file string) logRecord {
 	t.Helper()
+	return h.waitLogOf(t, msg, file, true)
+}
+
+// waitLogHeld is waitLog that leaves the debounce alone.
+func (h *harness) waitLogHeld(t *testing.T, msg, file string) logRecord {
+	t.Helper()
+	return h.waitLogOf(t, msg, file, false)
+}
+
+func (h *harness) waitLogOf(t *testing.T, msg, file string, fire bool) logRecord {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
 	for {
 		select {
 		case r := <-h.logs:
 			if r.msg == msg && (file == "" || r.attrs["file"] == filepath.Join(h.dir, file)) {
 				return r
+			}
+		case <-poll.C:
+			if fire {
+				h.fire()
 			}
 		case <-deadline:
 			t.Fatalf("no log %q for %s", msg, file)
@@ -206,10 +263,15 @@ func TestWatchDebounceReconcilesOnlyTouchedSpecsOnce(t *testing.T) {
 		t.Fatalf("start set: env %v, x %q, y %q", b.set.Env != nil, rev(b.set, "x"), rev(b.set, "y"))
 	}
 	// Each write is seen before the next: the burst spans several turns of
-	// the watcher's loop, as an editor's would.
+	// the watcher's loop, as an editor's would. The debounce's clock stands
+	// still meanwhile (on the wall a busy machine could stretch a gap past
+	// it and split the burst); it is armed, and fires once the test waits.
 	for i := 2; i <= 6; i++ {
 		write(t, h.dir, "a.yaml", nfr("x", i))
-		h.waitLog(t, "file event", "a.yaml")
+		h.waitLogHeld(t, "file event", "a.yaml")
+	}
+	if d := h.wall.Deadlines(); len(d) != 1 || !d[0].Equal(h.wall.Now().Add(200*time.Millisecond)) {
+		t.Fatalf("debounce timers at %v, want one 200ms after %v", d, h.wall.Now())
 	}
 	b = h.expect(t, "edit of a.yaml", key("x"))
 	if got := rev(b.set, "x"); got != "6" {
@@ -487,7 +549,11 @@ func TestWatchRequeueIsPromptOnTheWall(t *testing.T) {
 		if b.now.Before(due) {
 			continue
 		}
-		if late := b.now.Sub(due); late > 50*time.Millisecond || !strings.Contains(b.reason, "requeue") {
+		// A timer, not a poll: the tick is an hour away. The bound tells
+		// the two apart and leaves room for a busy machine's scheduling;
+		// the exact due time is TestWatchRequeueAtDueTime's, on a fake
+		// clock.
+		if late := b.now.Sub(due); late > time.Second || !strings.Contains(b.reason, "requeue") {
 			t.Fatalf("reconciled %v after its due time (%q)", late, b.reason)
 		}
 		return
