@@ -53,6 +53,10 @@ type Manager struct {
 	// SocketDir is where provider sockets are made ("": os.TempDir()).
 	SocketDir string
 
+	// clock is the time the restart backoff is measured on (nil: the
+	// wall), a seam for tests.
+	clock func() time.Time
+
 	mu    sync.Mutex
 	procs map[string]*proc
 	run   string   // this manager's socket directory (sockets.go)
@@ -261,11 +265,18 @@ func (m *Manager) backoff(n int) time.Duration {
 	return backoff(n)
 }
 
+func (m *Manager) now() time.Time {
+	if m.clock != nil {
+		return m.clock()
+	}
+	return time.Now()
+}
+
 // fail counts one failure of p (m.mu held).
 func (m *Manager) fail(p *proc, err error) {
 	p.failures++
 	p.lastErr = err
-	p.failedAt = time.Now()
+	p.failedAt = m.now()
 }
 
 // get returns a live client, starting the process if needed.
@@ -291,7 +302,7 @@ func (m *Manager) get(name string) (*Client, error) {
 		slog.Warn("provider stopped; restarting after backoff", "provider", name, "backoff", m.backoff(p.failures))
 	}
 	if p.failures > 0 {
-		if wait := time.Until(p.failedAt.Add(m.backoff(p.failures))); wait > 0 {
+		if wait := p.failedAt.Add(m.backoff(p.failures)).Sub(m.now()); wait > 0 {
 			// The same text for every call of one backoff (the restart's
 			// time, not the time left), so repeated log lines collapse.
 			times, last := "once", ""

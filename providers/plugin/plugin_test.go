@@ -267,19 +267,33 @@ func TestKilledMidCall(t *testing.T) {
 
 func TestDefaultBackoff(t *testing.T) {
 	// Without RestartBackoff, a provider that cannot start waits 1 s
-	// before the next try.
+	// before the next try, then 2 s. The backoff runs on a clock the test
+	// moves: on the wall a busy machine could let the second start come a
+	// second late and try again.
 	m := manager()
 	defer m.Close()
+	t0 := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	var at atomic.Int64 // ns after t0
+	plugin.SetClock(m, func() time.Time { return t0.Add(time.Duration(at.Load())) })
 	if err := m.Start("version"); err == nil {
 		t.Fatal("the version provider started")
 	}
 	err := m.Start("version")
-	if err == nil || !strings.Contains(err.Error(), "is down; it restarts at") || !strings.Contains(err.Error(), "(failed once in a row; last error: ") {
+	if err == nil || !strings.Contains(err.Error(), "is down; it restarts at 12:00:01.000") || !strings.Contains(err.Error(), "(failed once in a row; last error: ") {
 		t.Fatalf("second start: %v", err)
 	}
 	// Every call of one backoff says the same, so repeated lines collapse.
+	at.Store(int64(999 * time.Millisecond))
 	if again := m.Start("version"); again == nil || again.Error() != err.Error() {
-		t.Fatalf("third start: %v, want %v", again, err)
+		t.Fatalf("third start, 999ms on: %v, want %v", again, err)
+	}
+	// At 1 s it is tried again, fails again, and waits 2 s.
+	at.Store(int64(time.Second))
+	if err := m.Start("version"); err == nil || !strings.Contains(err.Error(), "protocol version mismatch") {
+		t.Fatalf("start after the backoff: %v, want it tried again", err)
+	}
+	if err := m.Start("version"); err == nil || !strings.Contains(err.Error(), "is down; it restarts at 12:00:03.000 (failed 2 times in a row") {
+		t.Fatalf("after the second failure: %v", err)
 	}
 }
 
@@ -288,17 +302,30 @@ func TestHungProviderTimesOut(t *testing.T) {
 	m.Timeout = 300 * time.Millisecond
 	defer m.Close()
 	p := m.Provider("slow", nil)
+	// Started first: the process's start is not the calls' to time (on
+	// a busy machine it alone can take seconds).
+	if err := m.Start("slow"); err != nil {
+		t.Fatal(err)
+	}
+	// Each call ends at the manager's 300ms; the bound tells that from
+	// manager()'s 10s and the client's default of 30s, with room for a
+	// busy machine.
+	const bound = 5 * time.Second
 	start := time.Now()
 	r := p.Read(context.Background(), providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{addr("slow", "a")}})
 	if len(r.Diagnostics) == 0 || !strings.Contains(r.Diagnostics[0].Detail, "DeadlineExceeded") {
 		t.Fatalf("want a timeout: %+v", r)
 	}
+	if el := time.Since(start); el > bound {
+		t.Fatalf("the read's timeout took %s", el)
+	}
+	start = time.Now()
 	a := p.Apply(context.Background(), providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{set(addr("slow", "a"), 2, "setpoint")}})
 	if len(a.Results) != 1 || !strings.Contains(a.Results[0].Err, "the batch failed") || !strings.Contains(a.Results[0].Err, "DeadlineExceeded") {
 		t.Fatalf("want the apply timed out: %+v", a)
 	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Fatalf("the timeouts took %s", el)
+	if el := time.Since(start); el > bound {
+		t.Fatalf("the apply's timeout took %s", el)
 	}
 }
 
