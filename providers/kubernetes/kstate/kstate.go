@@ -53,6 +53,10 @@ type Backend struct {
 	mu     sync.Mutex
 	known  map[addrs.Object]stored
 	holder *Holder
+
+	// retryAfter is Lock's wait between tries (nil: time.After), a seam
+	// for tests: a test knows the waiter was refused and is waiting.
+	retryAfter func(time.Duration) <-chan time.Time
 }
 
 type stored struct {
@@ -223,6 +227,10 @@ func (b *Backend) Lock(ctx context.Context, who string, wait bool) (func() error
 		return func() error { return nil }, nil
 	}
 	me := newHolder(who, b.Now())
+	after := b.retryAfter
+	if after == nil {
+		after = time.After
+	}
 	delay := 50 * time.Millisecond
 	for {
 		unlock, err := b.lockAll(ctx, me)
@@ -237,7 +245,7 @@ func (b *Backend) Lock(ctx context.Context, who string, wait bool) (func() error
 		case <-ctx.Done():
 			locked.Waited = ctx.Err()
 			return nil, locked
-		case <-time.After(delay):
+		case <-after(delay):
 		}
 		delay = min(delay*2, time.Second)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,6 +139,9 @@ func TestLeaseLock(t *testing.T) {
 	env := kubetest.Shared(t)
 	ns := env.Namespace(t)
 	b1, b2 := New(env.Clientset(t), ns, "prod"), New(env.Clientset(t), ns, "prod")
+	// b2's lock, taken below, renews every third of an hour: no renewal
+	// races the successor's takeover however slow the machine is.
+	b2.LeaseDuration = time.Hour
 	unlock1, err := b1.Lock(ctxT(t), "setpoint watch --in-cluster", false)
 	if err != nil {
 		t.Fatal(err)
@@ -147,11 +151,29 @@ func TestLeaseLock(t *testing.T) {
 	if !errors.As(err, &locked) || locked.Holder == nil || locked.Holder.Who != "setpoint watch --in-cluster" {
 		t.Fatalf("a second holder: %v", err)
 	}
-	// Waiting gives up with the context, naming the holder.
-	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
-	_, err = b2.Lock(ctx, "setpoint apply", true)
+	// Waiting gives up with the context, naming the holder. The context
+	// ends once the waiter was refused and waits to try again (a timeout
+	// could end it in the middle of a slow List instead).
+	waiting := make(chan struct{})
+	var once sync.Once
+	b2.retryAfter = func(time.Duration) <-chan time.Time {
+		once.Do(func() { close(waiting) })
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	go func() { _, err := b2.Lock(ctx, "setpoint apply", true); errc <- err }()
+	select {
+	case <-waiting:
+	case err := <-errc:
+		t.Fatalf("waiting: returned before waiting: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiting: the waiter never waited")
+	}
 	cancel()
-	if !errors.As(err, &locked) || locked.Waited == nil {
+	err = <-errc
+	b2.retryAfter = nil
+	if !errors.As(err, &locked) || locked.Waited == nil || locked.Holder == nil || locked.Holder.Who != "setpoint watch --in-cluster" {
 		t.Fatalf("waiting: %v", err)
 	}
 	if err := unlock1(); err != nil {
@@ -163,7 +185,7 @@ func TestLeaseLock(t *testing.T) {
 	}
 	// A holder that stops renewing loses the lock after LeaseDuration.
 	b3 := New(env.Clientset(t), ns, "prod")
-	b3.Now = func() time.Time { return time.Now().Add(b3.LeaseDuration + time.Second) }
+	b3.Now = func() time.Time { return time.Now().Add(b2.LeaseDuration + time.Second) }
 	unlock3, err := b3.Lock(ctxT(t), "successor", false)
 	if err != nil {
 		t.Fatalf("taking an expired lease: %v", err)
