@@ -481,7 +481,20 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 			return
 		}
 		if first, dup := seen[real]; dup {
-			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: fmt.Sprintf("directory already visited as %s (symlink loop?); skipped", first)})
+			// Both are errors (the tree is not what its author meant), said
+			// for what they are: a link back to a directory above it is a
+			// loop; a second way to a directory reached already (a link to
+			// a sibling) is an alias, whose specs are read once.
+			if parent, err := filepath.EvalSymlinks(filepath.Dir(dir)); err == nil && confine.Within(real, parent) {
+				diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: fmt.Sprintf("symlink loop: it leads back to %s, a directory above it; not entered", first)})
+				return
+			}
+			link, other := dir, first
+			if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+				link, other = first, dir
+			}
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: link}, Message: fmt.Sprintf("a link to %s, a directory the walk reaches anyway: its specs are read once, from %s", other, first),
+				Expected: "each directory reached one way (remove the link)"})
 			return
 		}
 		seen[real] = dir

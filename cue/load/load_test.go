@@ -298,11 +298,25 @@ func TestFilesystemFaults(t *testing.T) {
 		}
 		r := l.LoadDir(dir)
 		got := messages(r)
-		if len(r.Diags) != 2 || !strings.Contains(got, "loop: directory already visited") || !strings.Contains(got, "self.yaml: cannot follow symlink: too many levels of symbolic links") {
+		if len(r.Diags) != 2 || !strings.Contains(got, "loop: symlink loop: it leads back to") || !strings.Contains(got, "self.yaml: cannot follow symlink: too many levels of symbolic links") {
 			t.Fatalf("got:\n%s", got)
 		}
 		if len(r.Documents) != 1 {
 			t.Fatalf("the Environment should still load, got %d documents", len(r.Documents))
+		}
+	})
+	t.Run("a second link to a sibling directory", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"env.yaml": env, "sub/a.yaml": nfrDoc("a", "")})
+		if err := os.Symlink("sub", filepath.Join(dir, "alias")); err != nil {
+			t.Fatal(err)
+		}
+		r := l.LoadDir(dir)
+		got := messages(r)
+		if len(r.Diags) != 1 || !strings.Contains(got, "alias: a link to "+filepath.Join(dir, "sub")+", a directory the walk reaches anyway") || strings.Contains(got, "loop") {
+			t.Fatalf("a link to a sibling is said for what it is, at the link, not as a loop:\n%s", got)
+		}
+		if len(r.Documents) != 2 {
+			t.Fatalf("its specs are read once: %d documents", len(r.Documents))
 		}
 	})
 	t.Run("dangling symlink", func(t *testing.T) {
