@@ -37,7 +37,10 @@ const scrapeParallel = 32
 
 // group is one route group's loop.
 type group struct {
-	p    *Provider
+	p *Provider
+	// dp is the dataplane the group was started on: the loop never reads
+	// p.dp, which Leave and Shutdown let go of.
+	dp   *dataplane.Dataplane
 	addr addrs.Object
 	idx  uint32
 	conf route.Config
@@ -74,19 +77,22 @@ func newGroup(p *Provider, a addrs.Object, idx uint32, conf route.Config, raw va
 	if conf.Proto == "udp" {
 		proto = dataplane.UDP
 	}
-	return &group{p: p, addr: a, idx: idx, conf: conf, raw: raw, vip: netip.MustParseAddrPort(conf.VIP), proto: proto,
+	return &group{p: p, dp: p.dp, addr: a, idx: idx, conf: conf, raw: raw, vip: netip.MustParseAddrPort(conf.VIP), proto: proto,
 		ids: map[string]uint32{}, base: map[uint32]uint64{}, rec: route.Recorder{Namespace: a.Namespace, Name: a.Name, Every: recordEvery}, ticked: make(chan struct{}, 1)}
 }
 
-// inherit takes over a reconfigured group's state and table.
+// inherit takes over a reconfigured group's state and table. g is
+// already in p.groups, where Read finds it: its fields change under g.mu.
 func (g *group) inherit(old *group) {
 	old.mu.Lock()
 	defer old.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.st, g.epoch, g.published, g.table = old.st, old.epoch, old.published, old.table
 	g.installed, g.ids, g.base, g.rec, g.admission = old.installed, old.ids, old.base, old.rec, old.admission
 	if old.vip != g.vip || old.proto != g.proto {
 		if old.installed {
-			_ = g.p.dp.RemoveVIP(old.vip, old.proto)
+			_ = g.dp.RemoveVIP(old.vip, old.proto)
 		}
 		g.installed = false
 	}
@@ -100,7 +106,9 @@ func (g *group) inherit(old *group) {
 // the agent restarted: the backends' ids and the active table's counts,
 // so the first step moves at most Δmax from what connects see now.
 func (g *group) resume() error {
-	dp := g.p.dp
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	dp := g.dp
 	bs, err := dp.Backends(g.idx)
 	if err != nil {
 		return err
@@ -146,6 +154,9 @@ func (g *group) start() {
 	go g.run(ctx)
 }
 
+// running says the loop was started and not halted.
+func (g *group) running() bool { return g.cancel != nil }
+
 // halt stops the loop and waits for it.
 func (g *group) halt() {
 	if g.cancel != nil {
@@ -162,8 +173,12 @@ func (g *group) uninstall() error {
 	if !g.installed {
 		return nil
 	}
+	// Still installed if either write fails, so a retry writes both again.
+	if err := errors.Join(g.dp.RemoveVIP(g.vip, g.proto), clearGroup(g.dp, g.idx)); err != nil {
+		return err
+	}
 	g.installed = false
-	return errors.Join(g.p.dp.RemoveVIP(g.vip, g.proto), g.p.dp.ClearGroup(g.idx))
+	return nil
 }
 
 func (g *group) run(ctx context.Context) {
@@ -213,7 +228,7 @@ func (g *group) tick(ctx context.Context) {
 		// Enforcement turned off: setpoint stops rewriting the VIP. The
 		// backends' ids stay written, so enforcing again republishes
 		// over them.
-		if err := g.p.dp.RemoveVIP(g.vip, g.proto); err != nil {
+		if err := g.dp.RemoveVIP(g.vip, g.proto); err != nil {
 			failed = fmt.Errorf("removing the VIP: %w", err)
 		} else {
 			g.installed = false
@@ -245,7 +260,7 @@ func (g *group) count(samples []routegroup.Sample) {
 		}
 		ids[i] = id
 	}
-	cs, err := g.p.dp.Counters(g.idx, ids)
+	cs, err := g.dp.Counters(g.idx, ids)
 	if err != nil {
 		for i := range samples {
 			samples[i].NoConnects = true
@@ -264,34 +279,32 @@ func (g *group) count(samples []routegroup.Sample) {
 // and the heartbeat follow, and ids of backends gone are freed only after
 // the flip, so no table in use names a reused id.
 func (g *group) project(d routegroup.Decision) (float64, error) {
-	dp := g.p.dp
-	used := map[uint32]bool{}
-	for _, id := range g.ids {
-		used[id] = true
-	}
-	for _, name := range d.Names {
-		if _, ok := g.ids[name]; ok {
-			continue
-		}
-		id := uint32(0)
-		for used[id] {
-			id++
-		}
-		if id >= dataplane.MaxBackends {
-			return 0, fmt.Errorf("no backend id left for %s", name)
-		}
-		if err := dp.SetBackend(g.idx, id, netip.MustParseAddrPort(name)); err != nil {
-			return 0, err
-		}
-		cs, err := dp.Counters(g.idx, []uint32{id})
+	dp := g.dp
+	prevNames, prevTable := g.published, g.table
+	// A group has dataplane.MaxBackends ids and its set as many backends,
+	// so a set replaced (a blue/green switch, one backend of a full set)
+	// can need more ids than are free while the departed still hold
+	// theirs. Then a table over the backends that have ids is flipped
+	// first, which frees the others; two such rounds always suffice.
+	for round := 0; ; round++ {
+		short, err := g.assignIDs(d.Names)
 		if err != nil {
 			return 0, err
 		}
-		g.ids[name], g.base[id], used[id] = id, cs[0], true
-	}
-	byIndex := make([]uint32, len(d.Names))
-	for i, name := range d.Names {
-		byIndex[i] = g.ids[name]
+		if !short {
+			break
+		}
+		if round == 2 {
+			return 0, fmt.Errorf("no backend id left for %d backends", len(d.Names))
+		}
+		names, counts := g.interim(d)
+		table := make([]uint32, g.conf.Params.Slots)
+		if err := routegroup.Build(g.conf.Builder, names, counts, table); err != nil {
+			return 0, err
+		}
+		if err := g.publish(names, table); err != nil {
+			return 0, fmt.Errorf("an interim table freeing the ids of departed backends: %w", err)
+		}
 	}
 	table := make([]uint32, g.conf.Params.Slots)
 	if err := routegroup.Build(g.conf.Builder, d.Names, d.Slots, table); err != nil {
@@ -299,38 +312,11 @@ func (g *group) project(d routegroup.Decision) (float64, error) {
 	}
 	churn := 0.0
 	if !slices.Equal(table, g.table) || !slices.Equal(d.Names, g.published) || !g.installed {
-		if g.table != nil {
-			churn = routegroup.Churn(g.published, g.table, d.Names, table)
+		if prevTable != nil {
+			churn = routegroup.Churn(prevNames, prevTable, d.Names, table)
 		}
-		kernel := make([]uint32, len(table))
-		for i, v := range table {
-			kernel[i] = byIndex[v]
-		}
-		var healthy []uint32
-		flagged := map[string]bool{}
-		for _, b := range g.st.Backends {
-			flagged[b.Name] = b.Flagged
-		}
-		for i, name := range d.Names {
-			if !flagged[name] {
-				healthy = append(healthy, byIndex[i])
-			}
-		}
-		if len(healthy) == 0 {
-			healthy = byIndex
-		}
-		f, err := dp.Publish(g.idx, kernel, healthy)
-		if err != nil {
+		if err := g.publish(d.Names, table); err != nil {
 			return 0, err
-		}
-		g.epoch, g.table, g.published = f.Epoch, table, slices.Clone(d.Names)
-		// Ids of backends gone from the set are free once the flip is done.
-		for name, id := range g.ids {
-			if !slices.Contains(d.Names, name) {
-				delete(g.ids, name)
-				delete(g.base, id)
-				_ = dp.SetBackend(g.idx, id, netip.AddrPort{})
-			}
 		}
 	}
 	if d.Admission != g.admission || !g.installed {
@@ -351,6 +337,108 @@ func (g *group) project(d routegroup.Decision) (float64, error) {
 		g.installed = true
 	}
 	return churn, nil
+}
+
+// assignIDs gives each of names that has none a free id, writing its
+// backend; it says whether some were left without one.
+func (g *group) assignIDs(names []string) (short bool, err error) {
+	used := make([]bool, dataplane.MaxBackends)
+	for _, id := range g.ids {
+		used[id] = true
+	}
+	next := uint32(0)
+	for _, name := range names {
+		if _, ok := g.ids[name]; ok {
+			continue
+		}
+		for next < dataplane.MaxBackends && used[next] {
+			next++
+		}
+		if next >= dataplane.MaxBackends {
+			short = true
+			continue
+		}
+		id := next
+		if err := g.dp.SetBackend(g.idx, id, netip.MustParseAddrPort(name)); err != nil {
+			return false, err
+		}
+		cs, err := g.dp.Counters(g.idx, []uint32{id})
+		if err != nil {
+			return false, err
+		}
+		g.ids[name], g.base[id], used[id] = id, cs[0], true
+	}
+	return short, nil
+}
+
+// interim is the table flipped to while ids are short: the decision's
+// backends that have ids, their slot counts scaled to the whole table; or,
+// when none has one yet, the departed backend of the lowest id alone (the
+// table in use routes to it already), so every other id frees up.
+func (g *group) interim(d routegroup.Decision) ([]string, []int) {
+	var names []string
+	var weights []float64
+	for i, name := range d.Names {
+		if _, ok := g.ids[name]; ok {
+			names = append(names, name)
+			weights = append(weights, float64(d.Slots[i]))
+		}
+	}
+	if len(names) == 0 {
+		first := ""
+		for name, id := range g.ids {
+			if first == "" || id < g.ids[first] {
+				first = name
+			}
+		}
+		return []string{first}, []int{g.conf.Params.Slots}
+	}
+	return names, routegroup.Apportion(weights, g.conf.Params.Slots)
+}
+
+// publish writes table (indexes into names, which all have ids) to the
+// inactive side with the failsafe's healthy list, flips it, and frees the
+// ids of backends it does not name.
+func (g *group) publish(names []string, table []uint32) error {
+	byIndex := make([]uint32, len(names))
+	for i, name := range names {
+		byIndex[i] = g.ids[name]
+	}
+	kernel := make([]uint32, len(table))
+	for i, v := range table {
+		kernel[i] = byIndex[v]
+	}
+	flagged := map[string]bool{}
+	for _, b := range g.st.Backends {
+		flagged[b.Name] = b.Flagged
+	}
+	var healthy []uint32
+	for i, name := range names {
+		if !flagged[name] {
+			healthy = append(healthy, byIndex[i])
+		}
+	}
+	if len(healthy) == 0 {
+		healthy = byIndex
+	}
+	f, err := g.dp.Publish(g.idx, kernel, healthy)
+	if err != nil {
+		return err
+	}
+	g.epoch, g.table, g.published = f.Epoch, table, slices.Clone(names)
+	// Ids of backends the flipped table does not name are free now.
+	named := make(map[string]bool, len(names))
+	for _, name := range names {
+		named[name] = true
+	}
+	for name, id := range g.ids {
+		if !named[name] {
+			delete(g.ids, name)
+			delete(g.base, id)
+			_ = g.dp.SetBackend(g.idx, id, netip.AddrPort{})
+		}
+	}
+	return nil
 }
 
 // scrape reads every backend's metrics, at most scrapeParallel at once,

@@ -73,6 +73,19 @@ const recordEvery = time.Second
 // DefaultAllow is loopback only: anything wider is the operator's choice.
 var DefaultAllow = []string{"127.0.0.0/8"}
 
+// The scrape client's bounds: a backend's response headers (Go's default
+// is 10 MiB, and a tick runs scrapeParallel scrapes a group at once), and
+// how long idle connections to backends are kept (a backend dropped from
+// every config would otherwise keep them for the agent's life).
+const (
+	maxHeaderBytes  = 64 << 10
+	idleConnTimeout = 90 * time.Second
+	maxIdleConns    = 2 * scrapeParallel * DefaultGroups
+)
+
+// clearGroup is dataplane.ClearGroup (a test makes it fail).
+var clearGroup = (*dataplane.Dataplane).ClearGroup
+
 // Provider is the eBPF node agent.
 type Provider struct {
 	sdk.Base
@@ -109,7 +122,8 @@ func New() *Provider {
 		buf:    samplebuf.NewBounded(maxSeries, maxSamples),
 		events: make(chan providers.Event, 256),
 		// A backend's redirect must not send the root agent elsewhere.
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2},
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: maxIdleConns,
+			IdleConnTimeout: idleConnTimeout, MaxResponseHeaderBytes: maxHeaderBytes},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		Clock: time.Now,
 		log:   slog.Default().With("provider", Name),
@@ -291,11 +305,12 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 				Message: fmt.Sprintf("releasing %s's config stops the route group on this node: its loop ends and its VIP is no longer rewritten (connects to it go where they would without setpoint)", a)})
 			continue
 		}
-		if _, _, err := p.check(c); err != nil {
+		conf, _, err := p.check(c)
+		if err != nil {
 			out.Results[i].Err = err.Error()
 			continue
 		}
-		if c.Action != action.Delete && p.free(c.Address) < 0 {
+		if p.free(c.Address, vipKey(conf)) < 0 {
 			out.Results[i].Err = fmt.Sprintf("every one of the agent's %d groups is in use", p.cfg.Groups)
 			continue
 		}
@@ -304,11 +319,15 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 	return out
 }
 
-// free is the group index a new group at a would take (its own if it
-// runs), or −1.
-func (p *Provider) free(a addrs.Object) int {
+// free is the group index a config at a for VIP key would take: its own
+// if it runs, the one reserved for key since a resume, else the first
+// unused; or −1.
+func (p *Provider) free(a addrs.Object, key dataplane.VIP) int {
 	if g, ok := p.groups[a]; ok {
 		return int(g.idx)
+	}
+	if idx, ok := p.resumed[key]; ok {
+		return int(idx)
 	}
 	for i, u := range p.used {
 		if !u {
@@ -350,10 +369,9 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	if c.Action == action.Delete || released(c) {
 		// A deleted spec releases its config: the loop stops and the VIP
 		// goes back to whatever routed it before setpoint.
-		delete(p.groups, c.Address)
 		p.mu.Unlock()
 		if old != nil {
-			return p.stop(old, true)
+			return p.stop(old)
 		}
 		return nil
 	}
@@ -362,7 +380,7 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 		p.mu.Unlock()
 		return err
 	}
-	if old != nil && old.raw.Equal(raw) {
+	if old != nil && old.raw.Equal(raw) && old.running() {
 		p.mu.Unlock()
 		return nil
 	}
@@ -376,17 +394,11 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	if g.manager == "" {
 		g.manager = "setpoint"
 	}
-	key := dataplane.VIP{Addr: g.vip, Proto: g.proto}
-	idx := -1
+	key := vipKey(conf)
 	resumedIdx, resumed := p.resumed[key]
-	switch {
-	case old != nil:
-		idx = int(old.idx)
-	case resumed:
-		idx = int(resumedIdx) // reserved for this VIP since the resume
-	default:
-		idx = p.free(c.Address)
-	}
+	// Its own index if it runs, else the one reserved for its VIP since
+	// the resume, else a free one.
+	idx := p.free(c.Address, key)
 	if idx < 0 {
 		p.mu.Unlock()
 		return fmt.Errorf("every one of the agent's %d groups is in use", p.cfg.Groups)
@@ -394,24 +406,54 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	p.used[idx] = true
 	g.idx = uint32(idx)
 	p.groups[c.Address] = g
-	if resumed && old == nil {
-		delete(p.resumed, key)
-	}
+	delete(p.resumed, key)
 	p.mu.Unlock()
-	if old != nil {
+	switch {
+	case old != nil:
 		// A new config takes over the old one's table and state, so its
 		// first step is bounded by Δmax from what the kernel has.
 		old.halt()
 		g.inherit(old)
-	} else if resumed {
+		if resumed && resumedIdx != g.idx {
+			// It moved to a VIP a resumed group routes: that group is given
+			// up (its VIP entry goes with it; this group's next tick points
+			// the VIP at its own index) and its index freed.
+			if err := clearGroup(g.dp, resumedIdx); err != nil {
+				p.log.Warn("clearing a resumed group", "group", resumedIdx, "err", err)
+				p.mu.Lock()
+				p.resumed[key] = resumedIdx
+				p.mu.Unlock()
+			} else {
+				p.mu.Lock()
+				p.used[resumedIdx] = false
+				p.mu.Unlock()
+			}
+		}
+	case resumed:
 		if err := g.resume(); err != nil {
 			p.log.Warn("resuming a pinned group", "group", c.Address.String(), "err", err)
 		}
-	} else if err := p.dp.ClearGroup(uint32(idx)); err != nil {
-		return fmt.Errorf("clearing group %d: %w", idx, err)
+	default:
+		if err := clearGroup(g.dp, uint32(idx)); err != nil {
+			// Nothing runs: nothing is registered either, so Read does not
+			// report the config and a retry applies it again.
+			p.mu.Lock()
+			delete(p.groups, c.Address)
+			p.used[idx] = false
+			p.mu.Unlock()
+			return fmt.Errorf("clearing group %d: %w", idx, err)
+		}
 	}
 	g.start()
 	return nil
+}
+
+func vipKey(conf route.Config) dataplane.VIP {
+	proto := uint32(dataplane.TCP)
+	if conf.Proto == "udp" {
+		proto = dataplane.UDP
+	}
+	return dataplane.VIP{Addr: netip.MustParseAddrPort(conf.VIP), Proto: proto}
 }
 
 // released says the change gives up the config without a new one.
@@ -427,17 +469,21 @@ func released(c providers.ObjectChange) bool {
 	return false
 }
 
-// stop ends a group's loop and, when remove is set, its routing.
-func (p *Provider) stop(g *group, remove bool) error {
+// stop ends a group's loop and its routing, and lets go of the group. If
+// the routing cannot be removed, the halted group stays registered (Read
+// still reports it, its index stays taken) so the release is retried.
+func (p *Provider) stop(g *group) error {
 	g.halt()
-	var err error
-	if remove {
-		err = g.uninstall()
+	if err := g.uninstall(); err != nil {
+		return err
 	}
 	p.mu.Lock()
+	if p.groups[g.addr] == g {
+		delete(p.groups, g.addr)
+	}
 	p.used[g.idx] = false
 	p.mu.Unlock()
-	return err
+	return nil
 }
 
 // Read reports each group's config and last tick.
@@ -539,11 +585,14 @@ func (p *Provider) Leave() error {
 	groups := slices.Collect(maps.Values(p.groups))
 	p.groups = map[addrs.Object]*group{}
 	dp := p.dp
-	p.dp = nil
 	p.mu.Unlock()
+	// The loops first: none writes to a dataplane let go of.
 	for _, g := range groups {
 		g.halt()
 	}
+	p.mu.Lock()
+	p.dp = nil
+	p.mu.Unlock()
 	if dp == nil {
 		return nil
 	}
