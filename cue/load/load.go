@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -192,11 +193,16 @@ func (l *Loader) LoadFile(path string, emit func(spec.Document)) Diagnostics {
 			Message:  fmt.Sprintf("file is %s, too large to be a spec", spec.Bytes(fi.Size())),
 			Expected: fmt.Sprintf("at most %s", spec.Bytes(l.MaxFileSize))}}
 	}
-	f, err := os.Open(path)
+	// Non-blocking, and a regular file by fstat of what was opened: a
+	// FIFO swapped in since the stat must not hang the reader.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
 	}
 	defer f.Close()
+	if ofi, err := f.Stat(); err != nil || !ofi.Mode().IsRegular() {
+		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: not a regular file", Expected: "a spec file"}}
+	}
 	// Read through a limit too: the file may have grown since the stat.
 	src, err := io.ReadAll(io.LimitReader(f, l.MaxFileSize+1))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -352,7 +353,20 @@ func TestFilesystemFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := l.LoadFile(filepath.Join(dir, "d"), func(spec.Document) {})
-		if len(r) != 1 || !strings.Contains(r[0].Error(), "cannot read file: is a directory") {
+		if len(r) != 1 || !strings.Contains(r[0].Error(), "cannot read file: not a regular file") {
+			t.Fatalf("got %v", r)
+		}
+	})
+	t.Run("a FIFO does not hang the reader", func(t *testing.T) {
+		dir := t.TempDir()
+		fifo := filepath.Join(dir, "pipe.yaml")
+		if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// A blocking open would wait for a writer for ever: the test's
+		// own deadline is the verdict.
+		r := l.LoadFile(fifo, func(spec.Document) {})
+		if len(r) != 1 || !strings.Contains(r[0].Error(), "not a regular file") {
 			t.Fatalf("got %v", r)
 		}
 	})

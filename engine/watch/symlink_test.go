@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,6 +158,40 @@ func TestWatchTickRescanIsTheBackstop(t *testing.T) {
 		}
 		if !strings.HasPrefix(b.reason, "edit of a.yaml") || rev(b.set, "x") != "2" {
 			t.Fatalf("backstop: %q at rev %q, want the edit at rev 2", b.reason, rev(b.set, "x"))
+		}
+	}
+}
+
+// TestWatchNeverReadsThroughALinkOutside: a spec file replaced by a link
+// to a file outside the spec directory, or by a link to a FIFO, is not
+// read (its specs are gone, as the loader's walk would have it) and does
+// not hang the loop: a file written afterwards is still seen.
+func TestWatchNeverReadsThroughALinkOutside(t *testing.T) {
+	outside := t.TempDir()
+	write(t, outside, "evil.yaml", nfr("x", 7))
+	fifo := filepath.Join(outside, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{filepath.Join(outside, "evil.yaml"), fifo} {
+		h := newHarness(t, nil)
+		write(t, h.dir, "a.yaml", nfr("x", 1))
+		h.run(t)
+		h.expect(t, "start", key("x"))
+		tmp := filepath.Join(h.dir, ".a.tmp")
+		if err := os.Symlink(target, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(h.dir, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		b := h.next(t)
+		if got := rev(b.set, "x"); got != "" {
+			t.Fatalf("a link to %s: x in force at rev %q; want it gone, never read", target, got)
+		}
+		write(t, h.dir, "b.yaml", nfr("y", 1))
+		// next fails the test after its deadline: a hung loop sends none.
+		for b := h.next(t); rev(b.set, "y") != "1"; b = h.next(t) {
 		}
 	}
 }

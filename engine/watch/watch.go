@@ -483,6 +483,12 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 				return errors.New("watch: file events closed")
 			}
 			w.log().Error("watch", "error", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// Events were lost (a checkout of many files at once):
+				// what changed is found by scanning.
+				rescan = true
+				edits.poke()
+			}
 		case <-edits.c():
 			edits.fired()
 			if rescan {
@@ -522,6 +528,20 @@ func (w *Watcher) event(ev fsnotify.Event, pending map[string]bool) (rescan bool
 	}
 	w.log().Debug("file event: scanning again", "path", name, "op", ev.Op.String())
 	return true
+}
+
+// loadable says p may be read: a spec file the last scan listed (links
+// followed only inside the spec directory), or a regular file of a
+// directory it walked (new since). The loop goroutine calls it.
+func (w *Watcher) loadable(p string) bool {
+	if w.tree.files == nil {
+		return true // before the first scan: Load read the tree as the loader walks it
+	}
+	if w.tree.files[p] {
+		return true
+	}
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular() && w.tree.dirs[filepath.Dir(p)]
 }
 
 // rescan lists the tree again, re-resolving every symlink and moving the
@@ -602,6 +622,12 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			// the file's path to identical content, an editor's touch).
 			continue
 		case errors.Is(err, fs.ErrNotExist):
+			c.removed = true
+		case !w.loadable(p):
+			// As the loader's walk: a path that now leads outside the spec
+			// directory, or to something not a regular file, is not read;
+			// its specs are gone.
+			w.log().Warn("spec file no longer a regular file inside the spec directory (a link outside it?): not read; its specs are gone", "file", p)
 			c.removed = true
 		default:
 			c.diags = w.Loader.LoadFile(p, func(d spec.Document) { c.docs = append(c.docs, d) })
@@ -837,14 +863,18 @@ func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 				// watch before watching the new one under the same path.
 				_ = fw.Remove(d)
 			}
-			added = true
 			if err := fw.Add(d); err != nil {
 				delete(want, d)
 				if d == root {
 					return nil, err
 				}
+				// Not counted as added: a watch that cannot be added (the
+				// inotify limit) is retried at the next rescan, not in a
+				// loop here.
 				w.log().Error("watch", "dir", d, "error", err)
+				continue
 			}
+			added = true
 		}
 		for d := range w.tree.watched {
 			if _, ok := want[d]; !ok && listed[d] {
@@ -1013,11 +1043,16 @@ func scanTree(root string, log *slog.Logger) (scan, error) {
 // stampFile digests a file's content (up to limit+1 bytes: past the limit
 // the loader refuses it anyway).
 func stampFile(p string, limit int64) (stamp, error) {
-	f, err := os.Open(p)
+	// Non-blocking and by fstat, as the loader: a FIFO must not hang the
+	// loop.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return stamp{}, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return stamp{}, fmt.Errorf("%s: not a regular file", p)
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.LimitReader(f, limit+1)); err != nil {
 		return stamp{}, err
