@@ -431,7 +431,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 	}
 	e.coupled(p, obs, policies)
-	e.releases(p, st, focus, intents)
+	e.releases(p, st, intents)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}

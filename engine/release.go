@@ -38,30 +38,35 @@ import (
 // of them no longer in force and not confirmed deleted.
 func guardSets(st *state.State, live map[string]bool) (known, gone map[string]bool) {
 	known, gone = map[string]bool{}, map[string]bool{}
-	note := func(ids []string, confirmed bool) {
-		for _, id := range ids {
-			known[id] = true
-			if !live[id] && !confirmed {
-				gone[id] = true
-			}
-		}
-	}
 	confirmed := map[string]bool{}
 	st.Each(func(_ addrs.Object, so *state.Object) {
 		for _, en := range so.Attrs {
 			if en == nil {
 				continue
 			}
-			if en.Applied != nil {
-				note(en.Applied.By, en.ReleaseConfirmed)
-				if en.ReleaseConfirmed {
-					for _, id := range en.Applied.By {
+			if a := en.Applied; a != nil {
+				// An attribute a live spec still sets is not released: its
+				// other specs are not counted gone (nor can they be
+				// confirmed) until they stop sharing it.
+				alive := slices.ContainsFunc(a.By, func(id string) bool { return live[id] })
+				for _, id := range a.By {
+					known[id] = true
+					switch {
+					case alive:
+					case en.ReleaseConfirmed:
 						confirmed[id] = true
+					default:
+						gone[id] = true
 					}
 				}
 			}
 			if r := en.Released; r != nil && !r.Confirmed {
-				note(r.By, false)
+				for _, id := range r.By {
+					known[id] = true
+					if !live[id] {
+						gone[id] = true
+					}
+				}
 			}
 		}
 	})
@@ -116,20 +121,19 @@ func Gone(st *state.State, live map[string]bool) []string {
 }
 
 // releases adds to p a release of every field whose applied value was set
-// only by specs no longer in force. With a focus (watch reconciling some
-// keys), it runs only when a focused spec is gone.
+// only by specs no longer in force, whatever the plan's focus (so a release
+// held or cut off is planned again by the next reconcile).
 //
 // A field a live spec acts on in this plan (a spec renamed, or another
 // taking over) is not released: the live spec's next apply takes it over
 // in the state (Applied.By), and the user's value recorded at adoption
 // stays.
-func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents []intent.Intent) {
+func (e *Engine) releases(p *plan.Plan, st *state.State, intents []intent.Intent) {
 	live := map[string]bool{}
 	for _, d := range e.Specs {
 		live[d.Head().ID()] = true
 	}
-	confirming := len(e.ConfirmGone) > 0 && !e.Incomplete
-	if confirming {
+	if len(e.ConfirmGone) > 0 && !e.Incomplete {
 		ConfirmGone(st, live, e.ConfirmGone)
 		// Taken: it is in the state now (the caller's save keeps it).
 		e.ConfirmGone = nil
@@ -137,9 +141,6 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, focus []string, intents
 	wanted := map[addrs.Attr]bool{}
 	for _, it := range intents {
 		wanted[it.Attr] = true
-	}
-	if focus != nil && !confirming && !slices.ContainsFunc(focus, func(id string) bool { return !live[id] }) {
-		return
 	}
 	type orphan struct {
 		attr addrs.Attr
@@ -250,9 +251,15 @@ func readopt(en *state.Entry, cur values.Value) string {
 	if cur == r.Value && r.User != nil {
 		u := *r.User
 		en.User = &u
-		return fmt.Sprintf("adopted again after a release: the user's value is %s, from before the release (%s is setpoint's own write)", u, cur)
+		return fmt.Sprintf("adopted again after a release: the user's value is %s, from before the release (%s is setpoint's own write)", brief(u), brief(cur))
+	}
+	if cur == r.Value {
+		// setpoint set it on an object it created: there is no user value,
+		// and what is there is setpoint's own write.
+		en.Applied = &state.Applied{Value: r.Value, At: r.At, By: slices.Clone(r.By)}
+		return fmt.Sprintf("adopted again after a release: %s is setpoint's own write on an object it created (no user value)", brief(cur))
 	}
 	v := cur
 	en.User = &v
-	return fmt.Sprintf("adopted again after a release: the user's value is %s (changed since setpoint's %s)", cur, r.Value)
+	return fmt.Sprintf("adopted again after a release: the user's value is %s (changed since setpoint's %s)", brief(cur), brief(r.Value))
 }

@@ -303,3 +303,136 @@ func TestSlowDeletionDoesNotSlipPastTheGuard(t *testing.T) {
 		}
 	}
 }
+
+// twoToys is a world of two workloads, each with a Toy setting replicas 8,
+// planned and applied once.
+func twoToys(t *testing.T) (*engine.Engine, *sim.Provider, *state.State, []spec.Document) {
+	t.Helper()
+	var wls string
+	var docs []string
+	for _, n := range []string{"1", "2"} {
+		wls += strings.ReplaceAll(plainWL, "name: plain", "name: plain"+n)
+		docs = append(docs, strings.ReplaceAll(strings.ReplaceAll(toyDoc("8"), "name: floor", "name: floor"+n), "name: plain", "name: plain"+n))
+	}
+	e, p := world(t, wls, docs...)
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(context.Background(), now, st, nil)
+	if res := e.Apply(context.Background(), now, pl, st); len(res) != 2 {
+		t.Fatalf("apply: %+v", res)
+	}
+	return e, p, st, slices.Clone(e.Specs)
+}
+
+// specNamed returns the document with this ID.
+func specNamed(docs []spec.Document, id string) spec.Document {
+	for _, d := range docs {
+		if d.Head().ID() == id {
+			return d
+		}
+	}
+	return nil
+}
+
+// TestHeldReleaseIsPlannedAgainWhateverTheFocus: a release held while a
+// spec file did not load is made by a later plan that focuses on other,
+// live specs only (as watch's reconciles do), not only by the one the
+// removal triggered.
+func TestHeldReleaseIsPlannedAgainWhateverTheFocus(t *testing.T) {
+	e, p, st, all := twoToys(t)
+	ctx := context.Background()
+	e.Specs = []spec.Document{specNamed(all, "Toy/shop/floor2")}
+	e.Incomplete = true
+	pl := e.Plan(ctx, at(p, 11*time.Minute), st, nil)
+	if len(pl.Held) != 1 || !pl.Held[0].Release {
+		t.Fatalf("held while a file does not load:\n%s", text(pl))
+	}
+	e.Incomplete = false
+	pl = e.Plan(ctx, at(p, 12*time.Minute), st, []string{"Toy/shop/floor2"})
+	if c := find(pl.Changes, "spec.replicas"); c == nil || !c.Release || c.Address.Name != "plain1" {
+		t.Fatalf("the held release, planned again under another spec's focus:\n%s", text(pl))
+	}
+}
+
+// TestConfirmedDeletionUndone: a confirmation whose spec came back before
+// its release confirms nothing: deleted again later, the spec counts as
+// gone for the guard.
+func TestConfirmedDeletionUndone(t *testing.T) {
+	e, p, st, all := twoToys(t)
+	ctx := context.Background()
+	e.Specs = []spec.Document{specNamed(all, "Toy/shop/floor2")}
+	e.Incomplete = true // the release waits
+	e.ConfirmGone = map[string]bool{"Toy/shop/floor1": true}
+	e.Plan(ctx, at(p, 11*time.Minute), st, nil)
+	replicas1 := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "plain1"}, Path: addrs.MustPath("spec.replicas")}
+	// The confirmation is not taken while files do not load.
+	if en, _ := st.Lookup(replicas1); en == nil || en.ReleaseConfirmed {
+		t.Fatalf("confirmed while files do not load: %+v", en)
+	}
+	e.Incomplete = false
+	e.Plan(ctx, at(p, 11*time.Minute), st, []string{"Toy/shop/floor2"})
+	if en, _ := st.Lookup(replicas1); en == nil || (en.Applied != nil && !en.ReleaseConfirmed) {
+		t.Fatalf("the confirmation was taken: %+v", en)
+	}
+	// floor1 comes back (its value is still there: nothing to apply).
+	e.Specs = all
+	e.Plan(ctx, at(p, 12*time.Minute), st, []string{"Toy/shop/floor2"})
+	if en, _ := st.Lookup(replicas1); en == nil || en.ReleaseConfirmed {
+		t.Fatalf("a confirmed deletion that was undone still holds: %+v", en)
+	}
+	if got := engine.Gone(st, map[string]bool{"Toy/shop/floor2": true}); !slices.Equal(got, []string{"Toy/shop/floor1"}) {
+		t.Fatalf("deleted again: gone %v, want floor1", got)
+	}
+}
+
+// TestSharedAttributeIsNotGone: a deleted spec whose attribute a live one
+// still sets is not counted gone (nothing of it is released, and no
+// confirmation could clear it).
+func TestSharedAttributeIsNotGone(t *testing.T) {
+	e, p := world(t, plainWL, nfr("plain", ""), toyDoc("8"))
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st, nil)
+	e.Apply(ctx, now, pl, st)
+	if got := engine.Gone(st, map[string]bool{"NFR/shop/plain": true}); len(got) != 0 {
+		t.Fatalf("the Toy shares its attribute with the live NFR: gone %v, want none", got)
+	}
+}
+
+// TestCreatedObjectComesBack: an attribute of an object setpoint created
+// has no user value; released and its spec back, setpoint's own value is
+// recorded as its write, never adopted as the user's.
+func TestCreatedObjectComesBack(t *testing.T) {
+	e, p := world(t, plainWL, nfr("plain", "  autoscaler: {create: true, maxReplicas: 10}\n"))
+	all := slices.Clone(e.Specs)
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st, nil)
+	e.Apply(ctx, now, pl, st)
+	minR := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "plain"}, Path: addrs.MustPath("spec.minReplicas")}
+	en, _ := st.Lookup(minR)
+	if en == nil || en.Applied == nil || en.User != nil {
+		t.Fatalf("created: %+v\n%s", en, text(pl))
+	}
+	wrote := en.Applied.Value
+	e.Specs = nil
+	e.ConfirmGone = map[string]bool{"NFR/shop/plain": true}
+	now = now.Add(time.Minute)
+	pl = e.Plan(ctx, now, st, nil)
+	e.Apply(ctx, now, pl, st)
+	if en, _ := st.Lookup(minR); en == nil || en.Released == nil || en.Released.User != nil {
+		t.Fatalf("released: %+v\n%s", en, text(pl))
+	}
+	e.Specs = all
+	now = now.Add(time.Minute)
+	pl = e.Plan(ctx, now, st, nil)
+	en, _ = st.Lookup(minR)
+	if en == nil || en.User != nil || en.Applied == nil || en.Applied.Value != wrote {
+		t.Fatalf("back: user %v applied %+v; want no user value and setpoint's %s as its write\n%s", en.User, en.Applied, wrote, text(pl))
+	}
+	if !strings.Contains(text(pl), "setpoint's own write on an object it created") {
+		t.Fatalf("the plan must say so:\n%s", text(pl))
+	}
+}
