@@ -144,8 +144,12 @@ taken at its next reconcile.`,
 			if sd.path == "" {
 				return fmt.Errorf("%w\n(in a cluster the confirmation needs the state lock: run it when no replica holds the shards)", lockErr)
 			}
+			holder := state.LockHolder(sd.path)
+			if holder == nil {
+				return fmt.Errorf("%w\n(the holder cannot be read from the lock file, so the confirmation cannot be handed to it)", lockErr)
+			}
 			host, _ := os.Hostname()
-			b, _ := json.Marshal(confirmation{Specs: gone, At: time.Now().UTC(), By: fmt.Sprintf("pid %d on %s", os.Getpid(), host)})
+			b, _ := json.Marshal(confirmation{Specs: gone, At: time.Now().UTC(), By: fmt.Sprintf("pid %d on %s", os.Getpid(), host), Holder: holder.String()})
 			if err := atomicfile.Write(state.ConfirmPath(sd.path), b, 0o644); err != nil {
 				return fmt.Errorf("handing the confirmation over: %w", err)
 			}

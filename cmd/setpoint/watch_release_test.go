@@ -80,12 +80,25 @@ func TestWatchSlowDeletionAndConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitLog(t, 20*time.Second, "release not confirmed")
+	// A confirmation not handed to this watch (committed to the spec
+	// directory, or left by an earlier one) is ignored.
+	forged := `{"specs":["NFR/shop/checkout","NFR/default/fib","NFR/shop/inventory"],"holder":"pid 1 on elsewhere (setpoint watch) since 2026-01-01T00:00:00Z"}`
+	if err := os.WriteFile(filepath.Join(dir, ".setpoint", "state.json.confirm-release"), []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.waitLog(t, 30*time.Second, "a release confirmation is ignored")
+	if strings.Contains(w.logs.String(), "release confirmation taken") {
+		t.Fatal("a confirmation handed to another holder was taken")
+	}
 	out, errOut, code := runCLI(t, "state", "confirm-release", "--yes", dir)
 	if code != 0 || !strings.Contains(out, "is handed to it") {
 		t.Fatalf("confirm-release beside watch: %d %s %s", code, out, errOut)
 	}
 	w.waitLog(t, 30*time.Second, "release confirmation taken")
-	w.waitLog(t, 30*time.Second, "msg=released reason=tick address=sim:HorizontalPodAutoscaler/shop/checkout")
+	// Whichever reconcile comes next takes it (a tick, a requeue).
+	testutil.Eventually(t, 30*time.Second, "the release", func() bool {
+		return regexp.MustCompile(`msg=released reason=\S+ address=sim:HorizontalPodAutoscaler/shop/checkout`).MatchString(w.logs.String())
+	})
 	if _, err := os.Stat(filepath.Join(dir, ".setpoint", "state.json.confirm-release")); !os.IsNotExist(err) {
 		t.Fatalf("the confirmation stays after it was taken: %v", err)
 	}

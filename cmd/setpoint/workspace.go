@@ -85,6 +85,11 @@ type workspace struct {
 	// unlock gives up the lock holdLock took for the process's lifetime
 	// (watch); while it is set, withState takes no lock of its own.
 	unlock func() error
+	// holder is this process as its lock file names it (file state held
+	// by holdLock only): whom a release confirmation must be handed to.
+	holder string
+	// confirmWarned: an ignored confirmation was said once.
+	confirmWarned bool
 }
 
 // holdLock takes the state lock for as long as the workspace lives, so a
@@ -100,6 +105,13 @@ func (w *workspace) holdLock(ctx context.Context, who string) error {
 		return err
 	}
 	w.unlock = unlock
+	if _, inCluster := w.state.(*kstate.Backend); !inCluster && w.statePath != "" {
+		// Who this process is, as the lock file says: a release
+		// confirmation is taken only when handed to this holder.
+		if h := state.LockHolder(w.statePath); h != nil {
+			w.holder = h.String()
+		}
+	}
 	return nil
 }
 
@@ -477,7 +489,7 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 	if err != nil {
 		return stateAdvice(err, w.dir)
 	}
-	confirm := w.takeConfirmation()
+	confirm, confirmID := w.takeConfirmation()
 	defer func() {
 		w.mu.Lock()
 		w.eng.ConfirmGone = nil
@@ -495,9 +507,13 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 	taken := confirm != "" && w.eng.ConfirmGone == nil
 	w.mu.Unlock()
 	if taken {
-		// In the state now: the confirmation was one shot.
-		if err := os.Remove(confirm); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			slog.Warn("removing the release confirmation", "file", confirm, "error", err)
+		// In the state now: the confirmation was one shot. Removed only if
+		// it is still the one read: a newer one handed over meanwhile is
+		// taken at the next reconcile, not lost.
+		if id, err := fileIdentity(confirm); err == nil && id == confirmID {
+			if err := os.Remove(confirm); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				slog.Warn("removing the release confirmation", "file", confirm, "error", err)
+			}
 		}
 		slog.Info("release confirmation taken", "file", confirm)
 	}
@@ -549,27 +565,39 @@ type confirmation struct {
 	Specs []string  `json:"specs"`
 	At    time.Time `json:"at"`
 	By    string    `json:"by"`
+	// Holder is the process it is handed to, as the lock file named it
+	// when the confirmation was made: a file that names another (a stale
+	// one, or one committed to the spec directory) is not taken.
+	Holder string `json:"holder"`
 }
 
-// takeConfirmation reads a confirmation handed over beside the state into
-// the engine, and returns its path ("" when there is none).
-func (w *workspace) takeConfirmation() string {
-	if w.statePath == "" {
-		return ""
+// takeConfirmation reads a confirmation handed over to this process (a
+// watch holding the file state for its lifetime) into the engine, and
+// returns its path and identity ("" when there is none for it).
+func (w *workspace) takeConfirmation() (string, fileID) {
+	if w.unlock == nil || w.holder == "" {
+		return "", fileID{}
 	}
 	p := state.ConfirmPath(w.statePath)
-	b, err := readBounded(p, 1<<20)
+	b, id, err := readBoundedID(p, 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
-		return ""
+		return "", fileID{}
 	}
 	var c confirmation
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
-	if err != nil {
-		slog.Warn("a release confirmation that cannot be read is ignored", "file", p, "error", err)
-		return ""
+	if err == nil && c.Holder != w.holder {
+		err = fmt.Errorf("it is handed to %q, not to this process (%s)", c.Holder, w.holder)
 	}
+	if err != nil {
+		if !w.confirmWarned {
+			slog.Warn("a release confirmation is ignored", "file", p, "error", err)
+			w.confirmWarned = true
+		}
+		return "", fileID{}
+	}
+	w.confirmWarned = false
 	set := map[string]bool{}
 	for _, id := range c.Specs {
 		set[id] = true
@@ -577,32 +605,48 @@ func (w *workspace) takeConfirmation() string {
 	w.mu.Lock()
 	w.eng.ConfirmGone = set
 	w.mu.Unlock()
-	return p
+	return p, id
 }
 
-// readBounded reads a regular file of at most limit bytes, not through a
-// symlink at its last component.
-func readBounded(p string, limit int64) ([]byte, error) {
+// fileID identifies a file by device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// fileIdentity is p's identity, not through a symlink.
+func fileIdentity(p string) (fileID, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fileID{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, fmt.Errorf("%s: no inode", p)
+	}
+	return fileID{uint64(st.Dev), st.Ino}, nil
+}
+
+// readBoundedID is readBounded with the identity of what was read.
+func readBoundedID(p string, limit int64) ([]byte, fileID, error) {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, fileID{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, fileID{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || !ok {
+		return nil, fileID{}, fmt.Errorf("%s is not a regular file", p)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, fileID{}, err
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is over %d bytes", p, limit)
+		return nil, fileID{}, fmt.Errorf("%s is over %d bytes", p, limit)
 	}
-	return b, nil
+	return b, fileID{uint64(st.Dev), st.Ino}, nil
 }
 
 // addTargets puts each NFR's p99 target into the sim workload it targets,

@@ -120,6 +120,10 @@ func flock(f *os.File, how int) error {
 
 // readHolder reads the lock file; nil when it says nothing readable (the
 // holder may be between taking the lock and writing its name).
+// LockHolder says who holds the file state at statePath (nil: nobody has
+// said): setpoint state confirm-release names it in what it hands over.
+func LockHolder(statePath string) *Holder { return readHolder(statePath + ".lock") }
+
 func readHolder(path string) *Holder {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
