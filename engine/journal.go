@@ -212,3 +212,37 @@ func brief(v values.Value) string {
 	}
 	return s
 }
+
+// Journaled says which of p's changes have their journal mark in durable
+// (the state as the backend holds it after a save that failed in part):
+// only those may be applied, since a kill after the provider's apply would
+// leave no mark to settle for the others.
+func Journaled(p *plan.Plan, durable *state.State) (ok []bool) {
+	ok = make([]bool, len(p.Changes))
+	for i, c := range p.Changes {
+		if c.Action == action.Delete {
+			// Every attribute setpoint knows of the object must be marked
+			// (none known: nothing to lose).
+			so, has := durable.Object(c.Address)
+			ok[i] = true
+			if has {
+				for _, en := range so.Attrs {
+					if en != nil && (en.Pending == nil || en.Pending.Action != state.IntentDelete) {
+						ok[i] = false
+					}
+				}
+			}
+			continue
+		}
+		want := state.IntentApply
+		switch {
+		case c.Release:
+			want = state.IntentRelease
+		case c.Restore:
+			want = state.IntentRestore
+		}
+		en, has := durable.Lookup(addrs.Attr{Object: c.Address, Path: c.Attribute})
+		ok[i] = has && en.Pending != nil && en.Pending.Action == want && en.Pending.Value == c.Value
+	}
+	return ok
+}

@@ -677,21 +677,24 @@ func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
 	}
 }
 
+// refuseAll fails every change of p for why.
+func refuseAll(p *plan.Plan, why error) []engine.Result {
+	out := make([]engine.Result, len(p.Changes))
+	for i, c := range p.Changes {
+		out[i] = engine.Result{Change: c, Err: fmt.Sprintf("%s: %s %s: %v", c.SpecPos, c.Address, c.Attribute, why)}
+	}
+	slog.Error("not applied", "changes", len(p.Changes), "why", why)
+	return out
+}
+
 // apply applies a plan the way every command does: the state as the plan
 // left it (the users' values it adopted, the gate's windows) is saved
-// first, so a process killed while the provider applies loses nothing it
-// learned, and what it applied is found by the next run (the field's
-// manager is setpoint and its value the one wanted: Plan records it as
-// applied). Then the changes, whose record the caller's save writes.
+// first with the intent journal, so a process killed while the provider
+// applies loses nothing it learned and the next run settles what it did.
+// A change whose journal mark could not be saved is not applied. Then the
+// changes, whose record the caller's save writes.
 func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []engine.Result {
-	refuse := func(why error) []engine.Result {
-		out := make([]engine.Result, len(p.Changes))
-		for i, c := range p.Changes {
-			out[i] = engine.Result{Change: c, Err: fmt.Sprintf("%s: %s %s: %v", c.SpecPos, c.Address, c.Attribute, why)}
-		}
-		slog.Error("not applied", "changes", len(p.Changes), "why", why)
-		return out
-	}
+	refuse := func(why error) []engine.Result { return refuseAll(p, why) }
 	// The journal: what is about to be done is saved before it is done,
 	// so a kill while the provider applies is settled by the next run.
 	engine.Journal(p, st, now)
@@ -699,9 +702,38 @@ func (w *workspace) apply(ctx context.Context, now time.Time, p *plan.Plan, st *
 		// Another writer got there first: applying now could act twice.
 		return refuse(fmt.Errorf("saving the state before applying: %w", err))
 	} else if err != nil {
-		// A shard it cannot write (an unreadable one is left alone) must
-		// not stop the others: the save after the apply says it again.
+		// A shard it cannot write must not stop the others, but a change
+		// whose journal mark is not durable is not applied: a kill after
+		// the provider's call would leave nothing to settle it by.
 		slog.Warn("saving the state before applying", "err", err)
+		durable, lerr := w.state.Load(ctx)
+		if durable == nil {
+			return refuse(fmt.Errorf("saving the journal before applying: %w (and reading it back: %v)", err, lerr))
+		}
+		ok := engine.Journaled(p, durable)
+		kept := *p
+		kept.Changes = nil
+		var out []engine.Result
+		for i, c := range p.Changes {
+			if ok[i] {
+				kept.Changes = append(kept.Changes, c)
+				continue
+			}
+			out = append(out, engine.Result{Change: c, Err: fmt.Sprintf("%s: %s %s: not applied: its journal could not be saved: %v", c.SpecPos, c.Address, c.Attribute, err)})
+		}
+		if len(out) > 0 {
+			slog.Error("not applied: the journal could not be saved", "changes", len(out), "error", err)
+			return append(out, w.applyJournaled(ctx, now, &kept, st)...)
+		}
+	}
+	return w.applyJournaled(ctx, now, p, st)
+}
+
+// applyJournaled fences and applies changes whose journal is saved.
+func (w *workspace) applyJournaled(ctx context.Context, now time.Time, p *plan.Plan, st *state.State) []engine.Result {
+	refuse := func(why error) []engine.Result { return refuseAll(p, why) }
+	if len(p.Changes) == 0 {
+		return nil
 	}
 	if w.fence != nil {
 		var specs []string
