@@ -81,6 +81,7 @@ start at the sim speed (at least real time).`,
 			}
 			defer stopDebug()
 			providersAt := providerConfigs(ws.env)
+			stateAt := ws.env.Spec.State
 			tickAt := w.Tick
 			holds := map[string]string{}
 			shards := startShards(ctx, ws, w, shardCount, healthAddr)
@@ -101,6 +102,13 @@ start at the sim speed (at least real time).`,
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
 					slog.Warn("the Environment's providers changed: restart watch for them to take effect; its other settings apply now")
+				}
+				if set.Env != nil && set.Env.Spec.State != stateAt {
+					// The state (and the lock this process holds for its
+					// life) stays where it was: a second process reading
+					// the new path would take another lock beside this one.
+					stateAt = set.Env.Spec.State
+					slog.Warn("the Environment's state changed: this watch keeps the state and lock it started with; restart it to move (other processes refuse while it runs only if they use the same state)", "state", ws.statePath)
 				}
 				if set.Env != nil && set.Env.Spec.Tick.D() != tickAt {
 					tickAt = set.Env.Spec.Tick.D()
