@@ -39,7 +39,9 @@ func refusedURL(t *testing.T) string {
 // in the store; each cycle asks for its config again; the loop is paced by
 // its clock, not by the targets.
 func TestLoopDownTargetDelaysNoOther(t *testing.T) {
-	hanging, release := make(chan struct{}), make(chan struct{})
+	// hanging holds one signal: the scrape may reach the handler before the
+	// test waits for it (a busy machine), and the send must not be lost.
+	hanging, release := make(chan struct{}, 1), make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hang", func(w http.ResponseWriter, _ *http.Request) {
 		select {
