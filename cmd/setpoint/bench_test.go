@@ -120,7 +120,7 @@ func (r *watchRig) reset(b *testing.B) {
 // (stability and cooldown 0s): the fsnotify event, the debounce (20 ms),
 // reloading the file, the plan under the state lock, and the call.
 func BenchmarkWatchReaction(b *testing.B) {
-	dir := copySpecs(b, [3]string{"checkout.nfr.yaml", "safety: {stability: 3m, tolerance: 10%, cooldown: 2m,", "safety: {stability: 0s, tolerance: 10%, cooldown: 0s,"})
+	dir := copySpecs(b, [3]string{"checkout.nfr.yaml", "stability: 3m, tolerance: 10%, cooldown: 2m,", "stability: 0s, tolerance: 10%, cooldown: 0s,"})
 	r := startWatch(b, dir, time.Hour)
 	defer r.stop()
 	<-r.h.applied // the first reconcile applies at once
@@ -163,7 +163,7 @@ func (r *watchRig) settle() {
 // its end, and the queue's timer fires then; the tick is 60 s, so only the
 // requeue can be on time. One op is one window.
 func BenchmarkWatchDue(b *testing.B) {
-	dir := copySpecs(b, [3]string{"checkout.nfr.yaml", "safety: {stability: 3m, tolerance: 10%, cooldown: 2m,", "safety: {stability: 100ms, tolerance: 10%, cooldown: 0s,"})
+	dir := copySpecs(b, [3]string{"checkout.nfr.yaml", "stability: 3m, tolerance: 10%, cooldown: 2m,", "stability: 100ms, tolerance: 10%, cooldown: 0s,"})
 	r := startWatch(b, dir, 60*time.Second)
 	defer r.stop()
 	<-r.h.applied // the first window, from the start
