@@ -90,3 +90,26 @@ func treeDigest(t *testing.T, dir string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TestWatchStopsApplyingWhenItsLockGoes: a lock file removed under a
+// running watch (rm -rf .setpoint, git clean) would let a second process
+// lock the state beside it: the watch says so and applies nothing more.
+func TestWatchStopsApplyingWhenItsLockGoes(t *testing.T) {
+	dir := copySpecs(t, quick...)
+	w := startProc(t, "watch", dir)
+	w.waitLog(t, 20*time.Second, "msg=watching")
+	w.waitLog(t, 20*time.Second, "reason=start")
+	if err := os.Remove(filepath.Join(dir, ".setpoint", "state.json.lock")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "checkout.nfr.yaml")
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "minRPS: 400", "minRPS: 900", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.waitLog(t, 20*time.Second, "was removed while held: another process could take the state; restart watch to lock it again")
+	if strings.Contains(w.logs.String(), `msg=applied reason="edit of checkout.nfr.yaml"`) {
+		t.Fatal("applied without the lock")
+	}
+	w.stop(t, 10*time.Second)
+}

@@ -485,6 +485,13 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 // loadRunSave loads the state, runs f and saves what f changed; the lock
 // is held.
 func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error) error {
+	if hc, ok := w.state.(interface{ CheckHeld() error }); ok && w.unlock != nil {
+		// Held for the process's life: still ours? (Nothing is applied
+		// while another process might hold the state too.)
+		if err := hc.CheckHeld(); err != nil {
+			return fmt.Errorf("%w; restart watch to lock it again", err)
+		}
+	}
 	st, err := w.state.Load(ctx)
 	if err != nil {
 		return stateAdvice(err, w.dir)

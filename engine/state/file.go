@@ -35,6 +35,11 @@ type fileBackend struct {
 	// onWait, when set (tests), is called each time a waiting Lock finds
 	// the lock held.
 	onWait func()
+
+	// held is the lock file the last Lock took, open while it is held:
+	// CheckHeld compares it with what the path names now.
+	mu   sync.Mutex
+	held *os.File
 }
 
 // ShardDirSuffix is appended to state.path to name the shard directory.

@@ -95,10 +95,18 @@ func (b *fileBackend) Lock(ctx context.Context, who string, wait bool) (func() e
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt(append(h, '\n'), 0)
 	}
+	b.mu.Lock()
+	b.held = f
+	b.mu.Unlock()
 	var once sync.Once
 	var uerr error
 	return func() error {
 		once.Do(func() {
+			b.mu.Lock()
+			if b.held == f {
+				b.held = nil
+			}
+			b.mu.Unlock()
 			_ = f.Truncate(0)
 			uerr = flock(f, syscall.LOCK_UN)
 			if err := f.Close(); uerr == nil {
@@ -107,6 +115,30 @@ func (b *fileBackend) Lock(ctx context.Context, who string, wait bool) (func() e
 		})
 		return uerr
 	}, nil
+}
+
+// CheckHeld reports whether the lock the last Lock took still excludes
+// others: the flock is on an inode, so a lock file removed or replaced
+// (rm -rf .setpoint, git clean) lets a second process lock the new one
+// while this one believes it holds the state.
+func (b *fileBackend) CheckHeld() error {
+	b.mu.Lock()
+	f := b.held
+	b.mu.Unlock()
+	if f == nil {
+		return fmt.Errorf("the state lock %s is not held", b.lock)
+	}
+	var held, now syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &held); err != nil {
+		return fmt.Errorf("the state lock %s: %w", b.lock, err)
+	}
+	if err := syscall.Lstat(b.lock, &now); err != nil {
+		return fmt.Errorf("the state lock %s was removed while held: another process could take the state", b.lock)
+	}
+	if held.Dev != now.Dev || held.Ino != now.Ino {
+		return fmt.Errorf("the state lock %s was replaced while held: another process could take the state", b.lock)
+	}
+	return nil
 }
 
 func flock(f *os.File, how int) error {
