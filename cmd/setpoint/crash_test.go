@@ -117,6 +117,12 @@ func TestKilledMidApplyEveryKind(t *testing.T) {
 			if !strings.Contains(planOut, "2 to release") {
 				t.Fatalf("the configs the killed run created must be released:\n%s", planOut)
 			}
+			// What the releases stop is said, as the node agents say it.
+			for _, want := range []string{"config stops the route group", "config stops the node policy"} {
+				if !strings.Contains(planOut, want) {
+					t.Fatalf("the plan must warn that the release %s:\n%s", want, planOut)
+				}
+			}
 		})
 	}
 }

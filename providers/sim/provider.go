@@ -427,8 +427,19 @@ func (p *Provider) PlanChange(_ context.Context, req providers.PlanChangeRequest
 	}
 	resp := providers.PlanChangeResponse{Results: make([]providers.ObjectResult, 0, len(req.Changes))}
 	for _, c := range req.Changes {
-		_, res := p.World.check(c)
+		pend, res := p.World.check(c)
 		resp.Results = append(resp.Results, res)
+		// What a release stops, said in the plan as the node agents say it.
+		a := c.Address
+		switch {
+		case pend == nil || res.Err != "":
+		case pend.route != nil && pend.route.release:
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a,
+				Message: fmt.Sprintf("releasing %s's config stops the route group: its loop ends and its VIP is no longer steered", a)})
+		case pend.policy != nil && pend.policy.release:
+			resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a,
+				Message: fmt.Sprintf("releasing %s's config stops the node policy: its nodes' containers get every CPU and their own limits back", a)})
+		}
 	}
 	return resp
 }
