@@ -34,6 +34,11 @@ import (
 // 10,000-document goal).
 const MaxFiles = 100_000
 
+// MaxDirs bounds the directories one walk enters, spec files or not: a
+// pull request of a million empty directories must not make a walk (or
+// watch's every rescan) unbounded in time and memory.
+var MaxDirs = 100_000
+
 // MaxFileSize bounds a spec file; larger files are refused unread.
 const MaxFileSize = 10 << 20
 
@@ -501,6 +506,11 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 			}
 			diags = append(diags, Diagnostic{Pos: spec.Pos{File: link}, Message: fmt.Sprintf("a link to %s, a directory the walk reaches anyway: its specs are read once, from %s", other, first),
 				Expected: "each directory reached one way (remove the link)"})
+			return
+		}
+		if len(seen) >= MaxDirs {
+			tooMany = true
+			diags = append(diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d directories; the rest are not read", MaxDirs), Expected: "a spec directory of at most load.MaxDirs directories"})
 			return
 		}
 		seen[real] = dir

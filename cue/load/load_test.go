@@ -2,6 +2,7 @@ package load
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -400,5 +401,23 @@ func TestScheduleDependencyCycle(t *testing.T) {
 		if strings.Contains(d.Message, "cycle") {
 			t.Fatalf("no cycle, yet: %s", d)
 		}
+	}
+}
+
+// TestWalkBoundsDirectories: a tree of more directories than the bound is
+// cut there with an error, however few spec files it holds.
+func TestWalkBoundsDirectories(t *testing.T) {
+	l := newLoader(t)
+	defer func(n int) { MaxDirs = n }(MaxDirs)
+	MaxDirs = 20
+	dir := writeFiles(t, map[string]string{"env.yaml": env})
+	for i := range 50 {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprintf("d%02d", i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := l.LoadDir(dir)
+	if !strings.Contains(messages(r), "more than 20 directories; the rest are not read") {
+		t.Fatalf("got:\n%s", messages(r))
 	}
 }

@@ -195,3 +195,21 @@ func TestWatchNeverReadsThroughALinkOutside(t *testing.T) {
 		}
 	}
 }
+
+// TestScanBoundsDirectories: the rescan enters no more directories than
+// the loader's walk would.
+func TestScanBoundsDirectories(t *testing.T) {
+	defer func(n int) { load.MaxDirs = n }(load.MaxDirs)
+	load.MaxDirs = 5
+	root := t.TempDir()
+	for i := range 20 {
+		write(t, root, filepath.Join("d"+string(rune('a'+i)), "a.yaml"), nfr("x", 1))
+	}
+	sc, err := scanTree(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.dirs) > 5 {
+		t.Fatalf("%d directories entered, want at most 5", len(sc.dirs))
+	}
+}

@@ -976,7 +976,7 @@ func scanTree(root string, log *slog.Logger) (scan, error) {
 	visit = func(dir string) {
 		real, err := filepath.EvalSymlinks(dir)
 		// As the loader's walk: nothing outside the spec directory.
-		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(sc.files) >= load.MaxFiles {
+		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(sc.files) >= load.MaxFiles || len(seen) >= load.MaxDirs {
 			return
 		}
 		seen[real] = true
