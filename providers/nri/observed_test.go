@@ -1,6 +1,7 @@
 package nri
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -36,5 +37,16 @@ func TestReadCarriesTheOwnershipMark(t *testing.T) {
 	ps, _, err := check(providers.ObjectChange{Address: pol, Manager: "setpoint", Attributes: map[addrs.Path]values.Value{noderes.AttrConfig: v}})
 	if err != nil || ps.Manager != "setpoint" {
 		t.Fatalf("check: %+v %v", ps, err)
+	}
+}
+
+// TestStartChecksThePluginIndex: the agent's Start refuses a plugin index
+// that is not two digits, as Configure does.
+func TestStartChecksThePluginIndex(t *testing.T) {
+	for _, idx := range []string{"abc", "5", "500", "x0"} {
+		p := &Provider{}
+		if err := p.Start(Config{PluginIdx: idx, Socket: "/nonexistent/nri.sock", Cache: t.TempDir() + "/c.json", Topology: "1x2x1"}); err == nil || !strings.Contains(err.Error(), "pluginIdx") {
+			t.Errorf("pluginIdx %q: %v, want refused", idx, err)
+		}
 	}
 }

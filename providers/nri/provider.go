@@ -102,12 +102,6 @@ func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) 
 	if c.Socket == "" {
 		c.Socket = DefaultSocket
 	}
-	if c.PluginIdx == "" {
-		c.PluginIdx = DefaultPluginIdx
-	}
-	if len(c.PluginIdx) != 2 || c.PluginIdx[0] < '0' || c.PluginIdx[0] > '9' || c.PluginIdx[1] < '0' || c.PluginIdx[1] > '9' {
-		return errDiag("nri provider config: pluginIdx %q: want two digits, as in \"50\"", c.PluginIdx)
-	}
 	cache := ""
 	if req.BaseDir != "" {
 		root, err := confine.NewRoot(req.BaseDir)
@@ -140,6 +134,13 @@ func (p *Provider) Start(c Config) error {
 }
 
 func (p *Provider) start(c Config, cache string) []providers.Diagnostic {
+	// Checked here, so Configure and the agent's Start refuse alike.
+	if c.PluginIdx == "" {
+		c.PluginIdx = DefaultPluginIdx
+	}
+	if len(c.PluginIdx) != 2 || c.PluginIdx[0] < '0' || c.PluginIdx[0] > '9' || c.PluginIdx[1] < '0' || c.PluginIdx[1] > '9' {
+		return errDiag("nri provider config: pluginIdx %q: want two digits, as in \"50\"", c.PluginIdx)
+	}
 	topo, err := topologyOf(c.Topology)
 	if err != nil {
 		return errDiag("nri provider: %v", err)
