@@ -521,11 +521,23 @@ func TestLoopErrorsShowInRead(t *testing.T) {
 	if err := apply(t, p, change(t, testConfig([]string{b.addr.String()}), action.Create)); err != "" {
 		t.Fatal(err)
 	}
+	p.mu.Lock()
 	g := p.groups[rg]
-	g.mu.Lock()
-	g.fail(time.Now(), fmt.Errorf("writing the route table: %w", fmt.Errorf("map full")))
-	g.mu.Unlock()
-	r := p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+	p.mu.Unlock()
+	// The loop's next good tick clears an injected failure, and a busy
+	// machine may run it between the injection and the Read: the property
+	// is that a Read while the failure stands reports it, so inject again
+	// until one Read lands before the tick (a handful of tries at most).
+	var r providers.ReadResponse
+	for try := 0; try < 50; try++ {
+		g.mu.Lock()
+		g.fail(time.Now(), fmt.Errorf("writing the route table: %w", fmt.Errorf("map full")))
+		g.mu.Unlock()
+		r = p.Read(context.Background(), providers.ReadRequest{Addresses: []addrs.Object{rg}})
+		if len(r.Diagnostics) > 0 {
+			break
+		}
+	}
 	if len(r.Diagnostics) != 1 || !strings.Contains(r.Diagnostics[0].Message, "map full") || *r.Diagnostics[0].Address != rg {
 		t.Fatalf("read: %v", r.Diagnostics)
 	}
