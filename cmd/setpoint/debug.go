@@ -26,6 +26,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 const (
@@ -132,7 +133,7 @@ func readDebugToken(path string) ([]byte, error) {
 		return nil, fmt.Errorf("--debug-token-file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("--debug-token-file %s: %s, not a regular file", path, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("--debug-token-file %s: %s, not a regular file", path, confine.Kind(fi.Mode()))
 	}
 	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
 		return nil, fmt.Errorf("--debug-token-file %s: readable by every user (mode %04o): chmod o-r it (owner- or group-readable is enough)", path, perm)
@@ -149,25 +150,6 @@ func readDebugToken(path string) ([]byte, error) {
 		return nil, fmt.Errorf("--debug-token-file %s: empty", path)
 	}
 	return tok, nil
-}
-
-// fileKind names what a path that is not a regular file is, for the
-// error that refuses it.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a block device"
-	default:
-		return fmt.Sprintf("a special file (mode %s)", m)
-	}
 }
 
 // selfMetrics is what the reconcile path records into; nil when off.

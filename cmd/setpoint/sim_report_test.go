@@ -22,7 +22,7 @@ func TestSimReportCheckedBeforeTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ report, want string }{
-		{file, "--report: simreport: " + file + " is a file, not a directory"},
+		{file, "--report: simreport: " + file + " is a regular file, not a directory"},
 		{inTheWay, "--report: simreport: " + filepath.Join(inTheWay, "default-fib.svg") + ` is a directory, where the plot of workload "default/fib" goes`},
 	} {
 		out, errOut, code := runCLI(t, "sim", "specs", "--until", "2m", "--report", c.report)

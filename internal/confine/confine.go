@@ -143,3 +143,26 @@ func unwrap(err error) error {
 	}
 	return err
 }
+
+// Kind names what a file mode is, for an error that refuses a path for
+// being something else ("…: a named pipe (FIFO), not a regular file").
+func Kind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	default:
+		return fmt.Sprintf("a special file (mode %s)", m)
+	}
+}

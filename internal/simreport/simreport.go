@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 // Series is one variant's time series for one workload, sampled every Step from Start
@@ -178,9 +179,9 @@ func checkDir(dir string, names, bases []string) error {
 		if err == nil {
 			if !fi.IsDir() {
 				if p == dir {
-					return fmt.Errorf("simreport: %s is %s, not a directory", dir, kindOf(fi.Mode()))
+					return fmt.Errorf("simreport: %s is %s, not a directory", dir, confine.Kind(fi.Mode()))
 				}
-				return fmt.Errorf("simreport: cannot make directory %s: %s is %s, not a directory", dir, p, kindOf(fi.Mode()))
+				return fmt.Errorf("simreport: cannot make directory %s: %s is %s, not a directory", dir, p, confine.Kind(fi.Mode()))
 			}
 			if p != dir {
 				return nil // made by Write; nothing in it yet
@@ -217,22 +218,6 @@ func checkDir(dir string, names, bases []string) error {
 		}
 	}
 	return check("index.html", "the report's index page")
-}
-
-// kindOf names what a path that is not a directory is.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a file"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return fmt.Sprintf("not a directory (mode %s)", m)
-	}
 }
 
 // syncAfter makes the renames done so far durable even when the run
