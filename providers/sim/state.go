@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 // Several provider processes may serve one sim world: each setpoint run
@@ -88,7 +89,7 @@ func readStateBytes(path string) ([]byte, fileSeen, error) {
 		return nil, fileSeen{}, fmt.Errorf("reading sim state: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fileSeen{}, fmt.Errorf("sim state %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+		return nil, fileSeen{}, fmt.Errorf("sim state %s is not a regular file (%s)", path, confine.Kind(fi.Mode()))
 	}
 	if fi.Size() > MaxStateFile {
 		return nil, fileSeen{}, fmt.Errorf("sim state %s is %d bytes, more than the %d it may be; delete it and the world starts again from its config", path, fi.Size(), MaxStateFile)

@@ -5,8 +5,8 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"slices"
@@ -126,7 +126,7 @@ var layouts = []string{"2006-01-02 15:04:05.9999999", "2006-01-02 15:04:05", tim
 // Only a regular file is read: a device or a FIFO never ends.
 func LoadTrace(path string, o TraceOptions) (*Trace, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, confine.Kind(fi.Mode()))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -137,29 +137,13 @@ func LoadTrace(path string, o TraceOptions) (*Trace, error) {
 	if fi, err := f.Stat(); err != nil {
 		return nil, fmt.Errorf("opening trace: %w", err)
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("opening trace: %s is not a regular file (%s)", path, confine.Kind(fi.Mode()))
 	}
 	t, err := readTrace(f, o)
 	if err != nil {
 		return nil, fmt.Errorf("reading trace %s: %w", path, err)
 	}
 	return t, nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "mode " + m.String()
 }
 
 // inRange reports whether lo < v ≤ hi; NaN is in no range.
