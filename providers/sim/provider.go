@@ -489,7 +489,10 @@ func (p *Provider) Apply(ctx context.Context, req providers.ApplyRequest) provid
 			resp.Results[i].Err, resp.Results[i].After = err.Error(), nil
 		}
 		resp.Diagnostics = append(resp.Diagnostics, stateDiags(err)...)
-		p.seen = fileSeen{}
+		// A stamp no read of the file can match: the world is rebuilt
+		// from the file, even when there is none yet (a first save that
+		// failed), and so loses what the file does not hold.
+		p.seen = fileSeen{exists: true}
 		if rerr := p.refresh(true); rerr != nil {
 			resp.Diagnostics = append(resp.Diagnostics, stateDiags(rerr)...)
 		}

@@ -162,7 +162,7 @@ func (p *Provider) save() error {
 	if err := os.MkdirAll(filepath.Dir(p.StatePath), 0o755); err != nil {
 		return fmt.Errorf("writing sim state: %w", err)
 	}
-	if err := atomicfile.Write(p.StatePath, b, 0o644); err != nil {
+	if err := writeState(p.StatePath, b, 0o644); err != nil {
 		return err
 	}
 	fi, err := os.Stat(p.StatePath)
@@ -174,6 +174,10 @@ func (p *Provider) save() error {
 	p.seen = seen
 	return nil
 }
+
+// writeState writes the state file atomically (a variable: tests make a
+// save fail).
+var writeState = atomicfile.Write
 
 // onLockWait, when set (by tests), is called once when Apply finds the
 // state lock held and starts waiting for it.
