@@ -14,10 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -123,27 +121,18 @@ func isLoopback(addr string) (bool, error) {
 // user. Group-readable is allowed: a Secret mounted with an fsGroup is
 // 0440.
 func readDebugToken(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
+	b, fi, err := confine.ReadRegular(path, maxTokenFile, false)
+	var nr *confine.NotRegularError
+	switch {
+	case errors.As(err, &nr):
+		return nil, fmt.Errorf("--debug-token-file %s: %s, not a regular file", path, confine.Kind(nr.Mode))
+	case errors.Is(err, confine.ErrTooLarge):
+		return nil, fmt.Errorf("--debug-token-file %s: larger than %d bytes", path, maxTokenFile)
+	case err != nil:
 		return nil, fmt.Errorf("--debug-token-file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("--debug-token-file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("--debug-token-file %s: %s, not a regular file", path, confine.Kind(fi.Mode()))
 	}
 	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
 		return nil, fmt.Errorf("--debug-token-file %s: readable by every user (mode %04o): chmod o-r it (owner- or group-readable is enough)", path, perm)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("--debug-token-file %s: %w", path, err)
-	}
-	if len(b) > maxTokenFile {
-		return nil, fmt.Errorf("--debug-token-file %s: larger than %d bytes", path, maxTokenFile)
 	}
 	tok := bytes.TrimSpace(b)
 	if len(tok) == 0 {

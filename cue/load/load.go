@@ -10,13 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -198,23 +196,17 @@ func (l *Loader) LoadFile(path string, emit func(spec.Document)) Diagnostics {
 			Message:  fmt.Sprintf("file is %s, too large to be a spec", spec.Bytes(fi.Size())),
 			Expected: fmt.Sprintf("at most %s", spec.Bytes(l.MaxFileSize))}}
 	}
-	// Non-blocking, and a regular file by fstat of what was opened: a
-	// FIFO swapped in since the stat must not hang the reader.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
-	}
-	defer f.Close()
-	if ofi, err := f.Stat(); err != nil || !ofi.Mode().IsRegular() {
+	// A regular file by what was opened (a FIFO swapped in since the stat
+	// must not hang the reader), read through the limit: it may have grown.
+	src, _, err := confine.ReadRegular(path, l.MaxFileSize, false)
+	var nr *confine.NotRegularError
+	switch {
+	case errors.As(err, &nr):
 		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: not a regular file", Expected: "a spec file"}}
-	}
-	// Read through a limit too: the file may have grown since the stat.
-	src, err := io.ReadAll(io.LimitReader(f, l.MaxFileSize+1))
-	if err != nil {
-		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
-	}
-	if int64(len(src)) > l.MaxFileSize {
+	case errors.Is(err, confine.ErrTooLarge):
 		return Diagnostics{{Pos: spec.Pos{File: path, Line: 1, Col: 1}, Message: "file grew past the size limit while being read", Expected: fmt.Sprintf("at most %s", spec.Bytes(l.MaxFileSize))}}
+	case err != nil:
+		return Diagnostics{{Pos: spec.Pos{File: path}, Message: "cannot read file: " + unwrapPathError(err)}}
 	}
 	return l.LoadBytes(path, src, emit)
 }

@@ -1043,16 +1043,12 @@ func scanTree(root string, log *slog.Logger) (scan, error) {
 // stampFile digests a file's content (up to limit+1 bytes: past the limit
 // the loader refuses it anyway).
 func stampFile(p string, limit int64) (stamp, error) {
-	// Non-blocking and by fstat, as the loader: a FIFO must not hang the
-	// loop.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// As the loader opens it: a FIFO must not hang the loop.
+	f, _, err := confine.OpenRegular(p, false)
 	if err != nil {
 		return stamp{}, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return stamp{}, fmt.Errorf("%s: not a regular file", p)
-	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.LimitReader(f, limit+1)); err != nil {
 		return stamp{}, err

@@ -11,10 +11,12 @@ package confine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Resolve returns p made absolute against base with every symlink in its
@@ -165,4 +167,65 @@ func Kind(m fs.FileMode) string {
 	default:
 		return fmt.Sprintf("a special file (mode %s)", m)
 	}
+}
+
+// NotRegularError refuses a path that is not a regular file.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is %s, not a regular file", e.Path, Kind(e.Mode))
+}
+
+// OpenRegular opens p for reading only if what was opened is a regular
+// file, judged by fstat of the open file, not the path (which a swap may
+// change meanwhile). The open does not block: opening a FIFO waits for a
+// writer in a system call no signal ends. With noFollow, a symlink as the
+// last component is refused too. The caller closes the file.
+func OpenRegular(p string, noFollow bool) (*os.File, fs.FileInfo, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK
+	if noFollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(p, flags, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &NotRegularError{Path: p, Mode: fi.Mode()}
+	}
+	return f, fi, nil
+}
+
+// ErrTooLarge marks a file over the size ReadRegular allows.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadRegular reads a regular file (as OpenRegular opens it) of at most
+// limit bytes, also when it grows while being read; past the limit the
+// error wraps ErrTooLarge. It returns what fstat said of the file.
+func ReadRegular(p string, limit int64, noFollow bool) ([]byte, fs.FileInfo, error) {
+	f, fi, err := OpenRegular(p, noFollow)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi.Size() > limit {
+		return nil, fi, fmt.Errorf("%s is %d bytes, over %d: %w", p, fi.Size(), limit, ErrTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fi, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fi, fmt.Errorf("%s grew past %d bytes while being read: %w", p, limit, ErrTooLarge)
+	}
+	return b, fi, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -97,6 +98,43 @@ func TestWithin(t *testing.T) {
 	} {
 		if got := Within(c.root, c.p); got != c.want {
 			t.Errorf("Within(%q, %q) = %v", c.root, c.p, got)
+		}
+	}
+}
+
+// TestReadRegular: a regular file is read whole; a FIFO is refused at
+// once (an open that blocked would hang the test past its deadline), as
+// are a directory, a link with noFollow, and a file over the limit.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	if b, fi, err := ReadRegular(file, 5, true); err != nil || string(b) != "12345" || fi.Size() != 5 {
+		t.Fatalf("a regular file: %q %v", b, err)
+	}
+	if b, _, err := ReadRegular(link, 5, false); err != nil || string(b) != "12345" {
+		t.Fatalf("through a link, followed: %q %v", b, err)
+	}
+	if _, _, err := ReadRegular(link, 5, true); err == nil {
+		t.Fatal("a link with noFollow must be refused")
+	}
+	if _, _, err := ReadRegular(file, 4, false); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	for p, kind := range map[string]string{fifo: "a named pipe (FIFO)", dir: "a directory"} {
+		var nr *NotRegularError
+		if _, _, err := ReadRegular(p, 5, false); !errors.As(err, &nr) || err.Error() != p+" is "+kind+", not a regular file" {
+			t.Fatalf("%s: %v", p, err)
 		}
 	}
 }

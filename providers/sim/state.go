@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -76,30 +75,20 @@ func readState(path string) ([]Change, fileSeen, error) {
 // two agree.
 func readStateBytes(path string) ([]byte, fileSeen, error) {
 	now := time.Now()
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	// Not blocking: a FIFO planted at the path must not hang the provider.
+	b, fi, err := confine.ReadRegular(path, MaxStateFile, false)
+	var nr *confine.NotRegularError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fileSeen{checked: now}, nil
-	}
-	if err != nil {
-		return nil, fileSeen{}, fmt.Errorf("reading sim state: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fileSeen{}, fmt.Errorf("reading sim state: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fileSeen{}, fmt.Errorf("sim state %s is not a regular file (%s)", path, confine.Kind(fi.Mode()))
-	}
-	if fi.Size() > MaxStateFile {
+	case errors.As(err, &nr):
+		return nil, fileSeen{}, fmt.Errorf("sim state %s is not a regular file (%s)", path, confine.Kind(nr.Mode))
+	case errors.Is(err, confine.ErrTooLarge) && fi != nil && fi.Size() > MaxStateFile:
 		return nil, fileSeen{}, fmt.Errorf("sim state %s is %d bytes, more than the %d it may be; delete it and the world starts again from its config", path, fi.Size(), MaxStateFile)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxStateFile+1))
-	if err != nil {
-		return nil, fileSeen{}, fmt.Errorf("reading sim state %s: %w", path, err)
-	}
-	if len(b) > MaxStateFile {
+	case errors.Is(err, confine.ErrTooLarge):
 		return nil, fileSeen{}, fmt.Errorf("sim state %s grew past %d bytes while being read", path, MaxStateFile)
+	case err != nil:
+		return nil, fileSeen{}, fmt.Errorf("reading sim state %s: %w", path, err)
 	}
 	seen := stampOf(fi)
 	seen.checked, seen.sum = now, sha256.Sum256(b)
