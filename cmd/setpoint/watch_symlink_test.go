@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 // swapIn publishes dir as the new target of link (in parent) the way the
@@ -100,11 +103,5 @@ func TestWatchSeesSymlinkSwaps(t *testing.T) {
 // waitCount waits until what appears n times in the logs.
 func waitCount(t *testing.T, p *proc, what string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(p.logs.String(), what) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q seen %d times, want %d", what, strings.Count(p.logs.String(), what), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, fmt.Sprintf("%q %d times", what, n), func() bool { return strings.Count(p.logs.String(), what) >= n })
 }

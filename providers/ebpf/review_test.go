@@ -204,9 +204,8 @@ func TestReviewLeaveStopsTheLoopsFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.Eventually(t, 5*time.Second, "a few ticks", func() bool { _, tick, _ := field(t, p); return tick > int64(3+i) })
-		// Ticks the test has not synchronised with (a Read would order
-		// them before Leave for the race detector).
-		time.Sleep(50 * time.Millisecond)
+		// The loop keeps ticking every 10 ms, unsynchronised with the test
+		// after the last Read: Leave races the ticks in flight.
 		if err := p.Leave(); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +235,6 @@ func TestReviewReadDuringReconfiguration(t *testing.T) {
 		if err := apply(t, p, change(t, cfg, action.Update)); err != "" {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	stop.Store(true)
 	wg.Wait()
