@@ -184,12 +184,20 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 			}
 		}
 	}
+	e.read(ctx, now, byProv, obs.Objects, obs.Failed)
+	e.list(ctx, now, ds, &obs)
+	return obs
+}
+
+// read reads objects, one batch per provider, into objects, and says in
+// failed why any could not be read.
+func (e *Engine) read(ctx context.Context, now time.Time, byProv map[string][]addrs.Object, objects map[addrs.Object]providers.Object, failed map[addrs.Object]string) {
 	for _, name := range slices.Sorted(maps.Keys(byProv)) {
 		as := byProv[name]
 		p, ok := e.Providers[name]
 		if !ok {
 			for _, a := range as {
-				obs.Failed[a] = fmt.Sprintf("provider %q is not configured", name)
+				failed[a] = fmt.Sprintf("provider %q is not configured", name)
 			}
 			continue
 		}
@@ -199,28 +207,26 @@ func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Obser
 				continue
 			}
 			if d.Address != nil {
-				obs.Failed[*d.Address] = d.Message
+				failed[*d.Address] = d.Message
 				continue
 			}
 			for _, a := range as {
-				obs.Failed[a] = d.Message + ": " + d.Detail
+				failed[a] = d.Message + ": " + d.Detail
 			}
 		}
 		for i, o := range resp.Objects {
 			if i < len(as) && o.Address == as[i] {
-				obs.Objects[o.Address] = o
+				objects[o.Address] = o
 			}
 		}
 		for _, a := range as {
-			if _, ok := obs.Objects[a]; !ok {
-				if _, failed := obs.Failed[a]; !failed {
-					obs.Failed[a] = "the provider returned nothing for it"
+			if _, ok := objects[a]; !ok {
+				if _, bad := failed[a]; !bad {
+					failed[a] = "the provider returned nothing for it"
 				}
 			}
 		}
 	}
-	e.list(ctx, now, ds, &obs)
-	return obs
 }
 
 // list answers the list queries of the specs that discover their
@@ -332,14 +338,6 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 			continue
 		}
 		entry := st.Entry(d.Attr)
-		if entry.Applied == nil && has && cur == d.Value && o.Exists && o.Managers[d.Attr.Path] == gate.SetpointManager && entry.User != nil {
-			// setpoint wrote it, the value this plan wants, and the record
-			// of the write was lost (the process died between the
-			// provider's apply and the state's save): the world says what
-			// was applied. (A value short of the wanted one, a bounded
-			// step, is not claimed: the next step's apply records itself.)
-			entry.Applied = &state.Applied{Value: cur, At: now, By: d.Specs()}
-		}
 		if entry.User == nil && entry.Applied == nil && has && o.Exists {
 			// (With a record of setpoint's write, the value there is its
 			// own, as on an object it created: nothing to adopt.)

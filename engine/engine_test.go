@@ -506,10 +506,11 @@ func TestGroups(t *testing.T) {
 }
 
 // TestLostApplyRecordIsFoundInTheWorld: a process killed between the
-// provider's apply and the state's save left the user's value in the
-// state (saved before applying) but not the apply. The next plan neither
-// repeats the change nor forgets it: the field's manager is setpoint, so
-// the value there is what setpoint applied.
+// provider's apply and the state's save left the user's value and the
+// journal's mark in the state (saved before applying) but not the apply.
+// The next plan neither repeats the change nor forgets it: the mark is
+// settled from the world, where the field's manager is setpoint and the
+// value the one marked. Without the mark nothing is claimed.
 func TestLostApplyRecordIsFoundInTheWorld(t *testing.T) {
 	e, p := world(t, checkout(""), nfr("checkout", ""))
 	ctx := context.Background()
@@ -537,9 +538,19 @@ func TestLostApplyRecordIsFoundInTheWorld(t *testing.T) {
 		now = now.Add(5 * time.Minute) // past the cooldown
 	}
 	attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
-	// What the pre-apply save kept: the user's value, no apply.
+	// Without a journal mark, a value setpoint's manager holds is not
+	// claimed as applied (nor adopted: the plan wants it as it is).
+	unmarked := state.New()
+	unmarked.Entry(attr).User = &user
+	e.Plan(ctx, now, unmarked, nil)
+	if en, _ := unmarked.Lookup(attr); en == nil || en.Applied != nil {
+		t.Fatalf("claimed without a journal mark: %+v", en)
+	}
+	// What the pre-apply save kept: the user's value and the journal's
+	// mark, no apply.
 	lost := state.New()
 	lost.Entry(attr).User = &user
+	engine.Journal(&plan.Plan{Changes: []plan.Change{*c}}, lost, now)
 	pl := e.Plan(ctx, now, lost, nil)
 	if again := find(pl.Changes, "spec.minReplicas"); again != nil {
 		t.Fatalf("the change was repeated: %+v", again)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"maps"
 	"slices"
 	"strings"
@@ -32,30 +33,38 @@ import (
 // Journal marks the attributes p's changes are about to touch.
 func Journal(p *plan.Plan, st *state.State, now time.Time) {
 	for _, c := range p.Changes {
-		attr := addrs.Attr{Object: c.Address, Path: c.Attribute}
-		switch {
-		case c.Action == action.Delete:
+		pd := &state.Pending{Action: intentOf(c), Value: c.Value, By: slices.Clone(c.By), At: now}
+		if c.Action == action.Delete {
 			// The whole object: every attribute setpoint knows of it.
+			pd.Value = values.Value{}
 			if o, ok := st.Object(c.Address); ok {
 				for _, en := range o.Attrs {
-					en.Pending = &state.Pending{Action: state.IntentDelete, By: slices.Clone(c.By), At: now}
+					en.Pending = pd
 				}
 			}
-		case c.Release:
-			st.Entry(attr).Pending = &state.Pending{Action: state.IntentRelease, Value: c.Value, By: slices.Clone(c.By), At: now}
-		case c.Restore:
-			st.Entry(attr).Pending = &state.Pending{Action: state.IntentRestore, Value: c.Value, By: slices.Clone(c.By), At: now}
-		default:
-			pd := &state.Pending{Action: state.IntentApply, Value: c.Value, By: slices.Clone(c.By), At: now}
-			if c.Action == action.Create && len(c.Create) > 0 {
-				pd.Create = map[string]values.Value{}
-				for k, v := range c.Create {
-					pd.Create[k.String()] = v
-				}
-			}
-			st.Entry(attr).Pending = pd
+			continue
 		}
+		if c.Action == action.Create && len(c.Create) > 0 {
+			pd.Create = map[string]values.Value{}
+			for k, v := range c.Create {
+				pd.Create[k.String()] = v
+			}
+		}
+		st.Entry(addrs.Attr{Object: c.Address, Path: c.Attribute}).Pending = pd
 	}
+}
+
+// intentOf is the journal's action for a change.
+func intentOf(c plan.Change) string {
+	switch {
+	case c.Action == action.Delete:
+		return state.IntentDelete
+	case c.Release:
+		return state.IntentRelease
+	case c.Restore:
+		return state.IntentRestore
+	}
+	return state.IntentApply
 }
 
 // pendingObjects lists the objects with a journaled intent.
@@ -95,44 +104,18 @@ func (e *Engine) settle(ctx context.Context, now time.Time, st *state.State, obs
 		}
 		byProv[o.Provider] = append(byProv[o.Provider], o)
 	}
-	for _, name := range slices.Sorted(maps.Keys(byProv)) {
-		as := byProv[name]
-		p, ok := e.Providers[name]
-		if !ok {
-			for _, a := range as {
-				failed[a] = fmt.Sprintf("provider %q is not configured", name)
-			}
-			continue
-		}
-		resp := p.Read(ctx, providers.ReadRequest{Now: now, Addresses: as})
-		for _, d := range resp.Diagnostics {
-			if d.Severity == providers.Error {
-				for _, a := range as {
-					failed[a] = d.Error()
-				}
-			}
-		}
-		for i, x := range resp.Objects {
-			if i < len(as) && x.Address == as[i] {
-				if _, bad := failed[x.Address]; !bad {
-					seen[x.Address] = x
-				}
-			}
-		}
-	}
-	pos := map[string]plan.Note{}
+	// What no spec reads now (a release's object, a deleted one): read as
+	// observe reads.
+	e.read(ctx, now, byProv, seen, failed)
+	pos := map[string]spec.Pos{}
 	for _, d := range e.Specs {
 		h := d.Head()
-		pos[h.ID()] = plan.Note{Pos: h.Src.Pos}
+		pos[h.ID()] = h.Src.Pos
 	}
 	var notes []plan.Note
 	for _, o := range pending {
 		x, ok := seen[o]
-		if !ok {
-			why := failed[o]
-			if why == "" {
-				why = "the provider returned nothing for it"
-			}
+		if why, bad := failed[o]; !ok || bad {
 			notes = append(notes, plan.Note{Severity: diag.Warning, Message: fmt.Sprintf("%s: an apply that was cut off cannot be settled yet (%s); nothing of it is changed until it can", o, why)})
 			continue
 		}
@@ -147,7 +130,7 @@ func (e *Engine) settle(ctx context.Context, now time.Time, st *state.State, obs
 				spec = en.Pending.By[0]
 			}
 			if msg := settleEntry(st, o, k, en, x); msg != "" {
-				notes = append(notes, plan.Note{Severity: diag.Warning, Spec: spec, Pos: pos[spec].Pos, Message: fmt.Sprintf("%s %s: %s", o, k, msg)})
+				notes = append(notes, plan.Note{Severity: diag.Warning, Spec: spec, Pos: pos[spec], Message: fmt.Sprintf("%s %s: %s", o, k, msg)})
 			}
 		}
 	}
@@ -234,15 +217,8 @@ func Journaled(p *plan.Plan, durable *state.State) (ok []bool) {
 			}
 			continue
 		}
-		want := state.IntentApply
-		switch {
-		case c.Release:
-			want = state.IntentRelease
-		case c.Restore:
-			want = state.IntentRestore
-		}
 		en, has := durable.Lookup(addrs.Attr{Object: c.Address, Path: c.Attribute})
-		ok[i] = has && en.Pending != nil && en.Pending.Action == want && en.Pending.Value == c.Value
+		ok[i] = has && en.Pending != nil && en.Pending.Action == intentOf(c) && en.Pending.Value == c.Value
 	}
 	return ok
 }

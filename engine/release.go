@@ -80,9 +80,8 @@ func guardSets(st *state.State, live map[string]bool) (known, gone map[string]bo
 // ConfirmGone records that the specs in confirm (those of them not in
 // live) were deleted on purpose: what they applied is marked confirmed
 // (its release passes the guard) and their tombstones stop counting toward
-// it. It returns how many entries it marked. A spec in live is never
-// confirmed gone.
-func ConfirmGone(st *state.State, live, confirm map[string]bool) int {
+// it. A spec in live is never confirmed gone.
+func ConfirmGone(st *state.State, live, confirm map[string]bool) {
 	gone := func(ids []string) bool {
 		if len(ids) == 0 {
 			return false
@@ -94,23 +93,19 @@ func ConfirmGone(st *state.State, live, confirm map[string]bool) int {
 		}
 		return true
 	}
-	n := 0
 	st.Each(func(_ addrs.Object, so *state.Object) {
 		for _, en := range so.Attrs {
 			if en == nil {
 				continue
 			}
-			if en.Applied != nil && !en.ReleaseConfirmed && gone(en.Applied.By) {
+			if en.Applied != nil && gone(en.Applied.By) {
 				en.ReleaseConfirmed = true
-				n++
 			}
-			if r := en.Released; r != nil && !r.Confirmed && gone(r.By) {
+			if r := en.Released; r != nil && gone(r.By) {
 				r.Confirmed = true
-				n++
 			}
 		}
 	})
-	return n
 }
 
 // Gone lists the specs the guard counts as gone: setpoint applied for
@@ -153,13 +148,7 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, intents []intent.Intent
 			if en == nil || en.Applied == nil || len(en.Applied.By) == 0 || en.Pending != nil {
 				continue
 			}
-			alive := false
-			for _, id := range en.Applied.By {
-				if live[id] {
-					alive = true
-				}
-			}
-			if alive {
+			if slices.ContainsFunc(en.Applied.By, func(id string) bool { return live[id] }) {
 				// A confirmed deletion that was undone confirms nothing.
 				en.ReleaseConfirmed = false
 				continue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"k8s.io/client-go/kubernetes"
 
 	"bufio"
@@ -103,10 +104,8 @@ taken at its next reconcile.`,
 				return fmt.Errorf("%s: some spec files do not load, and a spec that does not load cannot be told from a deleted one: fix them first (setpoint validate %s)", args[0], args[0])
 			}
 			live := map[string]bool{}
-			for _, d := range sd.loaded.Documents {
-				if h := d.Head(); h.Kind != "Environment" {
-					live[h.ID()] = true
-				}
+			for _, d := range sd.loaded.Specs() {
+				live[d.Head().ID()] = true
 			}
 			unlock, lockErr := sd.backend.Lock(ctx, "setpoint state confirm-release", false)
 			if lockErr != nil && !errors.Is(lockErr, state.ErrLocked) {
@@ -159,13 +158,6 @@ taken at its next reconcile.`,
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
 	return cmd
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // stateNamespace is where in-cluster state lives: --state-namespace, else
@@ -289,7 +281,7 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 						parts = append(parts, fmt.Sprintf("applied %s at %s by %s", a.Applied, a.AppliedAt, strings.Join(a.By, ", ")))
 					}
 					if a.Released != "" {
-						parts = append(parts, fmt.Sprintf("released (setpoint's %s, user's %s) by %s", a.Released, or(a.ReleasedUser, "unknown"), strings.Join(a.By, ", ")))
+						parts = append(parts, fmt.Sprintf("released (setpoint's %s, user's %s) by %s", a.Released, cmp.Or(a.ReleasedUser, "unknown"), strings.Join(a.By, ", ")))
 					}
 					if a.ReleaseConfirmed {
 						parts = append(parts, "deletion confirmed")

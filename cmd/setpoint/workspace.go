@@ -496,7 +496,7 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 	if err != nil {
 		return stateAdvice(err, w.dir)
 	}
-	confirm, confirmID := w.takeConfirmation()
+	confirm, confirmFile := w.takeConfirmation()
 	defer func() {
 		w.mu.Lock()
 		w.eng.ConfirmGone = nil
@@ -517,7 +517,7 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 		// In the state now: the confirmation was one shot. Removed only if
 		// it is still the one read: a newer one handed over meanwhile is
 		// taken at the next reconcile, not lost.
-		if id, err := fileIdentity(confirm); err == nil && id == confirmID {
+		if fi, err := os.Lstat(confirm); err == nil && os.SameFile(fi, confirmFile) {
 			if err := os.Remove(confirm); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				slog.Warn("removing the release confirmation", "file", confirm, "error", err)
 			}
@@ -580,15 +580,15 @@ type confirmation struct {
 
 // takeConfirmation reads a confirmation handed over to this process (a
 // watch holding the file state for its lifetime) into the engine, and
-// returns its path and identity ("" when there is none for it).
-func (w *workspace) takeConfirmation() (string, fileID) {
+// returns its path and what the file was ("" when there is none for it).
+func (w *workspace) takeConfirmation() (string, fs.FileInfo) {
 	if w.unlock == nil || w.holder == "" {
-		return "", fileID{}
+		return "", nil
 	}
 	p := state.ConfirmPath(w.statePath)
-	b, id, err := readBoundedID(p, 1<<20)
+	b, fi, err := confine.ReadRegular(p, 1<<20, true)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fileID{}
+		return "", nil
 	}
 	var c confirmation
 	if err == nil {
@@ -602,7 +602,7 @@ func (w *workspace) takeConfirmation() (string, fileID) {
 			slog.Warn("a release confirmation is ignored", "file", p, "error", err)
 			w.confirmWarned = true
 		}
-		return "", fileID{}
+		return "", nil
 	}
 	w.confirmWarned = false
 	set := map[string]bool{}
@@ -612,48 +612,7 @@ func (w *workspace) takeConfirmation() (string, fileID) {
 	w.mu.Lock()
 	w.eng.ConfirmGone = set
 	w.mu.Unlock()
-	return p, id
-}
-
-// fileID identifies a file by device and inode.
-type fileID struct{ dev, ino uint64 }
-
-// fileIdentity is p's identity, not through a symlink.
-func fileIdentity(p string) (fileID, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return fileID{}, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, fmt.Errorf("%s: no inode", p)
-	}
-	return fileID{uint64(st.Dev), st.Ino}, nil
-}
-
-// readBoundedID is readBounded with the identity of what was read.
-func readBoundedID(p string, limit int64) ([]byte, fileID, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fileID{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fileID{}, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.Mode().IsRegular() || !ok {
-		return nil, fileID{}, fmt.Errorf("%s is not a regular file", p)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fileID{}, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fileID{}, fmt.Errorf("%s is over %d bytes", p, limit)
-	}
-	return b, fileID{uint64(st.Dev), st.Ino}, nil
+	return p, fi
 }
 
 // addTargets puts each NFR's p99 target into the sim workload it targets,

@@ -128,14 +128,15 @@ func (b *fileBackend) CheckHeld() error {
 	if f == nil {
 		return fmt.Errorf("the state lock %s is not held", b.lock)
 	}
-	var held, now syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &held); err != nil {
+	held, err := f.Stat()
+	if err != nil {
 		return fmt.Errorf("the state lock %s: %w", b.lock, err)
 	}
-	if err := syscall.Lstat(b.lock, &now); err != nil {
+	now, err := os.Lstat(b.lock)
+	if err != nil {
 		return fmt.Errorf("the state lock %s was removed while held: another process could take the state", b.lock)
 	}
-	if held.Dev != now.Dev || held.Ino != now.Ino {
+	if !os.SameFile(held, now) {
 		return fmt.Errorf("the state lock %s was replaced while held: another process could take the state", b.lock)
 	}
 	return nil

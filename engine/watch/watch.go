@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -147,14 +146,12 @@ type Watcher struct {
 // them, symlinks unresolved) and, for the watches, every directory whose
 // entries can change what those paths resolve to.
 type tree struct {
-	dirs    map[string]bool // logical directories walked
-	files   map[string]bool // spec files found
-	watched map[string]fileID
+	dirs  map[string]bool // logical directories walked
+	files map[string]bool // spec files found
+	// watched is what each watched path resolved to when it was watched:
+	// a symlink swapped to a new target is another file under the path.
+	watched map[string]os.FileInfo
 }
-
-// fileID identifies what a watched path resolved to when it was watched: a
-// symlink swapped to a new target is a new ID under the same path.
-type fileID struct{ dev, ino uint64 }
 
 // SetTick changes the tick's period (0: no tick) while Run runs: an
 // Environment edit of its tick takes effect at once, counted from now.
@@ -842,10 +839,10 @@ func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		want := map[string]fileID{}
+		want := map[string]os.FileInfo{}
 		for _, d := range sc.watch {
-			if id, err := statID(d); err == nil {
-				want[d] = id
+			if fi, err := os.Stat(d); err == nil {
+				want[d] = fi
 			}
 		}
 		listed := map[string]bool{}
@@ -854,8 +851,7 @@ func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 		}
 		added := false
 		for _, d := range slices.Sorted(maps.Keys(want)) {
-			id := want[d]
-			if old, ok := w.tree.watched[d]; ok && old == id && listed[d] {
+			if old, ok := w.tree.watched[d]; ok && os.SameFile(old, want[d]) && listed[d] {
 				continue
 			}
 			if listed[d] {
@@ -893,19 +889,6 @@ func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 		}
 	}
 	return slices.Sorted(maps.Keys(w.tree.files)), nil
-}
-
-// statID identifies what p resolves to.
-func statID(p string) (fileID, error) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return fileID{}, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}, nil
-	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
 }
 
 // symlinkParents returns the directory of each symlink on p's path, p

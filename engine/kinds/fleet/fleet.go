@@ -301,24 +301,26 @@ func maxCreates(sp spec.FleetSpec) int {
 // (a create whose cluster never shows up counts too).
 func createdWithin(st *state.State, f *spec.Fleet, prov string, now time.Time) map[string][]time.Time {
 	out := map[string][]time.Time{}
-	for _, o := range st.Objects() {
+	// Unsorted (the times are sorted below): a sorted walk of the whole
+	// state costs every tick a create is wanted.
+	st.Each(func(o addrs.Object, _ *state.Object) {
 		if o.Provider != prov || o.Kind != cluster.Kind || o.Namespace != f.Metadata.Namespace {
-			continue
+			return
 		}
 		e, ok := st.Lookup(addrs.Attr{Object: o, Path: cluster.Template})
 		if !ok || e.Applied == nil || !slices.Contains(e.Applied.By, f.ID()) {
-			continue
+			return
 		}
 		at := e.Applied.At
 		if !at.After(now.Add(-time.Hour)) || at.After(now) {
-			continue
+			return
 		}
 		region := ""
 		if r, ok := st.Lookup(addrs.Attr{Object: o, Path: cluster.LabelPath(cluster.LabelRegion)}); ok && r.Applied != nil {
 			region = r.Applied.Value.String()
 		}
 		out[region] = append(out[region], at)
-	}
+	})
 	for _, ts := range out {
 		slices.SortFunc(ts, time.Time.Compare)
 	}

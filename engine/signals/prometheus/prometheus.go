@@ -26,6 +26,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/setpoint-dev/setpoint/engine/signals"
+
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 // Config says how to reach the server. Credentials come from the
@@ -63,17 +65,14 @@ var _ signals.Source = (*Source)(nil)
 const maxSecret = 64 << 10
 
 func readSecret(what, path string) (string, error) {
-	f, err := os.Open(path)
+	// Not blocking, a regular file, bounded: a FIFO or a device named by
+	// mistake must not hang start-up.
+	b, _, err := confine.ReadRegular(path, maxSecret, false)
+	if errors.Is(err, confine.ErrTooLarge) {
+		return "", fmt.Errorf("%s %s: larger than %d bytes", what, path, maxSecret)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecret+1))
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", what, path, err)
-	}
-	if len(b) > maxSecret {
-		return "", fmt.Errorf("%s %s: larger than %d bytes", what, path, maxSecret)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
