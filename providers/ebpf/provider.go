@@ -280,8 +280,10 @@ func (p *Provider) check(c providers.ObjectChange) (route.Config, values.Value, 
 			return route.Config{}, values.Value{}, fmt.Errorf("backend %s is outside what this agent may route to (%v)", e, p.cfg.Allow)
 		}
 	}
+	// Compared parsed: "127.100.0.1:08080" is the same VIP as ":8080".
+	key := vipKey(conf)
 	for a, g := range p.groups {
-		if a != c.Address && g.conf.VIP == conf.VIP && g.conf.Proto == conf.Proto {
+		if a != c.Address && vipKey(g.conf) == key {
 			return route.Config{}, values.Value{}, fmt.Errorf("VIP %s/%s is already routed by %s", conf.VIP, conf.Proto, a)
 		}
 	}

@@ -405,3 +405,27 @@ func TestReviewScrapeBoundsHeaders(t *testing.T) {
 		t.Errorf("idle connections to backends are kept without bound: idle timeout %s, at most %d idle", tr.IdleConnTimeout, tr.MaxIdleConns)
 	}
 }
+
+// One backend or one VIP spelled two ways (a port with a leading 0) is one
+// address: a config naming a backend twice is refused (it would take two
+// shares of the table), and a second group on the same VIP so spelled is
+// refused as the VIP's second owner.
+func TestReviewAddressesComparedParsed(t *testing.T) {
+	p := configured(t)
+	b := startBackend(t)
+	port := b.addr.Port()
+	twice := testConfig([]string{b.addr.String(), fmt.Sprintf("%s:0%d", b.addr.Addr(), port)})
+	if err := apply(t, p, change(t, twice, action.Create)); !strings.Contains(err, "again: name each backend once") {
+		t.Fatalf("a backend named twice: %q", err)
+	}
+	if err := apply(t, p, change(t, testConfig([]string{b.addr.String()}), action.Create)); err != "" {
+		t.Fatal(err)
+	}
+	other := testConfig([]string{b.addr.String()})
+	other.VIP = "127.100.0.1:08080"
+	c := change(t, other, action.Create)
+	c.Address.Name = "other-vip"
+	if err := apply(t, p, c); !strings.Contains(err, "is already routed by") {
+		t.Fatalf("the same VIP spelled another way: %q", err)
+	}
+}

@@ -100,6 +100,10 @@ func (c Config) Check() error {
 	if len(c.Endpoints) > routegroup.MaxBackends {
 		return fmt.Errorf("%d backends: at most %d", len(c.Endpoints), routegroup.MaxBackends)
 	}
+	// Each backend once: two spellings of one address (a port with a
+	// leading 0) would be two names for one backend, with two shares of
+	// the table. (The same endpoint written twice alike is one name.)
+	named := make(map[netip.AddrPort]string, len(c.Endpoints))
 	for _, e := range c.Endpoints {
 		ap, err := netip.ParseAddrPort(e)
 		if err != nil {
@@ -108,6 +112,10 @@ func (c Config) Check() error {
 		if ap.Port() == 0 {
 			return fmt.Errorf("backend %q: port 0 is no port", e)
 		}
+		if prev, dup := named[ap]; dup && prev != e {
+			return fmt.Errorf("backend %s is %s again: name each backend once", e, prev)
+		}
+		named[ap] = e
 	}
 	if !routegroup.IsPrime(c.Params.Slots) {
 		return fmt.Errorf("table of %d slots: the size must be prime", c.Params.Slots)

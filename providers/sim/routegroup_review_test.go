@@ -70,7 +70,7 @@ func TestRouteSamplesBoundedWhateverTheTick(t *testing.T) {
 func TestRouteConfigNamingABackendTwiceRefused(t *testing.T) {
 	p := groupProvider(t, constTrace(300, 100), "", threeBackends())
 	c := configChange(t, action.Create, routeConf(route.TableEnforce, backA, "127.0.0.1:09001", backC))
-	const want = "backend 127.0.0.1:09001 is 127.0.0.1:9001 again: name each of sim route group shop/checkout-vip's backends once"
+	const want = "config: backend 127.0.0.1:09001 is 127.0.0.1:9001 again: name each backend once"
 	pr := p.PlanChange(context.Background(), providers.PlanChangeRequest{Now: at(p, 5), Changes: []providers.ObjectChange{c}})
 	if len(pr.Results) != 1 || pr.Results[0].Err != want {
 		t.Errorf("PlanChange: %+v\nwant %q", pr.Results, want)
