@@ -84,6 +84,19 @@ func SamplesBound(what string) *BoundError {
 // series says how many (nil: one each, the static cost `validate` checks).
 // query is the text e was parsed from, for the position in the message.
 func CheckCost(query string, e parser.Expr, series func(*parser.VectorSelector) int) error {
+	// A selector is counted once per check: the count scans the store, and
+	// the walk below asks for each selector several times.
+	if count := series; count != nil {
+		counted := map[*parser.VectorSelector]int{}
+		series = func(vs *parser.VectorSelector) int {
+			n, ok := counted[vs]
+			if !ok {
+				n = count(vs)
+				counted[vs] = n
+			}
+			return n
+		}
+	}
 	var total, worstSamples float64
 	var worst, err *BoundError
 	parser.Inspect(e, func(n parser.Node, path []parser.Node) error {

@@ -342,6 +342,10 @@ func (g *group) project(d routegroup.Decision) (float64, error) {
 // assignIDs gives each of names that has none a free id, writing its
 // backend; it says whether some were left without one.
 func (g *group) assignIDs(names []string) (short bool, err error) {
+	// Most ticks bring no new backend: nothing to allocate then.
+	if !slices.ContainsFunc(names, func(n string) bool { _, ok := g.ids[n]; return !ok }) {
+		return false, nil
+	}
 	used := make([]bool, dataplane.MaxBackends)
 	for _, id := range g.ids {
 		used[id] = true

@@ -28,6 +28,7 @@ import (
 	"github.com/setpoint-dev/setpoint/bpf/dataplane"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/route"
@@ -394,7 +395,7 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	g := newGroup(p, c.Address, 0, conf, raw)
 	g.manager = c.Manager
 	if g.manager == "" {
-		g.manager = "setpoint"
+		g.manager = gate.SetpointManager
 	}
 	key := vipKey(conf)
 	resumedIdx, resumed := p.resumed[key]

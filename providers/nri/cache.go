@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
+	"github.com/setpoint-dev/setpoint/engine/gate"
 	"github.com/setpoint-dev/setpoint/internal/atomicfile"
 	"github.com/setpoint-dev/setpoint/providers/noderes"
 )
@@ -68,7 +69,7 @@ type PolicyState struct {
 // defaultManager marks what the agent holds when no manager was kept (a
 // cache of an earlier release): only setpoint gives the agent policies
 // and limits.
-const defaultManager = "setpoint"
+const defaultManager = gate.SetpointManager
 
 func managerOr(m string) string {
 	if m == "" {
