@@ -171,6 +171,16 @@ func (o Observation) Value(a addrs.Attr, t values.Type) (values.Value, bool) {
 	return v, true
 }
 
+// List returns what a list query (one a decider's Lists asked for)
+// answered, or why it could not be answered (failed).
+func (o Observation) List(q providers.ListRequest) (objs []providers.Object, why string, failed bool) {
+	k := ListKey(q)
+	if why, failed := o.ListFailed[k]; failed {
+		return nil, why, true
+	}
+	return o.Listed[k], "", false
+}
+
 // observe reads every address the specs target, one batch per provider.
 func (e *Engine) observe(ctx context.Context, now time.Time, ds []decided) Observation {
 	obs := Observation{Objects: map[addrs.Object]providers.Object{}, Failed: map[addrs.Object]string{}}

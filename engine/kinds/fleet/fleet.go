@@ -82,11 +82,10 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	f := doc.(*spec.Fleet)
 	id, sp := f.ID(), f.Spec
 	q := listOf(f, t.DefaultProvider)
-	key := engine.ListKey(q)
-	if why, failed := obs.ListFailed[key]; failed {
+	objs, why, failed := obs.List(q)
+	if failed {
 		return nil, nil, []plan.Note{{Severity: diag.Error, Spec: id, Pos: f.Src.PosOf("spec.target"), Message: fmt.Sprintf("listing the clusters of fleet %s: %s", f.Metadata.Name, why)}}
 	}
-	objs := obs.Listed[key]
 	var notes, errs []plan.Note
 	say := func(n *plan.Note) {
 		if n == nil {

@@ -149,11 +149,11 @@ func hpaOf(n *spec.NFR, w addrs.Object, obs engine.Observation) (providers.Objec
 	fail := func(format string, a ...any) (providers.Object, *plan.Note) {
 		return providers.Object{}, &plan.Note{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf(format, a...)}
 	}
-	key := engine.ListKey(workload.HPAList(w))
-	if why, failed := obs.ListFailed[key]; failed {
+	listed, why, failed := obs.List(workload.HPAList(w))
+	if failed {
 		return fail("listing the HorizontalPodAutoscalers of %s (to find the one that scales %s): %s", w.Namespace, w, why)
 	}
-	hpas := workload.ScaledBy(obs.Listed[key], w)
+	hpas := workload.ScaledBy(listed, w)
 	switch len(hpas) {
 	case 1:
 		return hpas[0], nil

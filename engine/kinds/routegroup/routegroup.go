@@ -133,12 +133,12 @@ func endpoints(r *spec.RouteGroup, obs engine.Observation) ([]string, string) {
 		slices.Sort(out)
 		return slices.Compact(out), ""
 	}
-	key := engine.ListKey(podList(r))
-	if why, failed := obs.ListFailed[key]; failed {
+	pods, why, failed := obs.List(podList(r))
+	if failed {
 		return nil, "listing the selector's pods: " + why
 	}
 	var out []string
-	for _, o := range obs.Listed[key] {
+	for _, o := range pods {
 		if o.Attributes[workload.PodReady].Str() != "True" {
 			continue // not passing its readiness probe: no traffic
 		}

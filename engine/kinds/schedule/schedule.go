@@ -100,11 +100,11 @@ func hpasOf(w addrs.Object, obs engine.Observation) ([]providers.Object, string)
 	if w.Kind != workload.Deployment {
 		return nil, ""
 	}
-	key := engine.ListKey(workload.HPAList(w))
-	if why, failed := obs.ListFailed[key]; failed {
+	listed, why, failed := obs.List(workload.HPAList(w))
+	if failed {
 		return nil, why
 	}
-	return workload.ScaledBy(obs.Listed[key], w), ""
+	return workload.ScaledBy(listed, w), ""
 }
 
 func names(os []providers.Object) string {
