@@ -58,20 +58,12 @@ type debugConfig struct {
 // newDebugConfig refuses a bind address reachable from other hosts
 // unless a token guards it: the endpoints evaluate any PromQL and show
 // what the store holds.
-//
-// The metrics are kept when --health-addr is set too, which serves
-// /metrics without the debug endpoints: that flag is read here, as
-// startShards does, because the metrics must be recording before the
-// providers are wrapped, which is before the health server starts.
 func newDebugConfig(addr, tokenFile string) (*debugConfig, error) {
 	if addr == "" {
 		if tokenFile != "" {
 			return nil, errors.New("--debug-token-file needs --debug-addr")
 		}
-		if healthAddr == "" {
-			return nil, nil
-		}
-		return &debugConfig{metrics: watchMetrics()}, nil
+		return nil, nil
 	}
 	c := &debugConfig{addr: addr, metrics: watchMetrics()}
 	if tokenFile != "" {

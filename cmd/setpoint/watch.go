@@ -48,6 +48,11 @@ start at the sim speed (at least real time).`,
 			if err != nil {
 				return err
 			}
+			if dbg == nil && healthAddr != "" {
+				// /metrics on the health port without the debug endpoints:
+				// recording must start before the providers are wrapped.
+				dbg = &debugConfig{metrics: watchMetrics()}
+			}
 			l, err := newLoader(ctx, defaultCUELimits())
 			if err != nil {
 				return err
