@@ -153,7 +153,7 @@ func (c *debugConfig) serve(ctx context.Context, src signals.Source, now func() 
 		return nil, nil, fmt.Errorf("--debug-addr: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	d := &debugServer{source: src, now: now, metrics: c.metrics.handler(), token: c.token}
+	d := newDebugServer(src, now, c.metrics.handler(), c.token)
 	srv := &http.Server{
 		Handler:           d.handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -189,12 +189,16 @@ type debugServer struct {
 	now     func() time.Time
 	metrics http.Handler
 	token   *[sha256.Size]byte
-	// evals holds a token per evaluation in flight; made by handler.
+	// evals holds a token per evaluation in flight: the bound is the
+	// server's, however many handlers serve it.
 	evals chan struct{}
 }
 
+func newDebugServer(src signals.Source, now func() time.Time, metrics http.Handler, token *[sha256.Size]byte) *debugServer {
+	return &debugServer{source: src, now: now, metrics: metrics, token: token, evals: make(chan struct{}, maxEvals)}
+}
+
 func (d *debugServer) handler() http.Handler {
-	d.evals = make(chan struct{}, maxEvals)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/promql/eval", d.eval)
 	mux.Handle("/debug/store", onlyGet(http.HandlerFunc(d.store)))

@@ -48,7 +48,7 @@ func debugStore(t *testing.T) *embedded.Store {
 }
 
 func newTestDebugServer(src signals.Source, token string) http.Handler {
-	d := &debugServer{source: src, now: func() time.Time { return debugT0 }, metrics: newSelfMetrics().handler()}
+	d := newDebugServer(src, func() time.Time { return debugT0 }, newSelfMetrics().handler(), nil)
 	if token != "" {
 		sum := sha256.Sum256([]byte(token))
 		d.token = &sum
@@ -211,7 +211,7 @@ func TestDebugToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &debugServer{source: embedded.NewSource(debugStore(t)), now: func() time.Time { return debugT0 }, metrics: cfg.metrics.handler(), token: cfg.token}
+	d := newDebugServer(embedded.NewSource(debugStore(t)), func() time.Time { return debugT0 }, cfg.metrics.handler(), cfg.token)
 	h := d.handler()
 	for _, c := range []struct {
 		name, auth, method, path string
