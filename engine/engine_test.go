@@ -382,22 +382,26 @@ func TestCappedAtCurrentIsNoChange(t *testing.T) {
 	}
 }
 
-// retyped serves one attribute as a string, as a broken provider might.
-type retyped struct{ *sim.Provider }
+// altered is the sim world with what it serves changed by alter, in reads
+// and lists alike (deciders find an HPA by listing).
+type altered struct {
+	*sim.Provider
+	alter func([]providers.Object)
+}
 
-func (r retyped) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	resp := r.Provider.Read(ctx, req)
-	retype(resp.Objects)
+func (a altered) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
+	resp := a.Provider.Read(ctx, req)
+	a.alter(resp.Objects)
 	return resp
 }
 
-// List serves the same objects as Read (deciders find an HPA by listing).
-func (r retyped) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
-	resp := r.Provider.List(ctx, req)
-	retype(resp.Objects)
+func (a altered) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
+	resp := a.Provider.List(ctx, req)
+	a.alter(resp.Objects)
 	return resp
 }
 
+// retype serves one attribute as a string, as a broken provider might.
 func retype(objs []providers.Object) {
 	min := addrs.MustPath("spec.minReplicas")
 	for i, o := range objs {
@@ -413,7 +417,7 @@ func retype(objs []providers.Object) {
 // is an error, never stepped or compared across types.
 func TestObservedTypeMustMatch(t *testing.T) {
 	e, p := world(t, checkout(""), nfr("checkout", ""))
-	e.Providers["sim"] = retyped{p}
+	e.Providers["sim"] = altered{p, retype}
 	pl := e.Plan(context.Background(), at(p, 10*time.Minute), state.New(), nil)
 	if find(pl.Changes, "spec.minReplicas") != nil || find(pl.Held, "spec.minReplicas") != nil {
 		t.Fatalf("a string compared with a count:\n%s", text(pl))
@@ -446,23 +450,8 @@ func TestUnansweredDryRunHolds(t *testing.T) {
 	}
 }
 
-// rollingOut reports the HPA as mid-rollout: its controller has not acted
+// rollOut reports the HPA as mid-rollout: its controller has not acted
 // on its latest generation.
-type rollingOut struct{ *sim.Provider }
-
-func (r rollingOut) Read(ctx context.Context, req providers.ReadRequest) providers.ReadResponse {
-	resp := r.Provider.Read(ctx, req)
-	rollOut(resp.Objects)
-	return resp
-}
-
-// List serves the same objects as Read (deciders find an HPA by listing).
-func (r rollingOut) List(ctx context.Context, req providers.ListRequest) providers.ListResponse {
-	resp := r.Provider.List(ctx, req)
-	rollOut(resp.Objects)
-	return resp
-}
-
 func rollOut(objs []providers.Object) {
 	for i, o := range objs {
 		if o.Address.Kind == "HorizontalPodAutoscaler" {
@@ -476,7 +465,7 @@ func rollOut(objs []providers.Object) {
 func TestMidRolloutHolds(t *testing.T) {
 	e, p := world(t, checkout(""), nfr("checkout", ""))
 	now := at(p, 10*time.Minute)
-	e.Providers["sim"] = rollingOut{p}
+	e.Providers["sim"] = altered{p, rollOut}
 	pl := e.Plan(context.Background(), now, state.New(), nil)
 	h := find(pl.Held, "spec.minReplicas")
 	if h == nil || h.Held.Kind != plan.HoldRollout || h.Held.String() != "mid-rollout: observedGeneration 2 is behind generation 3" {
