@@ -510,18 +510,19 @@ func (w *Watcher) event(ev fsnotify.Event, pending map[string]bool) (rescan bool
 		return false
 	}
 	name := filepath.Clean(ev.Name)
-	dir := filepath.Dir(name)
-	if load.IsSpecFile(name) && w.tree.dirs[dir] {
-		if fi, err := os.Lstat(name); err != nil || fi.Mode().IsRegular() {
+	if w.tree.dirs[filepath.Dir(name)] {
+		fi, err := os.Lstat(name)
+		regular := err == nil && fi.Mode().IsRegular()
+		switch {
+		case load.IsSpecFile(name) && (err != nil || regular):
 			// A file of a directory the loader walks, written or gone.
 			w.log().Debug("file event", "file", name, "op", ev.Op.String())
 			pending[name] = true
 			return false
+		case regular && !load.IsSpecFile(name):
+			// An editor's swap or backup file beside the specs.
+			return false
 		}
-	}
-	if fi, err := os.Lstat(name); err == nil && fi.Mode().IsRegular() && !load.IsSpecFile(name) && w.tree.dirs[dir] {
-		// An editor's swap or backup file beside the specs.
-		return false
 	}
 	w.log().Debug("file event: scanning again", "path", name, "op", ev.Op.String())
 	return true
