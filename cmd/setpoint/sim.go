@@ -212,8 +212,12 @@ type WorkloadResult struct {
 	Applies      int     `json:"applies"`
 	// Fixed is the replica count of a fixed baseline (0 otherwise;
 	// negative: the most tried, still worse than setpoint).
-	Fixed   int `json:"fixedReplicas,omitempty"`
-	report  sim.Report
+	Fixed int `json:"fixedReplicas,omitempty"`
+	// TraceShape and WorldShape are the per-minute envelopes of the rate
+	// the trace asks of the workload and of the requests the world made.
+	TraceShape sim.Shape `json:"traceShape"`
+	WorldShape sim.Shape `json:"worldShape"`
+	report     sim.Report
 	markers []simreport.Marker
 }
 
@@ -458,7 +462,7 @@ func readReports(ctx context.Context, w *workspace, end time.Time, wls []simWork
 // result sums up a report against a latency target (0: none).
 func result(r sim.Report, target time.Duration) WorkloadResult {
 	res := WorkloadResult{Workload: r.Namespace + "/" + r.Name, Dropped: r.Dropped, Cold: r.Cold,
-		ReplicaHours: float64(r.PodSeconds) / 3600, report: r}
+		ReplicaHours: float64(r.PodSeconds) / 3600, TraceShape: r.Trace, WorldShape: r.World, report: r}
 	if target <= 0 {
 		return res
 	}
@@ -536,9 +540,28 @@ func (s *Summary) table() string {
 			}
 			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d\n", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
 		}
+		if wl.TraceShape.Minutes > 0 {
+			fmt.Fprintf(&b, "  rate a minute: trace %s · world %s\n", shapeText(wl.TraceShape), shapeText(wl.WorldShape))
+		}
 		fmt.Fprintln(&b)
 	}
 	return b.String()
+}
+
+// shapeText is a per-minute envelope at a glance.
+func shapeText(s sim.Shape) string {
+	return fmt.Sprintf("%s–%s req/s (mean %s, CV %.2f)", rateNum(s.Min), rateNum(s.Max), rateNum(s.Mean), s.CV)
+}
+
+// rateNum prints a rate with the digits that say something at its size.
+func rateNum(r float64) string {
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f", r)
+	case r >= 1:
+		return fmt.Sprintf("%.1f", r)
+	}
+	return fmt.Sprintf("%.3g", r)
 }
 
 func joinCounts(m map[string]int) string {

@@ -126,8 +126,11 @@ type SimConfig struct {
 	// tokens or exponential ("": tokens when the trace has them).
 	Scaling      string        `json:"scaling,omitempty"`
 	ServiceTimes string        `json:"serviceTimes,omitempty"`
-	Seed         int64         `json:"seed"`
-	Workloads    []SimWorkload `json:"workloads"`
+	// Shift bounds each superposed copy's time offset: a duration, or
+	// "whole" for anywhere in the trace ("": the world's default).
+	Shift     string        `json:"shift,omitempty"`
+	Seed      int64         `json:"seed"`
+	Workloads []SimWorkload `json:"workloads"`
 	Fleets       []SimFleet    `json:"fleets"`
 	// RouteGroups are VIPs whose backends RouteGroup specs steer between.
 	RouteGroups []SimRouteGroup `json:"routeGroups"`
@@ -186,7 +189,7 @@ type SimDegrade struct {
 // transformations: the group's own where it gives them, the config's
 // otherwise.
 func (c SimConfig) TraceForGroup(g SimRouteGroup) SimConfig {
-	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Seed: c.Seed}
+	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Shift: c.Shift, Seed: c.Seed}
 	if g.RateScale != nil {
 		t.RateScale = *g.RateScale
 	}
@@ -230,7 +233,7 @@ type SimCluster struct {
 // TraceFor is the trace a workload replays and its transformations: the
 // workload's own fields where it gives them, the config's otherwise.
 func (c SimConfig) TraceFor(w SimWorkload) SimConfig {
-	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Seed: c.Seed}
+	t := SimConfig{Trace: c.Trace, RateScale: c.RateScale, Thin: c.Thin, Window: c.Window, Scaling: c.Scaling, ServiceTimes: c.ServiceTimes, Shift: c.Shift, Seed: c.Seed}
 	if w.Trace != "" {
 		t.Trace = w.Trace
 	}
@@ -250,6 +253,26 @@ func (c SimConfig) TraceFor(w SimWorkload) SimConfig {
 		t.ServiceTimes = w.ServiceTimes
 	}
 	return t
+}
+
+// ShiftWhole is the Shift that draws a superposed copy's offset anywhere
+// in the trace.
+const ShiftWhole = "whole"
+
+// ShiftSeconds is Shift in whole seconds: -1 for ShiftWhole, def when
+// unset.
+func (c SimConfig) ShiftSeconds(def int) (int, error) {
+	switch c.Shift {
+	case "":
+		return def, nil
+	case ShiftWhole:
+		return -1, nil
+	}
+	d, err := time.ParseDuration(c.Shift)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("shift %q: want a duration ≥ 0 or %q", c.Shift, ShiftWhole)
+	}
+	return int(d / time.Second), nil
 }
 
 // TraceWindow cuts the trace to [From, Until) from its start.

@@ -10,17 +10,27 @@ import (
 // How a trace is scaled by rateScale K (the sim config's scaling).
 const (
 	// ScaleSuperpose replays K independent copies of the trace, each
-	// shifted in time by a seeded random offset (wrapping at the trace's
-	// end), the last one thinned to K's fraction: K independent
-	// populations of users. The mean rate is K times the trace's and the
-	// burstiness of a sum of independent streams (a per-second CV about
-	// 1/√K of the trace's own).
+	// shifted in time by a seeded random offset within ±shift (wrapping at
+	// the trace's ends), the last one thinned to K's fraction: K
+	// populations of users that follow the same envelope. The mean rate is
+	// K times the trace's; bursts shorter than the shift decorrelate (a
+	// per-second CV about 1/√K of the trace's own) while the rise and
+	// fall above it are kept. See ShiftWhole for the whole-trace rotation.
 	ScaleSuperpose = "superpose"
 	// ScaleClone turns each arrival into K simultaneous requests (the
 	// fraction of K as one more with that probability): the same mean
 	// rate, with every burst of the trace K times as large.
 	ScaleClone = "clone"
 )
+
+// ShiftWhole is the superposed copies' offset drawn anywhere in the
+// trace: K rotations of it, whose sum is flat (the envelope is lost).
+const ShiftWhole = -1
+
+// DefaultShift bounds a superposed copy's offset when the config gives
+// none: a minute, so one user's bursts (seconds) decorrelate across copies
+// while the population's envelope (minutes and up) survives the sum.
+const DefaultShift = 60
 
 // How each request's service time is drawn (the sim config's
 // serviceTimes).
@@ -66,6 +76,10 @@ type source struct {
 	clone   bool
 	exp     bool
 	rate    float64 // rate traces: the Poisson rate is Rate × this
+	// expect turns the trace's Rate into the requests a second this
+	// source makes on average (Rate carries the first loader's
+	// rateScale and thin; this source's own replace them).
+	expect float64
 	seed    uint64
 	rng     *rand.Rand
 }
@@ -73,7 +87,9 @@ type source struct {
 // newSource prepares the replay of tr for a workload receiving share of it.
 // Its rates and arrivals are those of the file (and window): k (rateScale)
 // and thin are applied here.
-func newSource(tr *Trace, scaling, service string, k, thin, share float64, seed uint64) (*source, error) {
+// shift bounds each superposed copy's offset in seconds (ShiftWhole:
+// anywhere in the trace; 0: no shift).
+func newSource(tr *Trace, scaling, service string, k, thin, share float64, shift int, seed uint64) (*source, error) {
 	src := &source{tr: tr, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xa771))}
 	// A rate trace's rates were multiplied by the trace's own options.
 	base := 1 / tr.factor()
@@ -93,6 +109,7 @@ func newSource(tr *Trace, scaling, service string, k, thin, share float64, seed 
 		return nil, fmt.Errorf("the trace's busiest second (%.0f) × rateScale %v × share %v is %.0f requests: the world simulates each request and runs at most %d a second per workload; lower rateScale or share",
 			tr.Peak(), k, share, peak, MaxArrivalsPerSecond)
 	}
+	src.expect = base * k * thin * share
 	switch scaling {
 	case ScaleSuperpose, "":
 		n := int(math.Ceil(k - 1e-9))
@@ -100,12 +117,17 @@ func newSource(tr *Trace, scaling, service string, k, thin, share float64, seed 
 			return nil, fmt.Errorf("scaling %q with rateScale %v replays %d copies of the trace, more than %d (use scaling %q)", ScaleSuperpose, k, n, MaxCopies, ScaleClone)
 		}
 		n = max(n, 1)
-		shift := rand.New(rand.NewPCG(seed, 0x5f1f7))
+		draw := rand.New(rand.NewPCG(seed, 0x5f1f7))
 		d := len(tr.Rate)
 		for j := range n {
 			off := 0
-			if j > 0 {
-				off = shift.IntN(d)
+			switch {
+			case j == 0 || d == 0:
+			case shift == ShiftWhole || shift >= d:
+				off = draw.IntN(d)
+			case shift > 0:
+				// Wrapped into [0, d): second() reads s − off.
+				off = (draw.IntN(2*shift+1) - shift + d) % d
 			}
 			p := thin * share
 			if j == n-1 && k-float64(n-1) < 1 {

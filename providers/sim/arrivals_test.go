@@ -42,7 +42,7 @@ func loadCSV(t *testing.T, src string, o TraceOptions) *Trace {
 // replay counts a source's arrivals per second over the whole trace.
 func replaySource(t *testing.T, tr *Trace, scaling string, k, thin, share float64, seed uint64) ([]float64, []arrival) {
 	t.Helper()
-	src, err := newSource(tr, scaling, "", k, thin, share, seed)
+	src, err := newSource(tr, scaling, "", k, thin, share, ShiftWhole, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestSuperpositionPreservesCountAndRate(t *testing.T) {
 func TestSuperposedCopiesAreShifted(t *testing.T) {
 	csv, _ := arrivalCSV(100)
 	tr := loadCSV(t, csv, TraceOptions{})
-	src, err := newSource(tr, ScaleSuperpose, "", 2, 1, 1, 3)
+	src, err := newSource(tr, ScaleSuperpose, "", 2, 1, 1, ShiftWhole, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestSourceErrors(t *testing.T) {
 		"too many":     {constTrace(1, 10), ScaleSuperpose, "", MaxCopies + 1, "copies"},
 		"too many/sec": {tr, ScaleClone, "", 1e5, "at most 100000 a second"},
 	} {
-		if _, err := newSource(c.tr, c.scaling, c.service, c.k, 1, 1, 1); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := newSource(c.tr, c.scaling, c.service, c.k, 1, 1, DefaultShift, 1); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
 		}
 	}

@@ -34,6 +34,11 @@ type Report struct {
 	Step      int            `json:"step"` // seconds between points
 	Points    Points         `json:"points"`
 	Histogram []float64      `json:"buckets"` // the histogram's upper bounds
+	// Trace is the per-minute envelope of the rate the trace asks of the
+	// workload (its rates, transformed and shared out); World that of the
+	// requests the world made of it.
+	Trace Shape `json:"traceShape"`
+	World Shape `json:"worldShape"`
 }
 
 // TargetReport is one latency target's accounting.
@@ -81,6 +86,10 @@ type tracker struct {
 	cur     *secStat
 	arrived int // arrivals in the current step
 	scratch []float32
+	// world is the per-minute envelope of arrivals; secArrived this
+	// second's.
+	world      shapeAcc
+	secArrived int
 }
 
 func newTracker(namespace, name string, targets, buckets []float64, duration int) *tracker {
@@ -115,6 +124,7 @@ func (t *tracker) begin(s int) {
 func (t *tracker) arrive(cold bool) {
 	t.r.Arrived++
 	t.arrived++
+	t.secArrived++
 	if cold {
 		t.r.Cold++
 	}
@@ -158,6 +168,9 @@ func (t *tracker) end(s, pods, ready int) {
 	for i, v := range c.hist {
 		t.hist[i] += int64(v)
 	}
+	t.world.add(float64(t.secArrived))
+	t.secArrived = 0
+	t.r.World = t.world.shape()
 	t.r.Seconds++
 	t.r.PodSeconds += int64(pods)
 	t.r.ReadySeconds += int64(ready)

@@ -166,7 +166,11 @@ func newGroup(w *World, cfg spec.SimRouteGroup, tr *Trace) (*simGroup, error) {
 	h := fnv.New64a()
 	h.Write([]byte(KindRouteGroup + "/" + name))
 	seed := uint64(w.cfg.Seed) ^ h.Sum64()
-	src, err := newSource(tr, own.Scaling, own.ServiceTimes, k, thin, cfg.Share, seed)
+	shift, err := own.ShiftSeconds(DefaultShift)
+	if err != nil {
+		return nil, fmt.Errorf("sim route group %s: %w", name, err)
+	}
+	src, err := newSource(tr, own.Scaling, own.ServiceTimes, k, thin, cfg.Share, shift, seed)
 	if err != nil {
 		return nil, fmt.Errorf("sim route group %s: %w", name, err)
 	}

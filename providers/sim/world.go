@@ -185,7 +185,11 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 		if thin == 0 {
 			thin = 1
 		}
-		src, err := newSource(wtr, own.Scaling, own.ServiceTimes, k, thin, c.Share, workloadSeed(cfg.Seed, c))
+		shift, err := own.ShiftSeconds(DefaultShift)
+		if err != nil {
+			return nil, fmt.Errorf("sim workload %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		src, err := newSource(wtr, own.Scaling, own.ServiceTimes, k, thin, c.Share, shift, workloadSeed(cfg.Seed, c))
 		if err != nil {
 			return nil, fmt.Errorf("sim workload %s/%s: %w", c.Namespace, c.Name, err)
 		}
@@ -462,6 +466,7 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 	ts := seconds(targets)
 	wl.buckets = bucketsWith(ts)
 	wl.tracker = newTracker(c.Namespace, c.Name, ts, wl.buckets, len(w.trace.Rate))
+	wl.tracker.r.Trace = shapeOf(src.tr.Rate, src.expect)
 	configured := make(map[addrs.Path]string, len(c.Managers))
 	for k, m := range c.Managers {
 		p, err := addrs.ParsePath(k)
