@@ -1,0 +1,369 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
+)
+
+// The hindsight bound. An oracle knows every request the world will make
+// (arrival time and service time) and chooses, for each minute of the
+// trace, how many pods are ready through it. Its pods are started ahead of
+// need, so each is ready from the first second of its minute, and each pod
+// started after the trace began is paid for from its start (startup
+// seconds before it is ready); the pods ready at the trace's start are paid
+// from the start, as every other replay's initial pods are. Requests are
+// served exactly as the world serves them (the same arrivals, the same
+// random choice of pod, the same servers), and a schedule is admissible
+// when no second's exact trailing-minute p99 is over the target: the
+// metric every replay is judged by, at 0%.
+//
+// The search is greedy in time, with backtracking: minute by minute, the
+// fewest pods under which none of the minute's seconds is over, given the
+// minutes before; when no count up to the cap clears a minute (the window
+// still holds the previous minute's late requests) the previous minute gets
+// one pod more and is searched again, up to maxBacktrack minutes back. The
+// best constant schedule is searched too (the cheapest fixed count at 0%
+// over), and the oracle is the cheaper of the two, so it is never above
+// it. Greedy is not guaranteed to be the least of all schedules (more pods
+// in one minute could allow fewer in the next), so the oracle is an upper
+// bound on that least; ratios to it understate how far a policy is from
+// the true optimum, never overstate it.
+
+// Bounds of the oracle's search.
+const (
+	// MaxOracleArrivals bounds the requests the oracle keeps in memory (24
+	// bytes each): it replays every minute several times.
+	MaxOracleArrivals = 10_000_000
+	// maxBacktrack bounds how many minutes back a stuck minute may raise,
+	// and backtracksPerMinute the raises of a whole search (each replays a
+	// minute or more), so a schedule nothing clears ends in bounded time.
+	maxBacktrack        = 5
+	backtracksPerMinute = 20
+)
+
+// Oracle is the hindsight bound for one workload.
+type Oracle struct {
+	// Replicas is the ready pods in each minute (the last may be partial).
+	Replicas []int `json:"replicas"`
+	// PodSeconds is what the schedule costs: each minute's pods for its
+	// seconds, plus startup seconds for every pod started after the
+	// trace's start.
+	PodSeconds float64 `json:"podSeconds"`
+	Starts     int     `json:"starts"`
+	// Constant is the cheapest constant count at 0% over (0: none up to
+	// the cap), and Greedy whether the greedy schedule beat it.
+	Constant int  `json:"constant"`
+	Greedy   bool `json:"greedy"`
+	// Backtracks counts the minutes raised after a later one was stuck.
+	Backtracks int `json:"backtracks"`
+}
+
+// ReplicaHours is the oracle's cost in pod-hours.
+func (o Oracle) ReplicaHours() float64 { return o.PodSeconds / 3600 }
+
+// oracleArrival is a request as the oracle replays it: when it came, its
+// service time (seconds).
+type oracleArrival struct {
+	at, service float64
+}
+
+// oracleState is everything serving depends on at a minute's start.
+type oracleState struct {
+	pods  []servers
+	route rand.PCG
+	ring  [60]oracleSec
+	n     int64 // requests in the trailing minute
+	over  int64 // of which over the target
+}
+
+type oracleSec struct{ n, over int32 }
+
+func (s *oracleState) clone() *oracleState {
+	c := &oracleState{route: s.route, ring: s.ring, n: s.n, over: s.over, pods: make([]servers, len(s.pods))}
+	for i, p := range s.pods {
+		c.pods[i] = append(servers(nil), p...)
+	}
+	return c
+}
+
+// oracleWorld replays one workload's requests for the oracle.
+type oracleWorld struct {
+	secs    [][]oracleArrival // by second
+	servers int
+	startup float64
+	target  float64
+	seed    uint64
+}
+
+// FindOracle searches the hindsight bound of the workload namespace/name
+// of cfg over tr, against a p99 target, with at most maxPods pods. It
+// fails when the workload is not in cfg or its requests are too many to
+// keep; ok is false when no schedule up to maxPods meets the target (not
+// even maxPods from start to end).
+func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string, target time.Duration, maxPods int) (Oracle, bool, error) {
+	maxPods = min(max(maxPods, 1), MaxPodsPerWorkload)
+	// The workload alone, with nothing scaling it: only its requests and
+	// how a pod serves them are used.
+	cfg.RouteGroups, cfg.Nodes, cfg.Fleets = nil, nil, nil
+	var one []spec.SimWorkload
+	for _, c := range cfg.Workloads {
+		if c.Namespace == namespace && c.Name == name {
+			c.HPA, c.Knative, c.Kind, c.Replicas = nil, nil, KindDeployment, 1
+			one = append(one, c)
+		}
+	}
+	if len(one) != 1 {
+		return Oracle{}, false, fmt.Errorf("oracle: no sim workload %s/%s", namespace, name)
+	}
+	cfg.Workloads = one
+	if exp := tr.Peak() * float64(len(tr.Rate)); exp <= 0 {
+		return Oracle{}, false, fmt.Errorf("oracle: the trace is empty")
+	}
+	w, err := NewWithTrace(cfg, tr, o)
+	if err != nil {
+		return Oracle{}, false, fmt.Errorf("oracle: %w", err)
+	}
+	wl := w.wls[0]
+	ow := &oracleWorld{servers: wl.servers, startup: float64(wl.startup), target: target.Seconds(), seed: wl.src.seed}
+	var buf []arrival
+	total := 0
+	for s := range tr.Rate {
+		buf = wl.src.second(s, buf[:0])
+		if total += len(buf); total > MaxOracleArrivals {
+			return Oracle{}, false, fmt.Errorf("oracle: the workload makes more than %d requests, more than the oracle keeps", MaxOracleArrivals)
+		}
+		sec := make([]oracleArrival, len(buf))
+		for i, a := range buf {
+			sec[i] = oracleArrival{at: a.at, service: a.cost * wl.svc}
+		}
+		ow.secs = append(ow.secs, sec)
+	}
+	return ow.search(maxPods)
+}
+
+// start is the state before the first second with r pods.
+func (ow *oracleWorld) start(r int) *oracleState {
+	s := &oracleState{route: *rand.NewPCG(ow.seed, 0x90d5)}
+	s.resize(r, ow.servers)
+	return s
+}
+
+// resize makes the pods r: new ones idle, the newest removed first (as the
+// world removes them).
+func (s *oracleState) resize(r, c int) {
+	for len(s.pods) < r {
+		s.pods = append(s.pods, newServers(c))
+	}
+	s.pods = s.pods[:r]
+}
+
+// minute serves seconds [from, to) in s and reports whether any of them
+// had its trailing-minute p99 over the target.
+func (ow *oracleWorld) minute(s *oracleState, from, to int) (over bool) {
+	route := rand.New(&s.route)
+	for sec := from; sec < to; sec++ {
+		c := &s.ring[sec%60]
+		s.n -= int64(c.n)
+		s.over -= int64(c.over)
+		*c = oracleSec{}
+		for _, a := range ow.secs[sec] {
+			p := s.pods[route.IntN(len(s.pods))]
+			c.n++
+			finish, ok := p.take(a.at, a.service, a.at+MaxWait)
+			if !ok || finish-a.at > ow.target {
+				c.over++
+			}
+		}
+		s.n += int64(c.n)
+		s.over += int64(c.over)
+		// As the world's tracker: nearest rank, over when fewer than
+		// ceil(0.99 n) are within.
+		if s.n > 0 && s.n-s.over < rank(s.n) {
+			over = true
+		}
+	}
+	return over
+}
+
+// Evaluate replays a per-minute schedule and counts the seconds over the
+// target, for tests and for the constant search.
+func (ow *oracleWorld) evaluate(replicas []int) (overSeconds int) {
+	s := ow.start(replicas[0])
+	for m, r := range replicas {
+		s.resize(r, ow.servers)
+		from, to := 60*m, min(60*m+60, len(ow.secs))
+		for sec := from; sec < to; sec++ {
+			if ow.minute(s, sec, sec+1) {
+				overSeconds++
+			}
+		}
+	}
+	return overSeconds
+}
+
+func (ow *oracleWorld) minutes() int { return (len(ow.secs) + 59) / 60 }
+
+func (ow *oracleWorld) seconds(m int) int { return min(60*m+60, len(ow.secs)) - 60*m }
+
+// constant is the least count at 0% over, by doubling then bisection
+// (0 when none up to maxPods).
+func (ow *oracleWorld) constant(maxPods int) int {
+	sched := make([]int, ow.minutes())
+	ok := func(r int) bool {
+		for i := range sched {
+			sched[i] = r
+		}
+		return ow.evaluate(sched) == 0
+	}
+	lo, hi := 0, 1
+	for !ok(hi) {
+		if hi >= maxPods {
+			return 0
+		}
+		lo, hi = hi, min(2*hi, maxPods)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// search runs the greedy schedule and the constant one and keeps the
+// cheaper.
+func (ow *oracleWorld) search(maxPods int) (Oracle, bool, error) {
+	n := ow.minutes()
+	fixed := ow.constant(maxPods)
+	best := Oracle{Constant: fixed, PodSeconds: math.Inf(1)}
+	if fixed > 0 {
+		best.Replicas = make([]int, n)
+		for i := range best.Replicas {
+			best.Replicas[i] = fixed
+		}
+		best.PodSeconds = float64(fixed * len(ow.secs))
+	}
+	greedy, backtracks, ok := ow.greedy(maxPods)
+	if ok {
+		g := Oracle{Replicas: greedy, Constant: fixed, Greedy: true, Backtracks: backtracks}
+		g.PodSeconds, g.Starts = ow.cost(greedy)
+		if g.PodSeconds < best.PodSeconds {
+			best = g
+		}
+	}
+	best.Backtracks = backtracks
+	if math.IsInf(best.PodSeconds, 1) {
+		return Oracle{Constant: 0, Backtracks: backtracks}, false, nil
+	}
+	return best, true, nil
+}
+
+// cost is a schedule's pod-seconds and the pods it starts after the
+// trace's start.
+func (ow *oracleWorld) cost(replicas []int) (podSeconds float64, starts int) {
+	for m, r := range replicas {
+		podSeconds += float64(r * ow.seconds(m))
+		if m > 0 && r > replicas[m-1] {
+			starts += r - replicas[m-1]
+		}
+	}
+	return podSeconds + float64(starts)*ow.startup, starts
+}
+
+// greedy is the greedy schedule with backtracking (ok false when a minute
+// cannot be cleared even by raising those before it).
+func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool) {
+	n := ow.minutes()
+	sched = make([]int, n)
+	floor := make([]int, n) // raised by backtracking
+	for i := range floor {
+		floor[i] = 1
+	}
+	states := make([]*oracleState, n+1) // at each minute's start
+	states[0] = &oracleState{route: *rand.NewPCG(ow.seed, 0x90d5)}
+	prev := 1
+	for m := 0; m < n; {
+		r, found := ow.fewest(states[m], m, max(floor[m], 1), maxPods, max(prev, floor[m]))
+		if !found {
+			// Raise the nearest earlier minute still under the cap.
+			back := m - 1
+			for back >= 0 && back >= m-maxBacktrack && sched[back] >= maxPods {
+				back--
+			}
+			if back < 0 || back < m-maxBacktrack || backtracks >= backtracksPerMinute*n {
+				return nil, backtracks, false
+			}
+			backtracks++
+			floor[back] = sched[back] + 1
+			for i := back + 1; i <= m; i++ {
+				floor[i] = 1
+			}
+			m = back
+			prev = floor[back]
+			continue
+		}
+		sched[m] = r
+		s := states[m].clone()
+		s.resize(r, ow.servers)
+		ow.minute(s, 60*m, 60*m+ow.seconds(m))
+		states[m+1] = s
+		prev = r
+		m++
+	}
+	return sched, backtracks, true
+}
+
+// fewest is the fewest pods in [lo, hi] under which minute m, from state
+// s, has no second over: from a first guess, down while it holds and up
+// (doubling, then bisecting) while it does not. Serving is not exactly
+// monotone in the pods (the random choice of pod changes with their
+// number), so the count returned is one that was replayed and held.
+func (ow *oracleWorld) fewest(s *oracleState, m, lo, hi, guess int) (int, bool) {
+	clears := func(r int) bool {
+		c := s.clone()
+		c.resize(r, ow.servers)
+		return !ow.minute(c, 60*m, 60*m+ow.seconds(m))
+	}
+	guess = min(max(guess, lo), hi)
+	if clears(guess) {
+		// Bisect down in [lo, guess].
+		good, bad := guess, lo-1
+		for good-bad > 1 {
+			mid := (good + bad) / 2
+			if clears(mid) {
+				good = mid
+			} else {
+				bad = mid
+			}
+		}
+		return good, true
+	}
+	bad, good := guess, 0
+	for step := 1; good == 0; step *= 2 {
+		r := min(bad+step, hi)
+		if clears(r) {
+			good = r
+			break
+		}
+		if r == hi {
+			return 0, false
+		}
+		bad = r
+	}
+	for good-bad > 1 {
+		mid := (good + bad) / 2
+		if clears(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good, true
+}
