@@ -80,7 +80,45 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 	}
 	sum.Baselines = append(sum.Baselines, fixed)
 	sum.Fixed = curve
+	fmt.Fprintf(progress, "baseline: oracle…\n")
+	oracle, err := oracleBaseline(main, end, sum.Workloads)
+	if err != nil {
+		return fmt.Errorf("baseline oracle: %w", err)
+	}
+	sum.Baselines = append(sum.Baselines, oracle)
 	return nil
+}
+
+// oracleBaseline is the hindsight bound of each workload with a latency
+// target (sim.FindOracle), over the same span as the run; a workload
+// without one, or whose target no schedule up to maxFixed pods meets, has
+// an empty row.
+func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult) (Variant, error) {
+	tr := *w.trace
+	if n := int(end.Sub(tr.Start) / time.Second); n < len(tr.Rate) {
+		tr.Rate = tr.Rate[:n]
+	}
+	v := Variant{Name: "oracle"}
+	for i, wl := range w.simWorkloads() {
+		res := WorkloadResult{Workload: mine[i].Workload, Target: mine[i].Target}
+		if wl.target > 0 {
+			o, ok, err := sim.FindOracle(w.simCfg, &tr, sim.Options{}, wl.addr.Namespace, wl.addr.Name, wl.target, maxFixed)
+			if err != nil {
+				return Variant{}, err
+			}
+			if ok {
+				res.Oracle = &o
+				res.ReplicaHours = o.ReplicaHours()
+				step := mine[i].report.Step
+				for j := range mine[i].report.Points.Ready {
+					m := min((j+1)*step/60, len(o.Replicas)-1)
+					res.report.Points.Ready = append(res.report.Points.Ready, float64(o.Replicas[m]))
+				}
+			}
+		}
+		v.Workloads = append(v.Workloads, res)
+	}
+	return v, nil
 }
 
 // fixedBaseline finds, for each workload with a latency target, the
@@ -191,11 +229,30 @@ func writeReport(dir string, w *workspace, sum *Summary) ([]string, error) {
 				continue
 			}
 			p := v.Workloads[i].report.Points
-			out.Series = append(out.Series, simreport.Series{Variant: v.Name, Replicas: p.Ready, RPS: p.RPS, P99: finite(p.P99), P99Exact: finite(p.P99Exact)})
+			s := simreport.Series{Variant: v.Name, Replicas: p.Ready, RPS: p.RPS, P99: finite(p.P99), P99Exact: finite(p.P99Exact)}
+			if v.Workloads[i].Oracle != nil {
+				// Its pods only: its requests are the world's, its p99 within
+				// the target by construction.
+				s.RPS, s.P99 = nanOf(len(p.Ready)), nanOf(len(p.Ready))
+			}
+			out.Series = append(out.Series, s)
+		}
+		if env := rep.Points.Envelope; len(env) > 0 {
+			// The trace's per-minute rate, drawn on the RPS panel only.
+			nan := nanOf(len(env))
+			out.Series = append(out.Series, simreport.Series{Variant: "trace (per minute)", Replicas: nan, RPS: env, P99: nan})
 		}
 		r.Workloads = append(r.Workloads, out)
 	}
 	return simreport.Write(dir, r)
+}
+
+func nanOf(n int) []float64 {
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = math.NaN()
+	}
+	return xs
 }
 
 // finite turns +Inf (everything refused) into a gap: a plot has no room

@@ -29,6 +29,7 @@ func newSimCmd() *cobra.Command {
 	var speed float64
 	var until string
 	var asJSON, quiet, baseline bool
+	var seed int64
 	var reportDir string
 	cmd := &cobra.Command{
 		Use:   "sim DIR",
@@ -47,6 +48,9 @@ rather than go on with a new, empty world.`,
 			// and may not get past what the field may not.
 			if err := checkSimFlags(cmd, o.rateScale, speed); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("seed") {
+				o.seed = &seed
 			}
 			o.fresh = true
 			w, err := openWorkspace(args[0], o)
@@ -112,6 +116,7 @@ rather than go on with a new, empty world.`,
 	cmd.Flags().Float64Var(&o.rateScale, "rate-scale", 0, "multiply the trace's rate by this, in (0, 1e6], instead of the Environment's rateScale")
 	cmd.Flags().Float64Var(&speed, "speed", 0, "virtual seconds per wall second (0: the Environment's speed; 0 there: as fast as it computes)")
 	cmd.Flags().StringVar(&until, "until", "", "stop here, inside the trace: RFC 3339 or an offset from the trace's start")
+	cmd.Flags().Int64Var(&seed, "seed", 0, "seed the world's draws with this instead of the Environment's seed")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, and compare")
@@ -215,10 +220,12 @@ type WorkloadResult struct {
 	Fixed int `json:"fixedReplicas,omitempty"`
 	// TraceShape and WorldShape are the per-minute envelopes of the rate
 	// the trace asks of the workload and of the requests the world made.
-	TraceShape sim.Shape `json:"traceShape"`
-	WorldShape sim.Shape `json:"worldShape"`
+	// Oracle is the hindsight bound's schedule (its row only).
+	Oracle     *sim.Oracle `json:"oracle,omitempty"`
+	TraceShape sim.Shape   `json:"traceShape"`
+	WorldShape sim.Shape   `json:"worldShape"`
 	report     sim.Report
-	markers []simreport.Marker
+	markers    []simreport.Marker
 }
 
 // FixedPoint is a fixed replica count and how it did.
@@ -521,12 +528,25 @@ func (s *Summary) table() string {
 		if wl.Target != "" {
 			head += " (p99 ≤ " + wl.Target + ")"
 		}
-		fmt.Fprintf(&b, "%-38s %22s %7s %8s %6s %9s %7s\n", head, "time over exact / hist", "late", "dropped", "cold", "replica-h", "applies")
+		var oracle *sim.Oracle
+		for _, v := range variants {
+			if i < len(v.Workloads) && v.Workloads[i].Oracle != nil {
+				oracle = v.Workloads[i].Oracle
+			}
+		}
+		fmt.Fprintf(&b, "%-38s %22s %7s %8s %6s %9s %7s", head, "time over exact / hist", "late", "dropped", "cold", "replica-h", "applies")
+		if oracle != nil {
+			fmt.Fprintf(&b, " %8s", "÷ oracle")
+		}
+		fmt.Fprintln(&b)
 		for _, v := range variants {
 			if i >= len(v.Workloads) {
 				continue
 			}
 			r := v.Workloads[i]
+			if v.Name == "oracle" && r.Oracle == nil {
+				continue
+			}
 			over, late := "-", "-"
 			if r.Target != "" {
 				over, late = fmt.Sprintf("%5.1f%% / %5.1f%%", r.OverExact, r.OverHist), fmt.Sprintf("%.2f%%", r.Late)
@@ -538,7 +558,15 @@ func (s *Summary) table() string {
 			case r.Fixed < 0:
 				name = "fixed " + load.CountNoun(-r.Fixed, "pod") + " (not as good: the most tried)"
 			}
-			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d\n", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
+			if r.Oracle != nil {
+				name = "oracle (" + oracleKind(r.Oracle) + ")"
+				over, late = fmt.Sprintf("%5.1f%% / %6s", 0.0, "-"), "-"
+			}
+			fmt.Fprintf(&b, "  %-36s %22s %7s %8d %6d %9.2f %7d", name, over, late, r.Dropped, r.Cold, r.ReplicaHours, r.Applies)
+			if oracle != nil && oracle.PodSeconds > 0 {
+				fmt.Fprintf(&b, " %8.2f", r.ReplicaHours/oracle.ReplicaHours())
+			}
+			fmt.Fprintln(&b)
 		}
 		if wl.TraceShape.Minutes > 0 {
 			fmt.Fprintf(&b, "  rate a minute: trace %s · world %s\n", shapeText(wl.TraceShape), shapeText(wl.WorldShape))
@@ -546,6 +574,15 @@ func (s *Summary) table() string {
 		fmt.Fprintln(&b)
 	}
 	return b.String()
+}
+
+// oracleKind says which schedule the oracle kept.
+func oracleKind(o *sim.Oracle) string {
+	if o.Greedy {
+		lo, hi := slices.Min(o.Replicas), slices.Max(o.Replicas)
+		return fmt.Sprintf("%d–%d pods, by the minute", lo, hi)
+	}
+	return "fixed " + load.CountNoun(o.Constant, "pod")
 }
 
 // shapeText is a per-minute envelope at a glance.

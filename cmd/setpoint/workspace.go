@@ -171,7 +171,8 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 type simOptions struct {
 	trace     string
 	rateScale float64
-	fresh     bool // ignore the sim state file: a self-contained run
+	seed      *int64 // replaces the sim config's seed
+	fresh     bool   // ignore the sim state file: a self-contained run
 	// oneShot says the process plans once (openWorkspace's commands): it
 	// scrapes when its queries first name metrics, where watch runs a
 	// scrape loop beside its reconciles.
@@ -293,6 +294,9 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			addTargets(&simCfg, w.nfrs, w.env)
 			if o.rateScale > 0 {
 				simCfg.RateScale = o.rateScale
+			}
+			if o.seed != nil {
+				simCfg.Seed = *o.seed
 			}
 			w.simCfg = simCfg
 			if cfg.Config, err = json.Marshal(simCfg); err != nil {

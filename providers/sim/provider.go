@@ -564,7 +564,7 @@ func encodePoints(r Report) Report {
 		}
 		return out
 	}
-	r.Points = Points{Ready: fix(r.Points.Ready), RPS: fix(r.Points.RPS), P99: fix(r.Points.P99), P99Exact: fix(r.Points.P99Exact)}
+	r.Points = Points{Envelope: fix(r.Points.Envelope), Ready: fix(r.Points.Ready), RPS: fix(r.Points.RPS), P99: fix(r.Points.P99), P99Exact: fix(r.Points.P99Exact)}
 	return r
 }
 
@@ -584,6 +584,7 @@ func DecodeReport(o providers.Object) (Report, error) {
 			}
 		}
 	}
+	back(r.Points.Envelope)
 	back(r.Points.Ready)
 	back(r.Points.RPS)
 	back(r.Points.P99)

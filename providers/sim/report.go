@@ -54,6 +54,9 @@ type TargetReport struct {
 // the trailing minute from the histogram and exactly (NaN without
 // requests; +Inf when more than 1% were dropped).
 type Points struct {
+	// Envelope is the rate the trace asks of the workload, averaged over
+	// the minute holding the point (req/s): the shape the world follows.
+	Envelope []float64 `json:"envelope,omitempty"`
 	Ready    []float64 `json:"ready"`
 	RPS      []float64 `json:"rps"`
 	P99      []float64 `json:"p99"`
@@ -90,6 +93,8 @@ type tracker struct {
 	// second's.
 	world      shapeAcc
 	secArrived int
+	// envelope is the trace's per-minute rate for the workload.
+	envelope []float64
 }
 
 func newTracker(namespace, name string, targets, buckets []float64, duration int) *tracker {
@@ -193,6 +198,11 @@ func (t *tracker) end(s, pods, ready int) {
 	// stop: the report stays bounded.
 	if (s+1)%t.r.Step == 0 && len(t.r.Points.Ready) < MaxPoints {
 		p := &t.r.Points
+		if m := s / 60; m < len(t.envelope) {
+			p.Envelope = append(p.Envelope, t.envelope[m])
+		} else {
+			p.Envelope = append(p.Envelope, math.NaN())
+		}
 		p.Ready = append(p.Ready, float64(ready))
 		p.RPS = append(p.RPS, float64(t.arrived)/float64(t.r.Step))
 		t.arrived = 0

@@ -311,7 +311,7 @@ func (w *World) Report(namespace, name string) (Report, bool) {
 	}
 	r := wl.tracker.r
 	r.Targets = slices.Clone(r.Targets)
-	r.Points = Points{Ready: slices.Clone(r.Points.Ready), RPS: slices.Clone(r.Points.RPS), P99: slices.Clone(r.Points.P99), P99Exact: slices.Clone(r.Points.P99Exact)}
+	r.Points = Points{Envelope: slices.Clone(r.Points.Envelope), Ready: slices.Clone(r.Points.Ready), RPS: slices.Clone(r.Points.RPS), P99: slices.Clone(r.Points.P99), P99Exact: slices.Clone(r.Points.P99Exact)}
 	return r, true
 }
 
@@ -467,6 +467,10 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 	wl.buckets = bucketsWith(ts)
 	wl.tracker = newTracker(c.Namespace, c.Name, ts, wl.buckets, len(w.trace.Rate))
 	wl.tracker.r.Trace = shapeOf(src.tr.Rate, src.expect)
+	wl.tracker.envelope = PerMinute(src.tr.Rate)
+	for i := range wl.tracker.envelope {
+		wl.tracker.envelope[i] *= src.expect
+	}
 	configured := make(map[addrs.Path]string, len(c.Managers))
 	for k, m := range c.Managers {
 		p, err := addrs.ParsePath(k)
