@@ -80,8 +80,8 @@ type source struct {
 	// source makes on average (Rate carries the first loader's
 	// rateScale and thin; this source's own replace them).
 	expect float64
-	seed    uint64
-	rng     *rand.Rand
+	seed   uint64
+	rng    *rand.Rand
 }
 
 // newSource prepares the replay of tr for a workload receiving share of it.

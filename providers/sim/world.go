@@ -864,7 +864,11 @@ func (wl *workload) emit(t int64) {
 			cum += p.hist[i]
 			vals = append(vals, cum)
 		}
-		vals = append(vals, p.count, p.sum, p.count, 1)
+		ready := 0.0
+		if p.readyAt < wl.w.sec { // ready in the second just simulated
+			ready = 1
+		}
+		vals = append(vals, p.count, p.sum, p.count, 1, ready)
 		for i, ct := range wl.cfg.Containers {
 			ws := float64(ct.WorkingSet) * (1 + 0.02*(wl.w.rng.Float64()-0.5))
 			req, lim := wl.memory(i)
@@ -899,6 +903,8 @@ func (wl *workload) podSeries(p *pod) []*ser {
 		mk("__name__", "http_request_duration_seconds_sum", "namespace", ns, "app", app, "pod", p.name),
 		mk("__name__", "http_request_duration_seconds_count", "namespace", ns, "app", app, "pod", p.name),
 		mk("__name__", "kube_pod_labels", "namespace", ns, "pod", p.name, "label_app", app),
+		// kube-state-metrics' readiness: 1 once the pod is ready.
+		mk("__name__", "kube_pod_status_ready", "namespace", ns, "pod", p.name, "condition", "true"),
 	)
 	for _, ct := range wl.cfg.Containers {
 		out = append(out,

@@ -15,6 +15,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	kindsnfr "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/signals/embedded"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -445,3 +446,23 @@ func TestFullTraceReplay(t *testing.T) {
 }
 
 func approx(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+// TestReadyMinSignal: the world's readiness series, read as the NFR kind
+// reads it (the fewest ready pods over two minutes), counts only pods
+// that are ready: 3 from the start; raised to 5 at 2m (startup 20 s), the
+// fewest over the window stays 3 until the window has only seconds with
+// 5 ready.
+func TestReadyMinSignal(t *testing.T) {
+	r := newRig(t, constTrace(200, 600), deployment("checkout", 3))
+	q := kindsnfr.QueryReadyMin
+	if v := r.value(t, q, 115); v != 3 {
+		t.Fatalf("at 1m55s: %v ready at the fewest, want 3", v)
+	}
+	r.w.wls[0].deploy.attrs[AttrReplicas] = values.CountOf(5)
+	if v := r.value(t, q, 200); v != 3 {
+		t.Fatalf("at 3m20s: %v, want 3 (the new pods were starting within the window)", v)
+	}
+	if v := r.value(t, q, 300); v != 5 {
+		t.Fatalf("at 5m: %v, want 5", v)
+	}
+}

@@ -28,6 +28,8 @@ var (
 	AttrMaxReplicas = workload.MaxReplicas
 	AttrTargetCPU   = workload.TargetCPU
 	AttrMinScale    = workload.MinScale
+	// AttrDesiredReplicas is what the HPA's last sync asked for.
+	AttrDesiredReplicas = workload.DesiredReplicas
 )
 
 // Dimensions of an NFR.
@@ -91,6 +93,10 @@ type Signals struct {
 	ServiceTime *float64
 	Fit         *Fit
 	FitOK       bool // Fit has a usable slope (FitMoments)
+	// ReadyMin is the fewest pods ready over the p99's window: the
+	// measured p99 judges the model only when at least the model's count
+	// served all of it.
+	ReadyMin *float64
 }
 
 // Input is everything one decision needs.
@@ -210,6 +216,15 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 		p99 = *sig.P99
 	}
 	z := SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+	// A p99 over target while fewer pods than the model's count were ready
+	// is what too few pods do, and the model's count is the cure: the
+	// feedback, which corrects the model, waits for a window the model's
+	// count served whole (so a cold start is not doubled).
+	unjudged := ""
+	if need := math.Ceil(z.Raw - 1e-9); z.Feedback > 1 && sig.ReadyMin != nil && *sig.ReadyMin < need {
+		unjudged = fmt.Sprintf("; p99 %s > %s with %s pods ready in its minute, fewer than the model's %d: no feedback", dur(p99), dur(target), num(*sig.ReadyMin), int64(need))
+		z = SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "ceil(%s ÷ (ρ %.2f × %s req/s a pod)) = %d", rateWhy, z.Rho, num(round1(z.PerPod)), int64(math.Ceil(z.Raw-1e-9)))
 	fmt.Fprintf(&b, "; a pod: %dm ÷ %s", s.CPUPerPod, cost.Why)
@@ -227,6 +242,8 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 		switch {
 		case sig.P99 == nil:
 			b.WriteString("; measured p99 " + missing(sig, "p99"))
+		case unjudged != "":
+			b.WriteString(unjudged)
 		case z.Feedback > 1:
 			fmt.Fprintf(&b, "; p99 %s > %s: ×%.2f = %d", dur(p99), dur(target), z.Feedback, z.Replicas)
 		default:
@@ -283,6 +300,9 @@ func replicas(in Input, out *Output) {
 		it.Attr = addrs.Attr{Object: in.Target.Address, Path: AttrMinScale}
 	case in.HPA.Exists:
 		it.Attr = addrs.Attr{Object: in.HPA.Address, Path: AttrMinReplicas}
+		if s.Policy != spec.PolicyReference {
+			leaveToHPA(in.HPA, &it)
+		}
 		// minReplicas above the HPA's own maximum would be refused.
 		if max, ok := in.HPA.Attributes[AttrMaxReplicas]; ok && max.Type() == values.Count && max.Int() > 0 {
 			out.Intents = append(out.Intents, intent.Intent{Attr: it.Attr, Kind: intent.UpperBound,
@@ -305,6 +325,23 @@ func replicas(in Input, out *Output) {
 		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u.Int())
 	}
 	out.Intents = append(out.Intents, it)
+}
+
+// leaveToHPA keeps minReplicas where it is when the HPA already asks for
+// at least the count recommended: the HPA answers a burst on its own (as
+// fast as a raised minReplicas would reach it, at its next sync), and a
+// lower bound raised for the burst would outlast it by the decrease's
+// stability, cooldown and steps, paying for pods the HPA has let go.
+func leaveToHPA(hpa providers.Object, it *intent.Intent) {
+	cur, okC := hpa.Attributes[AttrMinReplicas]
+	want, okW := hpa.Attributes[AttrDesiredReplicas]
+	if !okC || !okW || cur.Type() != values.Count || want.Type() != values.Count {
+		return
+	}
+	if it.Value.Compare(cur) > 0 && want.Compare(it.Value) >= 0 {
+		it.Rationale += fmt.Sprintf("; the HPA already asks for %d: minReplicas stays %d", want.Int(), cur.Int())
+		it.Value = cur
+	}
 }
 
 // RoundUp16Mi rounds bytes up to a multiple of 16Mi.

@@ -1,6 +1,7 @@
 package nfr
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,32 @@ func TestDecideTargets(t *testing.T) {
 	if r := find(out, ContainerAttr("function", "limits")); r == nil || r.Value != values.BytesOf(224*MiB) {
 		t.Fatalf("limit: %+v", r)
 	}
+	// The slo policy leaves to the HPA what it already asks for: with its
+	// desiredReplicas at the recommendation or above, minReplicas stays at
+	// 2; one below, it is raised.
+	slo := nfrSpec("Deployment")
+	slo.Spec.Policy = spec.PolicySLO
+	hpaAt := func(desired string) providers.Object {
+		m := map[addrs.Path]string{AttrMinReplicas: "2", AttrMaxReplicas: "50"}
+		if desired != "" {
+			m[AttrDesiredReplicas] = desired
+		}
+		return object("HorizontalPodAutoscaler", true, m)
+	}
+	it = find(Decide(Input{Spec: slo, Target: object("Deployment", true, podTemplate()), HPA: hpaAt(""), Signals: sig}), AttrMinReplicas)
+	if it == nil || it.Value.Int() <= 3 {
+		t.Fatalf("slo policy: %+v, want a raise past 3", it)
+	}
+	rec := it.Value.Int()
+	for _, c := range []struct {
+		desired, want int64
+	}{{rec + 2, 2}, {rec, 2}, {rec - 1, rec}} {
+		it := find(Decide(Input{Spec: slo, Target: object("Deployment", true, podTemplate()), HPA: hpaAt(fmt.Sprint(c.desired)), Signals: sig}), AttrMinReplicas)
+		stays := fmt.Sprintf("the HPA already asks for %d: minReplicas stays 2", c.desired)
+		if it == nil || it.Value != values.CountOf(c.want) || (c.want == 2) != strings.Contains(it.Rationale, stays) {
+			t.Fatalf("HPA asking for %d (recommended %d): %+v, want %d", c.desired, rec, it, c.want)
+		}
+	}
 	// Without an HPA: spec.replicas of the Deployment.
 	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
 	if it := find(out, AttrReplicas); it == nil || it.Value != values.CountOf(6) || it.Create != nil {
@@ -296,6 +323,14 @@ func TestSLORecommendation(t *testing.T) {
 		// Without a fit, the mean cost 4.4m: a pod 113.6 req/s, 350 /
 		// (0.8097 × 113.6) = 3.8 → 4 — and the reason the fit is not used.
 		{"no fit", base, Signals{RPS: f(300), CPUMilli: f(1320), Peak: f(350), P99: f(0.2)}, 4, []string{"mean cost 4.4m/req"}},
+		// The model's count, ceil(350 / (0.81 × 125)) = ceil(3.46) = 4,
+		// served the whole window (4 ready at the fewest): the 500 ms p99
+		// judges it, 1 + 0.5 ln 2 = 1.35, 3.46 × 1.35 = 4.66 → 5.
+		{"feedback, the model's count served", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(4); return s }(), 5, []string{"×1.35 = 5"}},
+		// Only 3 ready at some point of the window: the miss is too few
+		// pods, not the model; it stays at 4.
+		{"feedback unjudged", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(3); return s }(), 4,
+			[]string{"= 4;", "p99 500ms > 250ms with 3 pods ready in its minute, fewer than the model's 4: no feedback"}},
 	}
 	for _, c := range cases {
 		got, why, ok := SLORecommendation(c.spec(), c.sig)

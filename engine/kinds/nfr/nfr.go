@@ -50,7 +50,11 @@ const (
 // subquery for both: each is evaluated once), and engine/decide/nfr
 // solves the least squares.
 const (
-	QueryPeak        = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
+	QueryPeak = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
+	// QueryReadyMin is the fewest pods ready at any scrape of the last
+	// minute (kube-state-metrics' readiness): the p99 of that minute was
+	// served by at least so many.
+	QueryReadyMin    = `min_over_time((sum by (namespace, label_app) (kube_pod_status_ready{condition="true"} * on(namespace, pod) group_left(label_app) kube_pod_labels))[2m:5s])`
 	QueryServiceTime = `min_over_time((sum by (namespace, app) (rate(http_request_duration_seconds_sum[1m])) / sum by (namespace, app) (rate(http_request_duration_seconds_count[1m])))[30m:1m])`
 	// fitX and fitY are RPS served and CPU (millicores), both by
 	// namespace and app.
@@ -271,6 +275,9 @@ func signalsFor(t *engine.Tick, n *spec.NFR) (nfr.Signals, []plan.Note) {
 	s.P99 = pick(n.Spec.Signals.P99, QueryP99, "p99", "namespace", "app")
 	if n.Spec.Policy != spec.PolicyReference && n.Spec.Throughput != nil {
 		s.Peak = grouped(QueryPeak, "peak", "namespace", "app")
+		if n.Spec.Latency != nil {
+			s.ReadyMin = grouped(QueryReadyMin, "readyMin", "namespace", "label_app")
+		}
 		if n.Spec.Latency != nil && n.Spec.Latency.ServiceTime == nil {
 			s.ServiceTime = grouped(QueryServiceTime, "serviceTime", "namespace", "app")
 		}
