@@ -124,14 +124,14 @@ type SimConfig struct {
 	// Scaling is how rateScale scales the trace: superpose (default) or
 	// clone; ServiceTimes how each request's service time is drawn:
 	// tokens or exponential ("": tokens when the trace has them).
-	Scaling      string        `json:"scaling,omitempty"`
-	ServiceTimes string        `json:"serviceTimes,omitempty"`
+	Scaling      string `json:"scaling,omitempty"`
+	ServiceTimes string `json:"serviceTimes,omitempty"`
 	// Shift bounds each superposed copy's time offset: a duration, or
 	// "whole" for anywhere in the trace ("": the world's default).
 	Shift     string        `json:"shift,omitempty"`
 	Seed      int64         `json:"seed"`
 	Workloads []SimWorkload `json:"workloads"`
-	Fleets       []SimFleet    `json:"fleets"`
+	Fleets    []SimFleet    `json:"fleets"`
 	// RouteGroups are VIPs whose backends RouteGroup specs steer between.
 	RouteGroups []SimRouteGroup `json:"routeGroups"`
 	// Nodes are machines with a CPU topology on which the workloads' pods
