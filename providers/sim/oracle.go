@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
@@ -60,6 +61,9 @@ type Oracle struct {
 	Greedy   bool `json:"greedy"`
 	// Backtracks counts the minutes raised after a later one was stuck.
 	Backtracks int `json:"backtracks"`
+	// Reactive is the schedule replayed by a controller that can only
+	// react (see ReactivePoint), at each floor.
+	Reactive []ReactivePoint `json:"reactive,omitempty"`
 }
 
 // ReplicaHours is the oracle's cost in pod-hours.
@@ -205,6 +209,52 @@ func (ow *oracleWorld) evaluate(replicas []int) (overSeconds int) {
 	return overSeconds
 }
 
+// evaluateSeconds replays a schedule of ready pods given second by second.
+func (ow *oracleWorld) evaluateSeconds(ready []int) (overSeconds int) {
+	s := ow.start(ready[0])
+	for sec, r := range ready {
+		s.resize(r, ow.servers)
+		if ow.minute(s, sec, sec+1) {
+			overSeconds++
+		}
+	}
+	return overSeconds
+}
+
+// ReactivePoint is how the oracle's schedule does when it can only react:
+// every rise is ready startup seconds after the minute that needs it
+// begins (a controller that knows at once how many pods a minute needs
+// and starts them that second), and Floor pods are kept at all times.
+type ReactivePoint struct {
+	Floor        int     `json:"floor"`
+	OverPct      float64 `json:"overPct"`
+	ReplicaHours float64 `json:"replicaHours"`
+}
+
+// reactive replays the schedule as a reactive controller would get it,
+// for each floor from 1 to the schedule's highest count: what keeping
+// pods in hand buys against the pods' startup. No causal controller does
+// better than this one at the same floor, so where every point that is
+// within a time over costs more than a bound, so does every controller.
+func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
+	n := len(ow.secs)
+	need := func(t int) int { return sched[min(max(t, 0), n-1)/60] }
+	var out []ReactivePoint
+	ready := make([]int, n)
+	for floor := 1; floor <= slices.Max(sched); floor++ {
+		var paid float64
+		for t := range n {
+			// Pods started at the minute's start serve from startup later
+			// and are paid from their start.
+			ready[t] = max(floor, min(need(t), need(t-int(ow.startup))))
+			paid += float64(max(floor, need(t)))
+		}
+		over := ow.evaluateSeconds(ready)
+		out = append(out, ReactivePoint{Floor: floor, OverPct: 100 * float64(over) / float64(n), ReplicaHours: paid / 3600})
+	}
+	return out
+}
+
 func (ow *oracleWorld) minutes() int { return (len(ow.secs) + 59) / 60 }
 
 func (ow *oracleWorld) seconds(m int) int { return min(60*m+60, len(ow.secs)) - 60*m }
@@ -259,6 +309,9 @@ func (ow *oracleWorld) search(maxPods int) (Oracle, bool, error) {
 		}
 	}
 	best.Backtracks = backtracks
+	if !math.IsInf(best.PodSeconds, 1) {
+		best.Reactive = ow.reactive(best.Replicas)
+	}
 	if math.IsInf(best.PodSeconds, 1) {
 		return Oracle{Constant: 0, Backtracks: backtracks}, false, nil
 	}
