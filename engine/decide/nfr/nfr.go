@@ -28,8 +28,6 @@ var (
 	AttrMaxReplicas = workload.MaxReplicas
 	AttrTargetCPU   = workload.TargetCPU
 	AttrMinScale    = workload.MinScale
-	// AttrDesiredReplicas is what the HPA's last sync asked for.
-	AttrDesiredReplicas = workload.DesiredReplicas
 )
 
 // Dimensions of an NFR.
@@ -300,9 +298,6 @@ func replicas(in Input, out *Output) {
 		it.Attr = addrs.Attr{Object: in.Target.Address, Path: AttrMinScale}
 	case in.HPA.Exists:
 		it.Attr = addrs.Attr{Object: in.HPA.Address, Path: AttrMinReplicas}
-		if s.Policy != spec.PolicyReference {
-			leaveToHPA(in.HPA, &it)
-		}
 		// minReplicas above the HPA's own maximum would be refused.
 		if max, ok := in.HPA.Attributes[AttrMaxReplicas]; ok && max.Type() == values.Count && max.Int() > 0 {
 			out.Intents = append(out.Intents, intent.Intent{Attr: it.Attr, Kind: intent.UpperBound,
@@ -325,23 +320,6 @@ func replicas(in Input, out *Output) {
 		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u.Int())
 	}
 	out.Intents = append(out.Intents, it)
-}
-
-// leaveToHPA keeps minReplicas where it is when the HPA already asks for
-// at least the count recommended: the HPA answers a burst on its own (as
-// fast as a raised minReplicas would reach it, at its next sync), and a
-// lower bound raised for the burst would outlast it by the decrease's
-// stability, cooldown and steps, paying for pods the HPA has let go.
-func leaveToHPA(hpa providers.Object, it *intent.Intent) {
-	cur, okC := hpa.Attributes[AttrMinReplicas]
-	want, okW := hpa.Attributes[AttrDesiredReplicas]
-	if !okC || !okW || cur.Type() != values.Count || want.Type() != values.Count {
-		return
-	}
-	if it.Value.Compare(cur) > 0 && want.Compare(it.Value) >= 0 {
-		it.Rationale += fmt.Sprintf("; the HPA already asks for %d: minReplicas stays %d", want.Int(), cur.Int())
-		it.Value = cur
-	}
 }
 
 // RoundUp16Mi rounds bytes up to a multiple of 16Mi.

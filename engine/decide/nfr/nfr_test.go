@@ -1,7 +1,6 @@
 package nfr
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,32 +177,6 @@ func TestDecideTargets(t *testing.T) {
 	}
 	if r := find(out, ContainerAttr("function", "limits")); r == nil || r.Value != values.BytesOf(224*MiB) {
 		t.Fatalf("limit: %+v", r)
-	}
-	// The slo policy leaves to the HPA what it already asks for: with its
-	// desiredReplicas at the recommendation or above, minReplicas stays at
-	// 2; one below, it is raised.
-	slo := nfrSpec("Deployment")
-	slo.Spec.Policy = spec.PolicySLO
-	hpaAt := func(desired string) providers.Object {
-		m := map[addrs.Path]string{AttrMinReplicas: "2", AttrMaxReplicas: "50"}
-		if desired != "" {
-			m[AttrDesiredReplicas] = desired
-		}
-		return object("HorizontalPodAutoscaler", true, m)
-	}
-	it = find(Decide(Input{Spec: slo, Target: object("Deployment", true, podTemplate()), HPA: hpaAt(""), Signals: sig}), AttrMinReplicas)
-	if it == nil || it.Value.Int() <= 3 {
-		t.Fatalf("slo policy: %+v, want a raise past 3", it)
-	}
-	rec := it.Value.Int()
-	for _, c := range []struct {
-		desired, want int64
-	}{{rec + 2, 2}, {rec, 2}, {rec - 1, rec}} {
-		it := find(Decide(Input{Spec: slo, Target: object("Deployment", true, podTemplate()), HPA: hpaAt(fmt.Sprint(c.desired)), Signals: sig}), AttrMinReplicas)
-		stays := fmt.Sprintf("the HPA already asks for %d: minReplicas stays 2", c.desired)
-		if it == nil || it.Value != values.CountOf(c.want) || (c.want == 2) != strings.Contains(it.Rationale, stays) {
-			t.Fatalf("HPA asking for %d (recommended %d): %+v, want %d", c.desired, rec, it, c.want)
-		}
 	}
 	// Without an HPA: spec.replicas of the Deployment.
 	out = Decide(Input{Spec: nfrSpec("Deployment"), Target: object("Deployment", true, podTemplate()), HPA: object("HorizontalPodAutoscaler", false, nil), Signals: sig})
