@@ -14,7 +14,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench lint fmt demo testenv fuzz clean proto bpf
+.PHONY: all build test test-short bench bench-control scenarios lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -37,6 +37,17 @@ test-short:
 bench: testenv build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	bash hack/bench-validate.sh $(BIN)
+
+# NFR control against its goals: every scenario of testdata/scenarios for
+# seeds 1–5, each with --baseline (the HPA alone, the cheapest fixed count
+# as good, the hindsight oracle); one table, printed and written into
+# docs/benchmarks.md. Add -strict to fail on a missed goal.
+bench-control: build
+	$(GO) run ./hack/benchcontrol -bin $(BIN) -dir testdata/scenarios -seeds 5 -doc docs/benchmarks.md
+
+# The scenario suite, written again from hack/scenarios (the same files).
+scenarios:
+	$(GO) run ./hack/scenarios -out testdata/scenarios -specs specs
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
