@@ -119,7 +119,7 @@ rather than go on with a new, empty world.`,
 	cmd.Flags().Int64Var(&seed, "seed", 0, "seed the world's draws with this instead of the Environment's seed")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
-	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, and compare")
+	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, add the hindsight oracle, and compare")
 	cmd.Flags().StringVar(&reportDir, "report", "", "write plots (SVG, PNG) of replicas, request rate and p99 against its target per workload, and an index page, into this directory")
 	return cmd
 }

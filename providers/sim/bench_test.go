@@ -92,3 +92,24 @@ func loadEnv(tb testing.TB, dir string) *spec.Environment {
 	}
 	return env
 }
+
+// BenchmarkOracleShipped searches the hindsight bound of the demo's
+// checkout over the shipped trace (58 minutes, 1.1M requests): the greedy
+// schedule, the constant one and the reactive replays.
+func BenchmarkOracleShipped(b *testing.B) {
+	tr, err := LoadTrace("../../specs/traces/azure-llm-conv-2023.csv", TraceOptions{RateScale: 80})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := spec.SimWorkload{Kind: KindDeployment, Namespace: "shop", Name: "checkout", Replicas: 2, PerPodRPS: 120,
+		CPUPerRequest: 4, CPURequest: 500, Startup: spec.Duration(20 * time.Second), ServiceTime: spec.Duration(40 * time.Millisecond),
+		Share: 0.7, Targets: []spec.Duration{spec.Duration(250 * time.Millisecond)}}
+	cfg := spec.SimConfig{RateScale: 80, Seed: 1, Workloads: []spec.SimWorkload{c}}
+	for b.Loop() {
+		o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 200)
+		if err != nil || !ok {
+			b.Fatal(err, ok)
+		}
+		b.ReportMetric(o.ReplicaHours(), "oracle-replica-h")
+	}
+}
