@@ -276,15 +276,7 @@ func (ow *oracleWorld) constant(maxPods int) int {
 		}
 		lo, hi = hi, min(2*hi, maxPods)
 	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if ok(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
+	return bisect(lo, hi, ok)
 }
 
 // search runs the greedy schedule and the constant one and keeps the
@@ -386,30 +378,24 @@ func (ow *oracleWorld) fewest(s *oracleState, m, lo, hi, guess int) (int, bool) 
 	}
 	guess = min(max(guess, lo), hi)
 	if clears(guess) {
-		// Bisect down in [lo, guess].
-		good, bad := guess, lo-1
-		for good-bad > 1 {
-			mid := (good + bad) / 2
-			if clears(mid) {
-				good = mid
-			} else {
-				bad = mid
-			}
-		}
-		return good, true
+		return bisect(lo-1, guess, clears), true
 	}
-	bad, good := guess, 0
-	for step := 1; good == 0; step *= 2 {
+	bad := guess
+	for step := 1; ; step *= 2 {
 		r := min(bad+step, hi)
 		if clears(r) {
-			good = r
-			break
+			return bisect(bad, r, clears), true
 		}
 		if r == hi {
 			return 0, false
 		}
 		bad = r
 	}
+}
+
+// bisect narrows a count that does not clear (bad) and one that does
+// (good) to neighbours, and returns the one that clears.
+func bisect(bad, good int, clears func(int) bool) int {
 	for good-bad > 1 {
 		mid := (good + bad) / 2
 		if clears(mid) {
@@ -418,5 +404,5 @@ func (ow *oracleWorld) fewest(s *oracleState, m, lo, hi, guess int) (int, bool) 
 			bad = mid
 		}
 	}
-	return good, true
+	return good
 }
