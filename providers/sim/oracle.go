@@ -77,7 +77,7 @@ type oracleArrival struct {
 
 // oracleState is everything serving depends on at a minute's start.
 type oracleState struct {
-	pods  []servers
+	pods  []oraclePod
 	route rand.PCG
 	ring  [60]oracleSec
 	n     int64 // requests in the trailing minute
@@ -86,10 +86,17 @@ type oracleState struct {
 
 type oracleSec struct{ n, over int32 }
 
+// oraclePod is a pod of a replay: its servers and the second it became
+// ready (which scaleDown ranks it by, as the world does).
+type oraclePod struct {
+	free    servers
+	readyAt int
+}
+
 func (s *oracleState) clone() *oracleState {
-	c := &oracleState{route: s.route, ring: s.ring, n: s.n, over: s.over, pods: make([]servers, len(s.pods))}
+	c := &oracleState{route: s.route, ring: s.ring, n: s.n, over: s.over, pods: make([]oraclePod, len(s.pods))}
 	for i, p := range s.pods {
-		c.pods[i] = append(servers(nil), p...)
+		c.pods[i] = oraclePod{free: append(servers(nil), p.free...), readyAt: p.readyAt}
 	}
 	return c
 }
@@ -152,17 +159,19 @@ func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string
 // start is the state before the first second with r pods.
 func (ow *oracleWorld) start(r int) *oracleState {
 	s := &oracleState{route: *rand.NewPCG(ow.seed, 0x90d5)}
-	s.resize(r, ow.servers)
+	s.resize(r, ow.servers, 0)
 	return s
 }
 
-// resize makes the pods r: new ones idle, the newest removed first (as the
-// world removes them).
-func (s *oracleState) resize(r, c int) {
+// resize makes the pods r at second sec: new ones idle and ready from
+// sec (started ahead of it), removed ones picked as the world picks them.
+func (s *oracleState) resize(r, c, sec int) {
 	for len(s.pods) < r {
-		s.pods = append(s.pods, newServers(c))
+		s.pods = append(s.pods, oraclePod{free: newServers(c), readyAt: sec})
 	}
-	s.pods = s.pods[:r]
+	if len(s.pods) > r {
+		s.pods = scaleDown(s.pods, r, sec, func(p oraclePod) int { return p.readyAt })
+	}
 }
 
 // minute serves seconds [from, to) in s and reports whether any of them
@@ -175,7 +184,7 @@ func (ow *oracleWorld) minute(s *oracleState, from, to int) (over bool) {
 		s.over -= int64(c.over)
 		*c = oracleSec{}
 		for _, a := range ow.secs[sec] {
-			p := s.pods[route.IntN(len(s.pods))]
+			p := s.pods[route.IntN(len(s.pods))].free
 			c.n++
 			finish, ok := p.take(a.at, a.service, a.at+MaxWait)
 			if !ok || finish-a.at > ow.target {
@@ -193,29 +202,29 @@ func (ow *oracleWorld) minute(s *oracleState, from, to int) (over bool) {
 	return over
 }
 
-// Evaluate replays a per-minute schedule and counts the seconds over the
+// evaluate replays a per-minute schedule and counts the seconds over the
 // target, for tests and for the constant search.
 func (ow *oracleWorld) evaluate(replicas []int) (overSeconds int) {
-	s := ow.start(replicas[0])
-	for m, r := range replicas {
-		s.resize(r, ow.servers)
-		from, to := 60*m, min(60*m+60, len(ow.secs))
-		for sec := from; sec < to; sec++ {
-			if ow.minute(s, sec, sec+1) {
-				overSeconds++
-			}
-		}
+	ready := make([]int, len(ow.secs))
+	for sec := range ready {
+		ready[sec] = replicas[sec/60]
 	}
-	return overSeconds
+	return ow.evaluateSeconds(ready, nil)
 }
 
-// evaluateSeconds replays a schedule of ready pods given second by second.
-func (ow *oracleWorld) evaluateSeconds(ready []int) (overSeconds int) {
+// evaluateSeconds replays a schedule of ready pods given second by second
+// and counts the seconds over the target; each, if not nil, sees every
+// second's own requests and those of them over the target.
+func (ow *oracleWorld) evaluateSeconds(ready []int, each func(sec int, n, over int32)) (overSeconds int) {
 	s := ow.start(ready[0])
 	for sec, r := range ready {
-		s.resize(r, ow.servers)
+		s.resize(r, ow.servers, sec)
 		if ow.minute(s, sec, sec+1) {
 			overSeconds++
+		}
+		if each != nil {
+			c := s.ring[sec%60]
+			each(sec, c.n, c.over)
 		}
 	}
 	return overSeconds
@@ -249,7 +258,7 @@ func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
 			ready[t] = max(floor, min(need(t), need(t-int(ow.startup))))
 			paid += float64(max(floor, need(t)))
 		}
-		over := ow.evaluateSeconds(ready)
+		over := ow.evaluateSeconds(ready, nil)
 		out = append(out, ReactivePoint{Floor: floor, OverPct: 100 * float64(over) / float64(n), ReplicaHours: paid / 3600})
 	}
 	return out
@@ -356,7 +365,7 @@ func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool
 		}
 		sched[m] = r
 		s := states[m].clone()
-		s.resize(r, ow.servers)
+		s.resize(r, ow.servers, 60*m)
 		ow.minute(s, 60*m, 60*m+ow.seconds(m))
 		states[m+1] = s
 		prev = r
@@ -373,7 +382,7 @@ func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool
 func (ow *oracleWorld) fewest(s *oracleState, m, lo, hi, guess int) (int, bool) {
 	clears := func(r int) bool {
 		c := s.clone()
-		c.resize(r, ow.servers)
+		c.resize(r, ow.servers, 60*m)
 		return !ow.minute(c, 60*m, 60*m+ow.seconds(m))
 	}
 	guess = min(max(guess, lo), hi)

@@ -798,15 +798,7 @@ func (wl *workload) reconcilePods(s int) {
 		cur = append(cur, wl.pods[len(wl.pods)-1])
 	}
 	if len(cur) > wl.replicas {
-		// Remove pods not yet ready first, then the newest.
-		sort.SliceStable(cur, func(i, j int) bool {
-			ri, rj := cur[i].readyAt > s, cur[j].readyAt > s
-			if ri != rj {
-				return ri
-			}
-			return cur[i].readyAt > cur[j].readyAt
-		})
-		cur = cur[len(cur)-wl.replicas:]
+		cur = scaleDown(cur, wl.replicas, s, func(p *pod) int { return p.readyAt })
 	}
 	readyNew := 0
 	for _, p := range cur {
@@ -830,6 +822,21 @@ func (wl *workload) reconcilePods(s int) {
 		}
 	}
 	wl.pods = kept
+}
+
+// scaleDown keeps n of pods at second s as a ReplicaSet picks the pods to
+// delete: those not yet ready first, then the newest. The pods kept are
+// left in the order of that ranking (the order the world then routes
+// over), which the oracle's replay depends on: both call this.
+func scaleDown[P any](pods []P, n, s int, readyAt func(P) int) []P {
+	sort.SliceStable(pods, func(i, j int) bool {
+		ri, rj := readyAt(pods[i]) > s, readyAt(pods[j]) > s
+		if ri != rj {
+			return ri
+		}
+		return readyAt(pods[i]) > readyAt(pods[j])
+	})
+	return pods[len(pods)-n:]
 }
 
 // emit writes every pod's metrics at t (ms). A pod that went away gets a
