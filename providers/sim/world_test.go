@@ -451,7 +451,7 @@ func approx(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
 // reads it (the fewest ready pods over two minutes), counts only pods
 // that are ready: 3 from the start; raised to 5 at 2m (startup 20 s), the
 // fewest over the window stays 3 until the window has only seconds with
-// 5 ready.
+// 5 ready; through a rolling update, 5.
 func TestReadyMinSignal(t *testing.T) {
 	r := newRig(t, constTrace(200, 600), deployment("checkout", 3))
 	q := kindsnfr.QueryReadyMin
@@ -464,5 +464,13 @@ func TestReadyMinSignal(t *testing.T) {
 	}
 	if v := r.value(t, q, 300); v != 5 {
 		t.Fatalf("at 5m: %v, want 5", v)
+	}
+	// A rolling update replaces every pod, a new one ready before an old
+	// one goes: 5 were ready at every moment, and the signal says so.
+	r.w.wls[0].template.templateGen++
+	for _, sec := range []int{330, 400, 480} {
+		if v := r.value(t, q, sec); v != 5 {
+			t.Fatalf("at %ds, rolling: %v, want 5", sec, v)
+		}
 	}
 }

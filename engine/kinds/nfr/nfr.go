@@ -51,11 +51,13 @@ const (
 // solves the least squares.
 const (
 	QueryPeak = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
-	// QueryReadyMin counts the pods ready at every scrape of the last two
+	// QueryReadyMin is the fewest pods ready at any scrape of the last two
 	// minutes (kube-state-metrics' readiness): the p99 of the last minute,
-	// and the backlog the minute before could leave it, were served by at
-	// least so many.
-	QueryReadyMin    = `sum by (namespace, label_app) (min_over_time(kube_pod_status_ready{condition="true"}[2m]) * on(namespace, pod) group_left(label_app) kube_pod_labels)`
+	// and the backlog the minute before could leave in it, were served by
+	// at least so many. (Counting the pods ready at every scrape instead
+	// would read 0 for two minutes after a rolling update, when every pod
+	// is new.)
+	QueryReadyMin    = `min_over_time((sum by (namespace, label_app) (kube_pod_status_ready{condition="true"} * on(namespace, pod) group_left(label_app) kube_pod_labels))[2m:5s])`
 	QueryServiceTime = `min_over_time((sum by (namespace, app) (rate(http_request_duration_seconds_sum[1m])) / sum by (namespace, app) (rate(http_request_duration_seconds_count[1m])))[30m:1m])`
 	// fitX and fitY are RPS served and CPU (millicores), both by
 	// namespace and app.
