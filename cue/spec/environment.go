@@ -260,7 +260,7 @@ func (c SimConfig) TraceFor(w SimWorkload) SimConfig {
 const ShiftWhole = "whole"
 
 // ShiftSeconds is Shift in whole seconds: -1 for ShiftWhole, def when
-// unset.
+// unset; below a second it is refused.
 func (c SimConfig) ShiftSeconds(def int) (int, error) {
 	switch c.Shift {
 	case "":
@@ -269,8 +269,10 @@ func (c SimConfig) ShiftSeconds(def int) (int, error) {
 		return -1, nil
 	}
 	d, err := time.ParseDuration(c.Shift)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("shift %q: want a duration ≥ 0 or %q", c.Shift, ShiftWhole)
+	if err != nil || d < time.Second {
+		// No shift would replay the K copies' arrivals at the same
+		// instants: K-fold bursts, which scaling "clone" names.
+		return 0, fmt.Errorf("shift %q: want a duration of at least 1s, or %q", c.Shift, ShiftWhole)
 	}
 	return int(d / time.Second), nil
 }
@@ -391,6 +393,10 @@ func (e *Environment) Check() []FieldError {
 		var c SimConfig
 		if json.Unmarshal(p.Config, &c) != nil {
 			continue
+		}
+		if _, err := c.ShiftSeconds(0); err != nil {
+			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.providers.%d.config.shift", i), Message: err.Error(),
+				Expected: `a duration of at least 1s ("1m" by default), or "whole"`})
 		}
 		wls := fmt.Sprintf("spec.providers.%d.config.workloads", i)
 		first := map[string]int{}

@@ -10,7 +10,8 @@ func TestShiftSeconds(t *testing.T) {
 	}{
 		{"", 60, false},
 		{"whole", -1, false},
-		{"0", 0, false},
+		{"0", 0, true},
+		{"500ms", 0, true},
 		{"90s", 90, false},
 		{"5m", 300, false},
 		{"1500ms", 1, false},

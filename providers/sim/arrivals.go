@@ -10,7 +10,7 @@ import (
 // How a trace is scaled by rateScale K (the sim config's scaling).
 const (
 	// ScaleSuperpose replays K independent copies of the trace, each
-	// shifted in time by a seeded random offset within ±shift (wrapping at
+	// shifted in time by a seeded random offset within ±shift (mirrored at
 	// the trace's ends), the last one thinned to K's fraction: K
 	// populations of users that follow the same envelope. The mean rate is
 	// K times the trace's; bursts shorter than the shift decorrelate (a
@@ -69,6 +69,7 @@ type arrival struct {
 type source struct {
 	tr      *Trace
 	offsets []int     // superpose: each copy's shift in seconds
+	mirror  bool      // superpose: offsets are bounded and mirror at the ends
 	keep    []float64 // superpose: each copy's keep probability
 	clones  int       // clone: whole clones of every arrival
 	frac    float64   // clone: probability of one more
@@ -124,10 +125,13 @@ func newSource(tr *Trace, scaling, service string, k, thin, share float64, shift
 			switch {
 			case j == 0 || d == 0:
 			case shift == ShiftWhole || shift >= d:
-				off = draw.IntN(d)
+				off = draw.IntN(d) // a rotation: second() wraps
 			case shift > 0:
-				// Wrapped into [0, d): second() reads s − off.
-				off = (draw.IntN(2*shift+1) - shift + d) % d
+				// Within ±shift; second() mirrors at the trace's ends,
+				// so a copy's edge minutes are its neighbours', not the
+				// other end's.
+				off = draw.IntN(2*shift+1) - shift
+				src.mirror = true
 			}
 			p := thin * share
 			if j == n-1 && k-float64(n-1) < 1 {
@@ -205,8 +209,15 @@ func (src *source) second(s int, buf []arrival) []arrival {
 	}
 	for j, off := range src.offsets {
 		b := s - off
-		if b < 0 {
+		switch {
+		case src.mirror && b < 0:
+			b = -b - 1
+		case src.mirror && b >= d:
+			b = 2*d - b - 1
+		case b < 0:
 			b += d
+		case b >= d:
+			b -= d
 		}
 		p := src.keep[j]
 		for i := tr.first[b]; i < tr.first[b+1]; i++ {
