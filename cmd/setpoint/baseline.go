@@ -81,44 +81,41 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 	sum.Baselines = append(sum.Baselines, fixed)
 	sum.Fixed = curve
 	fmt.Fprintf(progress, "baseline: oracle…\n")
-	oracle, err := oracleBaseline(main, end, sum.Workloads)
-	if err != nil {
-		return fmt.Errorf("baseline oracle: %w", err)
-	}
-	sum.Baselines = append(sum.Baselines, oracle)
+	sum.Baselines = append(sum.Baselines, oracleBaseline(main, end, sum.Workloads, progress))
 	return nil
 }
 
 // oracleBaseline is the hindsight bound of each workload with a latency
-// target (sim.FindOracle), over the same span as the run; a workload
-// without one, or whose target no schedule up to maxFixed pods meets, has
-// an empty row.
-func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult) (Variant, error) {
-	tr := *w.trace
-	if n := int(end.Sub(tr.Start) / time.Second); n < len(tr.Rate) {
-		tr.Rate = tr.Rate[:n]
-	}
+// target (sim.FindOracle), over the same span as the run and the same
+// requests; a workload without one, whose target no schedule up to
+// maxFixed pods meets, or whose oracle could not be searched (said on
+// progress) has an empty row.
+func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult, progress io.Writer) Variant {
+	seconds := int(end.Sub(w.trace.Start) / time.Second)
 	v := Variant{Name: "oracle"}
 	for i, wl := range w.simWorkloads() {
 		res := WorkloadResult{Workload: mine[i].Workload, Target: mine[i].Target}
 		if wl.target > 0 {
-			o, ok, err := sim.FindOracle(w.simCfg, &tr, sim.Options{}, wl.addr.Namespace, wl.addr.Name, wl.target, maxFixed)
-			if err != nil {
-				return Variant{}, err
-			}
-			if ok {
+			o, ok, err := sim.FindOracle(w.simCfg, w.trace, sim.Options{}, wl.addr.Namespace, wl.addr.Name, wl.target, maxFixed, seconds)
+			switch {
+			case err != nil:
+				fmt.Fprintf(progress, "baseline: no oracle for %s: %v\n", res.Workload, err)
+			case !ok:
+				fmt.Fprintf(progress, "baseline: no oracle for %s: no schedule of at most %d pods meets p99 ≤ %s\n", res.Workload, maxFixed, wl.target)
+			default:
 				res.Oracle = &o
 				res.ReplicaHours = o.ReplicaHours()
+				// Point j is the world's second (j+1)·step − 1.
 				step := mine[i].report.Step
 				for j := range mine[i].report.Points.Ready {
-					m := min((j+1)*step/60, len(o.Replicas)-1)
+					m := min(((j+1)*step-1)/60, len(o.Replicas)-1)
 					res.report.Points.Ready = append(res.report.Points.Ready, float64(o.Replicas[m]))
 				}
 			}
 		}
 		v.Workloads = append(v.Workloads, res)
 	}
-	return v, nil
+	return v
 }
 
 // fixedBaseline finds, for each workload with a latency target, the

@@ -106,7 +106,7 @@ func BenchmarkOracleShipped(b *testing.B) {
 		Share: 0.7, Targets: []spec.Duration{spec.Duration(250 * time.Millisecond)}}
 	cfg := spec.SimConfig{RateScale: 80, Seed: 1, Workloads: []spec.SimWorkload{c}}
 	for b.Loop() {
-		o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 200)
+		o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 200, 0)
 		if err != nil || !ok {
 			b.Fatal(err, ok)
 		}

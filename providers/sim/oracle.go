@@ -36,7 +36,7 @@ import (
 
 // Bounds of the oracle's search.
 const (
-	// MaxOracleArrivals bounds the requests the oracle keeps in memory (24
+	// MaxOracleArrivals bounds the requests the oracle keeps in memory (16
 	// bytes each): it replays every minute several times.
 	MaxOracleArrivals = 10_000_000
 	// maxBacktrack bounds how many minutes back a stuck minute may raise,
@@ -44,6 +44,9 @@ const (
 	// minute or more), so a schedule nothing clears ends in bounded time.
 	maxBacktrack        = 5
 	backtracksPerMinute = 20
+	// maxReactiveFloors bounds the reactive replays (each is the whole
+	// trace once).
+	maxReactiveFloors = 32
 )
 
 // Oracle is the hindsight bound for one workload.
@@ -111,19 +114,22 @@ type oracleWorld struct {
 }
 
 // FindOracle searches the hindsight bound of the workload namespace/name
-// of cfg over tr, against a p99 target, with at most maxPods pods. It
+// of cfg over the first seconds of tr (0: all of it) — tr and cfg as the
+// run had them, so the requests are the run's — against a p99 target, with
+// at most maxPods pods. It
 // fails when the workload is not in cfg or its requests are too many to
 // keep; ok is false when no schedule up to maxPods meets the target (not
 // even maxPods from start to end).
-func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string, target time.Duration, maxPods int) (Oracle, bool, error) {
+func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string, target time.Duration, maxPods, seconds int) (Oracle, bool, error) {
 	maxPods = min(max(maxPods, 1), MaxPodsPerWorkload)
 	// The workload alone, with nothing scaling it: only its requests and
-	// how a pod serves them are used.
+	// how a pod serves them are used. Its kind, namespace and name stay:
+	// they seed its draws.
 	cfg.RouteGroups, cfg.Nodes, cfg.Fleets = nil, nil, nil
 	var one []spec.SimWorkload
 	for _, c := range cfg.Workloads {
 		if c.Namespace == namespace && c.Name == name {
-			c.HPA, c.Knative, c.Kind, c.Replicas = nil, nil, KindDeployment, 1
+			c.HPA, c.Knative, c.Replicas = nil, nil, 1
 			one = append(one, c)
 		}
 	}
@@ -131,21 +137,36 @@ func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string
 		return Oracle{}, false, fmt.Errorf("oracle: no sim workload %s/%s", namespace, name)
 	}
 	cfg.Workloads = one
-	if exp := tr.Peak() * float64(len(tr.Rate)); exp <= 0 {
-		return Oracle{}, false, fmt.Errorf("oracle: the trace is empty")
-	}
 	w, err := NewWithTrace(cfg, tr, o)
 	if err != nil {
 		return Oracle{}, false, fmt.Errorf("oracle: %w", err)
 	}
-	wl := w.wls[0]
+	if seconds <= 0 || seconds > len(tr.Rate) {
+		seconds = len(tr.Rate)
+	}
+	ow, err := newOracleWorld(w.wls[0], target, seconds)
+	if err != nil {
+		return Oracle{}, false, err
+	}
+	return ow.search(maxPods)
+}
+
+// maxOracleArrivals is MaxOracleArrivals (a test lowers it).
+var maxOracleArrivals = MaxOracleArrivals
+
+// newOracleWorld collects the first seconds of a fresh workload's
+// requests, as the world would make them.
+func newOracleWorld(wl *workload, target time.Duration, seconds int) (*oracleWorld, error) {
+	if seconds <= 0 {
+		return nil, fmt.Errorf("oracle: the trace is empty")
+	}
 	ow := &oracleWorld{servers: wl.servers, startup: float64(wl.startup), target: target.Seconds(), seed: wl.src.seed}
 	var buf []arrival
 	total := 0
-	for s := range tr.Rate {
+	for s := range seconds {
 		buf = wl.src.second(s, buf[:0])
-		if total += len(buf); total > MaxOracleArrivals {
-			return Oracle{}, false, fmt.Errorf("oracle: the workload makes more than %d requests, more than the oracle keeps", MaxOracleArrivals)
+		if total += len(buf); total > maxOracleArrivals {
+			return nil, fmt.Errorf("oracle: the workload makes more than %d requests, more than the oracle keeps", maxOracleArrivals)
 		}
 		sec := make([]oracleArrival, len(buf))
 		for i, a := range buf {
@@ -153,7 +174,7 @@ func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string
 		}
 		ow.secs = append(ow.secs, sec)
 	}
-	return ow.search(maxPods)
+	return ow, nil
 }
 
 // start is the state before the first second with r pods.
@@ -247,19 +268,32 @@ type ReactivePoint struct {
 // within a time over costs more than a bound, so does every controller.
 func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
 	n := len(ow.secs)
-	need := func(t int) int { return sched[min(max(t, 0), n-1)/60] }
+	startup := int(ow.startup)
+	// ready: a pod present at t has been since it started (the newest go
+	// first), so those ready at t are the fewest needed over the startup
+	// before it; the pods at the trace's start were ready already.
+	readyAt := func(t int) int {
+		r := sched[t/60]
+		for m := max(t-startup, 0) / 60; m < t/60; m++ {
+			r = min(r, sched[m])
+		}
+		return r
+	}
 	var out []ReactivePoint
 	ready := make([]int, n)
-	for floor := 1; floor <= slices.Max(sched); floor++ {
+	for floor := 1; floor <= min(slices.Max(sched), maxReactiveFloors); floor++ {
 		var paid float64
 		for t := range n {
-			// Pods started at the minute's start serve from startup later
-			// and are paid from their start.
-			ready[t] = max(floor, min(need(t), need(t-int(ow.startup))))
-			paid += float64(max(floor, need(t)))
+			// Paid from the start: the pods a minute needs are started at
+			// its first second.
+			ready[t] = max(floor, readyAt(t))
+			paid += float64(max(floor, sched[t/60]))
 		}
 		over := ow.evaluateSeconds(ready, nil)
 		out = append(out, ReactivePoint{Floor: floor, OverPct: 100 * float64(over) / float64(n), ReplicaHours: paid / 3600})
+		if over == 0 {
+			break // a higher floor costs more and cannot do better
+		}
 	}
 	return out
 }
@@ -340,18 +374,20 @@ func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool
 	for i := range floor {
 		floor[i] = 1
 	}
-	states := make([]*oracleState, n+1) // at each minute's start
-	states[0] = &oracleState{route: *rand.NewPCG(ow.seed, 0x90d5)}
+	// The state at each minute's start, kept only as far back as a
+	// backtrack may go: behind the furthest minute reached by maxBacktrack.
+	states := map[int]*oracleState{0: {route: *rand.NewPCG(ow.seed, 0x90d5)}}
+	furthest := 0
 	prev := 1
 	for m := 0; m < n; {
 		r, found := ow.fewest(states[m], m, max(floor[m], 1), maxPods, max(prev, floor[m]))
 		if !found {
 			// Raise the nearest earlier minute still under the cap.
 			back := m - 1
-			for back >= 0 && back >= m-maxBacktrack && sched[back] >= maxPods {
+			for back >= 0 && back >= furthest-maxBacktrack && sched[back] >= maxPods {
 				back--
 			}
-			if back < 0 || back < m-maxBacktrack || backtracks >= backtracksPerMinute*n {
+			if back < 0 || back < furthest-maxBacktrack || backtracks >= backtracksPerMinute*n {
 				return nil, backtracks, false
 			}
 			backtracks++
@@ -370,6 +406,10 @@ func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool
 		states[m+1] = s
 		prev = r
 		m++
+		if m > furthest {
+			furthest = m
+			delete(states, furthest-maxBacktrack-1)
+		}
 	}
 	return sched, backtracks, true
 }

@@ -14,21 +14,13 @@ import (
 // oracleFor builds the oracle's replay of workload c over tr.
 func oracleFor(t *testing.T, tr *Trace, c spec.SimWorkload, target time.Duration) *oracleWorld {
 	t.Helper()
-	cfg := spec.SimConfig{Seed: 7, Workloads: []spec.SimWorkload{c}}
-	w, err := NewWithTrace(cfg, tr, Options{})
+	w, err := NewWithTrace(spec.SimConfig{Seed: 7, Workloads: []spec.SimWorkload{c}}, tr, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl := w.wls[0]
-	ow := &oracleWorld{servers: wl.servers, startup: float64(wl.startup), target: target.Seconds(), seed: wl.src.seed}
-	var buf []arrival
-	for s := range tr.Rate {
-		buf = wl.src.second(s, buf[:0])
-		sec := make([]oracleArrival, len(buf))
-		for i, a := range buf {
-			sec[i] = oracleArrival{at: a.at, service: a.cost * wl.svc}
-		}
-		ow.secs = append(ow.secs, sec)
+	ow, err := newOracleWorld(w.wls[0], target, len(tr.Rate))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ow
 }
@@ -120,22 +112,34 @@ func perSecond(sched []int, n int) []int {
 	return out
 }
 
-// handTrace is an arrival trace of three minutes, each second holding
+// handTrace is an arrival trace of whole minutes, each second holding
 // burst[m] requests at its start, every request costing the same.
 func handTrace(t *testing.T, bursts []int) *Trace {
+	t.Helper()
+	var per []int
+	for _, n := range bursts {
+		for range 60 {
+			per = append(per, n)
+		}
+	}
+	return secondsTrace(t, per, 0)
+}
+
+// secondsTrace is an arrival trace holding per[s] requests at the start
+// of second s, every request costing the same, cut to until (0: all); it
+// ends with the last second that has a request.
+func secondsTrace(t *testing.T, per []int, until time.Duration) *Trace {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("TIMESTAMP,ContextTokens,GeneratedTokens\n")
 	base := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
-	for m, n := range bursts {
-		for s := range 60 {
-			at := base.Add(time.Duration(60*m+s) * time.Second)
-			for range n {
-				fmt.Fprintf(&b, "%s,10,0\n", at.Format("2006-01-02 15:04:05.0000000"))
-			}
+	for s, n := range per {
+		at := base.Add(time.Duration(s) * time.Second)
+		for range n {
+			fmt.Fprintf(&b, "%s,10,0\n", at.Format("2006-01-02 15:04:05.0000000"))
 		}
 	}
-	return loadCSV(t, b.String(), TraceOptions{})
+	return loadCSV(t, b.String(), TraceOptions{Until: until})
 }
 
 // TestOracleHandWorked: pods of c = 2 servers (perPodRPS 20 × 100 ms),
@@ -157,7 +161,7 @@ func TestOracleHandWorked(t *testing.T) {
 	c.PerPodRPS, c.ServiceTime, c.Startup = 20, spec.Duration(100*time.Millisecond), spec.Duration(30*time.Second)
 	c.Targets = []spec.Duration{spec.Duration(250 * time.Millisecond)}
 	cfg := spec.SimConfig{Seed: 7, ServiceTimes: ServiceTokens, Workloads: []spec.SimWorkload{c}}
-	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 50)
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 50, 0)
 	if err != nil || !ok {
 		t.Fatalf("FindOracle: %v, ok %v", err, ok)
 	}
@@ -178,5 +182,121 @@ func TestOracleHandWorked(t *testing.T) {
 	less := []int{1, r - 1, 1}
 	if n := ow.evaluate(less); n == 0 {
 		t.Fatalf("%v has no second over: %d pods in minute 1 were not the fewest", less, r)
+	}
+}
+
+// handPods is the hand-worked tests' workload: pods of c = 2 servers
+// (perPodRPS 20 × 100 ms), every request 100 ms, startup 30 s.
+func handPods(target time.Duration) (spec.SimConfig, spec.SimWorkload) {
+	c := deployment("checkout", 1)
+	c.PerPodRPS, c.ServiceTime, c.Startup = 20, spec.Duration(100*time.Millisecond), spec.Duration(30*time.Second)
+	c.Targets = []spec.Duration{spec.Duration(target)}
+	return spec.SimConfig{Seed: 7, ServiceTimes: ServiceTokens, Workloads: []spec.SimWorkload{c}}, c
+}
+
+// TestOracleBacktracks: a minute no count can clear, because the window
+// still holds the minute before. Target 150 ms: a pod serves 2 requests at
+// once within it, a third waits 100 ms and is late. Minute 0 brings 2
+// requests a second and, at second 50, 3: with one pod 1 of the window's
+// 103 is late, within the 1% a p99 allows, so one pod clears minute 0.
+// Minute 1 is silent until second 110: at second 109 the window holds
+// only seconds 50–59 of minute 0, 21 requests with that late one, and
+// its p99 is over whatever minute 1 has. Only minute 0 can change that:
+// the search must go back and give it more pods.
+func TestOracleBacktracks(t *testing.T) {
+	var per []int
+	for s := range 180 {
+		switch {
+		case s == 50:
+			per = append(per, 3)
+		case s >= 60 && s < 110:
+			per = append(per, 0)
+		default:
+			per = append(per, 2)
+		}
+	}
+	tr := secondsTrace(t, per, 0)
+	cfg, c := handPods(150 * time.Millisecond)
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 150*time.Millisecond, 20, 0)
+	if err != nil || !ok {
+		t.Fatalf("FindOracle: %v, ok %v", err, ok)
+	}
+	if o.Backtracks == 0 || len(o.Replicas) != 3 || o.Replicas[0] < 2 || o.Replicas[1] != 1 || o.Replicas[2] != 1 || !o.Greedy {
+		t.Fatalf("%+v: want minute 0 raised by a backtrack, then one pod", o)
+	}
+	ow := oracleFor(t, tr, c, 150*time.Millisecond)
+	if n := ow.evaluate(o.Replicas); n != 0 {
+		t.Fatalf("%v: %d seconds over", o.Replicas, n)
+	}
+	if n := ow.evaluate([]int{1, 1, 1}); n == 0 {
+		t.Fatal("one pod throughout is not over: the case does not need a backtrack")
+	}
+}
+
+// TestOracleNothingClears: every request takes 1 s against a 250 ms
+// target, so no count clears anything: the search says so, and within its
+// budget of raises.
+func TestOracleNothingClears(t *testing.T) {
+	tr := handTrace(t, []int{2, 2, 2})
+	cfg, _ := handPods(250 * time.Millisecond)
+	cfg.Workloads[0].ServiceTime = spec.Duration(time.Second)
+	cfg.Workloads[0].PerPodRPS = 2
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 8, 0)
+	if err != nil || ok {
+		t.Fatalf("FindOracle: %+v, ok %v, %v: want none found", o, ok, err)
+	}
+	if o.Backtracks > backtracksPerMinute*3 {
+		t.Fatalf("%d raises, over the budget", o.Backtracks)
+	}
+}
+
+// TestOracleBounds: a workload making more requests than the oracle keeps
+// is refused before the search, and a trace cut short (150 s) is searched
+// over its two and a half minutes, the last paid for its 30 s.
+func TestOracleBounds(t *testing.T) {
+	cfg, _ := handPods(250 * time.Millisecond)
+	defer func(n int) { maxOracleArrivals = n }(maxOracleArrivals)
+	maxOracleArrivals = 100
+	if _, _, err := FindOracle(cfg, handTrace(t, []int{4, 4}), Options{}, "shop", "checkout", 250*time.Millisecond, 8, 0); err == nil || !strings.Contains(err.Error(), "more than 100 requests") {
+		t.Fatalf("over the bound: %v", err)
+	}
+	maxOracleArrivals = MaxOracleArrivals
+	tr := handTrace(t, []int{4, 9, 2})
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 50, 150)
+	if err != nil || !ok || len(o.Replicas) != 3 {
+		t.Fatalf("150 s: %+v, %v, %v", o, ok, err)
+	}
+	r := o.Replicas[1]
+	if want := float64(60*1+60*r+30*o.Replicas[2]) + 30*float64(o.Starts); o.PodSeconds != want {
+		t.Fatalf("cost %v pod-seconds, want %v (schedule %v)", o.PodSeconds, want, o.Replicas)
+	}
+}
+
+// TestOracleReactive replays the hand-worked schedule [1 r 1] as a
+// controller that can only react gets it (startup 30 s): minute 1's extra
+// pods serve only from second 90, so its first 30 s of 9 requests a second
+// fall on one pod and are over; paid from their start, the pods cost
+// 60 + 60r + 60 pod-seconds at floor 1, and each floor up to r is tried
+// until one is never over.
+func TestOracleReactive(t *testing.T) {
+	tr := handTrace(t, []int{4, 9, 2})
+	cfg, c := handPods(250 * time.Millisecond)
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", 250*time.Millisecond, 50, 0)
+	if err != nil || !ok {
+		t.Fatalf("FindOracle: %v, ok %v", err, ok)
+	}
+	r := o.Replicas[1]
+	pts := oracleFor(t, tr, c, 250*time.Millisecond).reactive(o.Replicas)
+	if len(pts) == 0 || pts[0].Floor != 1 || pts[0].ReplicaHours != float64(60+60*r+60)/3600 || pts[0].OverPct <= 0 {
+		t.Fatalf("floor 1: %+v, want %v replica-hours and time over", pts, float64(60+60*r+60)/3600)
+	}
+	last := pts[len(pts)-1]
+	if len(pts) > r || last.OverPct != 0 && last.Floor != r {
+		t.Fatalf("%+v: want floors up to the first never over, at most %d", pts, r)
+	}
+	for i, p := range pts[1:] {
+		if p.Floor != pts[i].Floor+1 || p.ReplicaHours < pts[i].ReplicaHours {
+			t.Fatalf("%+v: floors rise one at a time and cost no less", pts)
+		}
 	}
 }
