@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/internal/controlgoals"
 	"github.com/setpoint-dev/setpoint/internal/simreport"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
@@ -29,7 +30,7 @@ var baselines = []struct {
 	}, false},
 	// setpoint plans but applies nothing: the world's own HPA and Knative
 	// autoscaler act alone.
-	{"autoscalers alone (observe)", func(n *spec.NFR) {
+	{controlgoals.BaselineHPA, func(n *spec.NFR) {
 		if n.Spec.Enforcement.Replicas == spec.ModeEnforce {
 			n.Spec.Enforcement.Replicas = spec.ModeObserve
 		}
@@ -92,7 +93,7 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 // progress) has an empty row.
 func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult, progress io.Writer) Variant {
 	seconds := int(end.Sub(w.trace.Start) / time.Second)
-	v := Variant{Name: "oracle"}
+	v := Variant{Name: controlgoals.BaselineOracle}
 	for i, wl := range w.simWorkloads() {
 		res := WorkloadResult{Workload: mine[i].Workload, Target: mine[i].Target}
 		if wl.target > 0 {
@@ -208,7 +209,7 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 	for k := range curve {
 		slices.SortFunc(curve[k], func(a, b FixedPoint) int { return a.Replicas - b.Replicas })
 	}
-	return Variant{Name: "fixed", Workloads: best}, curve, nil
+	return Variant{Name: controlgoals.BaselineFixed, Workloads: best}, curve, nil
 }
 
 // writeReport draws the run and its baselines.

@@ -18,6 +18,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
 	"github.com/setpoint-dev/setpoint/engine/state"
+	"github.com/setpoint-dev/setpoint/internal/controlgoals"
 	"github.com/setpoint-dev/setpoint/internal/simreport"
 	"github.com/setpoint-dev/setpoint/providers"
 	fleetcluster "github.com/setpoint-dev/setpoint/providers/cluster"
@@ -90,6 +91,7 @@ rather than go on with a new, empty world.`,
 			if err != nil {
 				return err
 			}
+			sum.Seed = w.simCfg.Seed
 			if baseline {
 				if err := runBaselines(cmd.Context(), args[0], o, w, end, sum, cmd.ErrOrStderr()); err != nil {
 					return err
@@ -159,6 +161,8 @@ func simEnd(tr *sim.Trace, until string) (time.Time, error) {
 
 // Summary of a sim run.
 type Summary struct {
+	// Seed is the sim world's seed the run drew with.
+	Seed    int64          `json:"seed"`
 	Virtual string         `json:"virtual"`
 	Wall    string         `json:"wall"`
 	Ticks   int            `json:"ticks"`
@@ -544,7 +548,7 @@ func (s *Summary) table() string {
 				continue
 			}
 			r := v.Workloads[i]
-			if v.Name == "oracle" && r.Oracle == nil {
+			if v.Name == controlgoals.BaselineOracle && r.Oracle == nil {
 				continue
 			}
 			over, late := "-", "-"

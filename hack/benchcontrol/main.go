@@ -78,9 +78,19 @@ func main() {
 	}
 	close(next)
 	wg.Wait()
+	if len(rows) == 0 {
+		log.Fatalf("no scenario in %s matches", *dir)
+	}
 	table := render(rows)
 	fmt.Print(table)
-	if *doc != "" {
+	failed := slices.ContainsFunc(rows, func(r *row) bool { return r.err != nil })
+	switch {
+	case *doc == "":
+	case failed:
+		// A table with failed runs would replace good figures with
+		// errors: the doc keeps what it had.
+		log.Printf("%s not written: a replay failed", *doc)
+	default:
 		if err := writeDoc(*doc, table); err != nil {
 			log.Fatal(err)
 		}
@@ -101,7 +111,11 @@ func (r *row) run(bin, dir string) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	r.wall = time.Since(start)
-	if err != nil {
+	switch {
+	case ctx.Err() != nil:
+		r.err = fmt.Errorf("timed out after %s", r.wall.Round(time.Second))
+		return
+	case err != nil:
 		r.err = fmt.Errorf("%v: %s", err, lastLine(errb.String()))
 		return
 	}
@@ -109,7 +123,9 @@ func (r *row) run(bin, dir string) {
 		r.err = err
 		return
 	}
-	r.missed = r.Missed()
+	for _, m := range r.Missed() {
+		r.missed = append(r.missed, m.Text)
+	}
 }
 
 func (r *row) brief() string {
@@ -137,7 +153,7 @@ func render(rows []*row) string {
 	met := 0
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(&b, "| %s | %d | error: %s |||||||||\n", r.scenario, r.seed, r.err)
+			fmt.Fprintf(&b, "| %s | %d | error: %s |||||||||\n", r.scenario, r.seed, strings.NewReplacer("|", "\\|", "\n", " ").Replace(r.err.Error()))
 			continue
 		}
 		fixed := "-"
@@ -158,31 +174,57 @@ func render(rows []*row) string {
 			met++
 		}
 		sp, h := r.Setpoint, r.HPA
+		fixedRatio := "-" // no fixed count as good
+		if r.Fixed.Fixed > 0 {
+			fixedRatio = ratio(sp.ReplicaHours, r.Fixed.ReplicaHours)
+		}
 		fmt.Fprintf(&b, "| %s | %d | %.1f%%, %.2f | %.1f%%, %.2f | %s | %.2f | %s | %s | %s | %s | %s |\n",
 			r.scenario, r.seed, sp.OverPct, sp.ReplicaHours, h.OverPct, h.ReplicaHours, fixed, r.Oracle,
-			ratio(sp.ReplicaHours, r.Oracle), ratio(sp.ReplicaHours, h.ReplicaHours), ratio(sp.ReplicaHours, r.Fixed.ReplicaHours), bound, goals)
+			ratio(sp.ReplicaHours, r.Oracle), ratio(sp.ReplicaHours, h.ReplicaHours), fixedRatio, bound, goals)
 	}
 	fmt.Fprintf(&b, "\nGoals met on %d of %d runs.\n", met, len(rows))
 	return b.String()
 }
 
-// writeDoc replaces what lies between the markers in path with table.
+// writeDoc replaces what lies between the markers in path with table,
+// through a file beside it renamed over it (the file keeps its mode).
 func writeDoc(path, table string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, beginMark), strings.Index(s, endMark)
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %s … %s section", path, beginMark, endMark)
+	i := strings.Index(s, beginMark)
+	j := strings.Index(s, endMark)
+	if i < 0 || j < i || strings.Count(s, beginMark) != 1 || strings.Count(s, endMark) != 1 {
+		return fmt.Errorf("%s: want one %s … %s section", path, beginMark, endMark)
 	}
 	s = s[:i+len(beginMark)] + "\n" + table + s[j:]
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+	fi, err := os.Stat(path)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	f, err := os.CreateTemp(filepath.Dir(path), ".bench-control-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(fi.Mode().Perm()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func lastLine(s string) string {

@@ -42,6 +42,14 @@ type Row struct {
 	Reactive float64
 }
 
+// The names of `sim --baseline`'s rows the goals read (cmd/setpoint's
+// baseline.go names them so).
+const (
+	BaselineHPA    = "autoscalers alone (observe)"
+	BaselineFixed  = "fixed"
+	BaselineOracle = "oracle"
+)
+
 // summary is the part of `sim --json` the goals read.
 type summary struct {
 	Workloads []struct {
@@ -79,17 +87,19 @@ func Read(out []byte, workload string) (Row, error) {
 		return Row{}, fmt.Errorf("the sim summary has no workload %q among %d", workload, len(s.Workloads))
 	}
 	r := Row{Workload: s.Workloads[i].Workload, Setpoint: s.Workloads[i].Variant}
+	seen := map[string]bool{}
 	for _, b := range s.Baselines {
 		if i >= len(b.Workloads) {
 			continue
 		}
 		w := b.Workloads[i]
+		seen[b.Name] = true
 		switch b.Name {
-		case "autoscalers alone (observe)":
+		case BaselineHPA:
 			r.HPA = w.Variant
-		case "fixed":
+		case BaselineFixed:
 			r.Fixed = w.Variant
-		case "oracle":
+		case BaselineOracle:
 			r.Oracle = w.ReplicaHours
 			if w.Oracle != nil {
 				for _, p := range w.Oracle.Reactive {
@@ -100,28 +110,50 @@ func Read(out []byte, workload string) (Row, error) {
 			}
 		}
 	}
+	for _, name := range []string{BaselineHPA, BaselineFixed, BaselineOracle} {
+		if !seen[name] {
+			return Row{}, fmt.Errorf("the sim summary has no %q row for %s (run sim with --baseline)", name, r.Workload)
+		}
+	}
 	if r.Oracle == 0 {
-		return Row{}, fmt.Errorf("the sim summary has no oracle row for %s (run sim with --baseline)", r.Workload)
+		return Row{}, fmt.Errorf("the sim summary's oracle row for %s is empty: no oracle was found", r.Workload)
 	}
 	return r, nil
 }
 
-// Missed lists every goal the row misses, with its numbers (none: all
-// met).
-func (r Row) Missed() []string {
-	var out []string
+// The goals, as Miss names them.
+const (
+	GoalOver   = "over"   // time over at most MaxOverPct
+	GoalHPA    = "hpa"    // time over at most the HPA alone's
+	GoalFixed  = "fixed"  // replica-hours at most MaxFixedRatio × the fixed count as good
+	GoalOracle = "oracle" // replica-hours at most MaxOracle × the oracle
+)
+
+// Miss is one goal missed, with its numbers.
+type Miss struct {
+	Goal, Text string
+}
+
+func (m Miss) String() string { return m.Text }
+
+// Missed lists every goal the row misses (none: all met).
+func (r Row) Missed() []Miss {
+	var out []Miss
+	miss := func(goal, format string, args ...any) {
+		out = append(out, Miss{Goal: goal, Text: fmt.Sprintf(format, args...)})
+	}
 	sp := r.Setpoint
 	if sp.OverPct > MaxOverPct {
-		out = append(out, fmt.Sprintf("over %.1f%% > %.0f%%", sp.OverPct, MaxOverPct))
+		miss(GoalOver, "over %.1f%% > %.0f%%", sp.OverPct, MaxOverPct)
 	}
 	if sp.OverPct > r.HPA.OverPct+1e-9 {
-		out = append(out, fmt.Sprintf("over %.1f%% > the HPA's %.1f%%", sp.OverPct, r.HPA.OverPct))
+		miss(GoalHPA, "over %.1f%% > the HPA's %.1f%%", sp.OverPct, r.HPA.OverPct)
 	}
 	if r.Fixed.Fixed > 0 && sp.ReplicaHours > MaxFixedRatio*r.Fixed.ReplicaHours+1e-9 {
-		out = append(out, fmt.Sprintf("%.2f replica-hours > %.2f × fixed %d's %.2f", sp.ReplicaHours, MaxFixedRatio, r.Fixed.Fixed, r.Fixed.ReplicaHours))
+		miss(GoalFixed, "%.2f replica-hours > %.2f × fixed %d's %.2f", sp.ReplicaHours, MaxFixedRatio, r.Fixed.Fixed, r.Fixed.ReplicaHours)
 	}
 	if sp.ReplicaHours > MaxOracle*r.Oracle+1e-9 {
-		out = append(out, fmt.Sprintf("%.2f replica-hours > %.1f × the oracle's %.2f", sp.ReplicaHours, MaxOracle, r.Oracle))
+		miss(GoalOracle, "%.2f replica-hours > %.1f × the oracle's %.2f", sp.ReplicaHours, MaxOracle, r.Oracle)
 	}
 	return out
 }

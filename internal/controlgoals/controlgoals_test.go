@@ -2,6 +2,7 @@ package controlgoals
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,7 +26,11 @@ func TestMissed(t *testing.T) {
 	for _, c := range cases {
 		r := base
 		c.edit(&r)
-		if got := r.Missed(); !reflect.DeepEqual(got, c.want) {
+		var got []string
+		for _, m := range r.Missed() {
+			got = append(got, m.Text)
+		}
+		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -46,6 +51,11 @@ func TestRead(t *testing.T) {
 		t.Fatalf("%+v, want %+v", r, want)
 	}
 	if _, err := Read([]byte(`{"workloads":[{"workload":"a"}]}`), ""); err == nil {
-		t.Fatal("a summary without an oracle row was read")
+		t.Fatal("a summary without baselines was read")
+	}
+	// Without the HPA's row there is nothing to hold the time over to.
+	noHPA := []byte(strings.Replace(string(out), `"autoscalers alone (observe)"`, `"something else"`, 1))
+	if _, err := Read(noHPA, ""); err == nil || !strings.Contains(err.Error(), "autoscalers alone") {
+		t.Fatalf("a summary without the HPA's row: %v", err)
 	}
 }

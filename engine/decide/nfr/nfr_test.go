@@ -303,7 +303,18 @@ func TestSLORecommendation(t *testing.T) {
 		// Only 3 ready at some point of the window: the miss is too few
 		// pods, not the model; it stays at 4.
 		{"feedback unjudged", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(3); return s }(), 4,
-			[]string{"= 4;", "p99 500ms > 250ms with 3 pods ready in its minute, fewer than the model's 4: no feedback"}},
+			[]string{"p99 500ms > 250ms with 3 pods ready in its minute, fewer than the model's 4: no feedback"}},
+		// More ready than the model asks: judged, as with exactly 4.
+		{"feedback, more pods served", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(6); return s }(), 5, []string{"×1.35 = 5"}},
+		// Under target, too few ready: nothing to judge, nothing said.
+		{"within target, few ready", base, func() Signals { s := sig(300, 1320, 350, 0.2); s.ReadyMin = f(2); return s }(), 4, []string{"p99 200ms ≤ 250ms"}},
+	}
+	// What a case must not say: the unjudged and the within-target
+	// counts carry no feedback factor.
+	not := map[string][]string{
+		"feedback unjudged":          {": ×"},
+		"within target, few ready":   {": ×", "no feedback"},
+		"feedback, more pods served": {"no feedback"},
 	}
 	for _, c := range cases {
 		got, why, ok := SLORecommendation(c.spec(), c.sig)
@@ -314,6 +325,11 @@ func TestSLORecommendation(t *testing.T) {
 		for _, w := range c.why {
 			if !strings.Contains(why, w) {
 				t.Errorf("%s: %q lacks %q", c.name, why, w)
+			}
+		}
+		for _, w := range not[c.name] {
+			if strings.Contains(why, w) {
+				t.Errorf("%s: %q says %q", c.name, why, w)
 			}
 		}
 	}
