@@ -510,13 +510,14 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 	}
 	// The demo's route group moves its degraded backend's traffic to the
 	// others for the five minutes it is degraded, and back, without
-	// flapping.
+	// flapping it. (With traffic that rises and falls, a healthy backend's
+	// slots may swing once more on its pressure's noise: at most one flap.)
 	if len(s.RouteGroups) != 1 || len(s.RouteGroups[0].Backends) != 3 || len(s.RouteGroups[0].Phases) != 3 {
 		t.Fatalf("route groups %+v: want the demo's", s.RouteGroups)
 	}
 	for _, b := range s.RouteGroups[0].Backends {
 		degraded := b.Address == "127.0.0.1:9002"
-		if during := b.Share[1]; degraded && during > 0.1 || !degraded && during < 0.4 || b.Share[0] < 0.3 || b.Share[2] < 0.3 || b.Flaps != 0 {
+		if during := b.Share[1]; degraded && during > 0.1 || !degraded && during < 0.4 || b.Share[0] < 0.3 || b.Share[2] < 0.3 || degraded && b.Flaps != 0 || b.Flaps > 1 {
 			t.Errorf("%s: shares %v before / during / after its window, %d flaps", b.Address, b.Share, b.Flaps)
 		}
 	}
