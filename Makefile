@@ -7,6 +7,10 @@ CUE_VER   := $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 STATICCHECK_VER := v0.8.2
 # kube-apiserver that `make testenv` builds and internal/kubetest runs.
 KUBE_VERSION := v1.35.4
+# etcd and kwok of the full control plane (internal/kubetest); the
+# constants there must match.
+ETCD_VERSION := v3.6.5
+KWOK_VERSION := v0.8.0
 BIN       := bin/setpoint
 PKGS      := ./...
 FUZZTIME  ?= 60s
@@ -68,22 +72,22 @@ demo: build
 	./$(BIN) sim --baseline specs/
 
 # Tools the tests run for real: the cue CLI at the library's version (for
-# the `cue vet` parity test); etcd (Debian's etcd-server) and kube-apiserver
-# $(KUBE_VERSION), built from source once and cached by version, for
-# internal/kubetest; Debian's prometheus for internal/promtest. Later:
-# clang/bpf2go.
+# the `cue vet` parity test); etcd $(ETCD_VERSION), kube-apiserver,
+# kube-controller-manager and kube-scheduler $(KUBE_VERSION) and kwok
+# $(KWOK_VERSION), built from source once and cached by version, for
+# internal/kubetest's API server and full control plane; Debian's
+# prometheus for internal/promtest.
 testenv:
 	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
 		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
-	@if ! command -v etcd >/dev/null 2>&1; then \
-		echo "installing etcd-server"; export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -qq etcd-server >/dev/null || \
-		{ apt-get update -qq && apt-get install -y -qq etcd-server >/dev/null; }; fi
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 		echo "installing prometheus"; export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -qq prometheus >/dev/null || \
 		{ apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; }; fi
-	@bash hack/testenv/kube-apiserver.sh $(KUBE_VERSION) >/dev/null
+	@bash hack/testenv/etcd.sh $(ETCD_VERSION) >/dev/null
+	@for c in kube-apiserver kube-controller-manager kube-scheduler; do \
+		bash hack/testenv/kube-component.sh $$c $(KUBE_VERSION) >/dev/null || exit 1; done
+	@bash hack/testenv/go-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok $(KWOK_VERSION) >/dev/null
 
 # Every fuzz target for FUZZTIME each (make test runs their seed corpora).
 FUZZ_TARGETS := ./cue/load:FuzzLoad ./providers/sim:FuzzReadTrace ./providers/sim:FuzzLoadChanges \

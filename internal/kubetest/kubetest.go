@@ -21,9 +21,10 @@
 // selects no such test pays nothing) and stops when the run ends. Tests that
 // must stop and restart the API server take a private one with Start.
 //
-// The binaries come from `make testenv`: kube-apiserver is built from source
-// and cached (see hack/testenv/kube-apiserver.sh), etcd is Debian's
-// etcd-server. When one is missing the tests fail, naming `make testenv`;
+// The binaries come from `make testenv`, built from source and cached by
+// version: kube-apiserver (hack/testenv/kube-component.sh) and etcd v3.6
+// (hack/testenv/etcd.sh); StartPlane adds kube-controller-manager,
+// kube-scheduler and kwok. When one is missing the tests fail, naming `make testenv`;
 // they never skip.
 package kubetest
 
