@@ -49,6 +49,7 @@ spec:
 	cs := p.Clientset(t)
 	waitPods(t, p, ns, "app=web", 2)
 
+	t0 := time.Now()
 	exp := p.StartExporter(t)
 	exp.SetLoad(ns, "web", kubetest.Load{RPS: 600, Latency: 40 * time.Millisecond, CPUPerRequest: 0.004, WorkingSet: 100 << 20})
 	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
@@ -69,6 +70,7 @@ spec:
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	t.Logf("prometheus sees the load after %s", time.Since(t0).Round(time.Millisecond))
 	dir := t.TempDir()
 	files := map[string]string{
 		"env.yaml": fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: file, path: state.json}\n", prom.URL),
@@ -88,13 +90,17 @@ spec:
 			t.Fatal(err)
 		}
 	}
+	t1 := time.Now()
 	out, errOut, code := runCLI(t, "apply", "--auto-approve", "--kubeconfig", p.Kubeconfig, dir)
+	t.Logf("apply took %s", time.Since(t1).Round(time.Millisecond))
 	if code != 0 || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// The HPA controller takes the floor to the Deployment; the pod it
 	// adds is scheduled and becomes Ready.
+	t2 := time.Now()
 	waitPods(t, p, ns, "app=web", 3)
+	t.Logf("3 pods Ready %s after the apply", time.Since(t2).Round(time.Millisecond))
 	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
 	if err != nil || *d.Spec.Replicas != 3 || d.Status.ReadyReplicas != 3 {
 		t.Fatalf("the Deployment after the apply: %+v, %v", d.Status, err)
