@@ -17,17 +17,41 @@ import (
 	"github.com/setpoint-dev/setpoint/internal/promtest"
 )
 
-// TestPlaneNFRRaisesTheHPAsFloor runs setpoint apply, the real binary, on
-// a full control plane: the NFR sees 600 req/s on 2 pods through a real
-// Prometheus, raises the HPA's minReplicas by its bounded step, and the
-// real HPA controller scales the Deployment, whose new pod the scheduler
-// places and kwok makes Running and Ready. What is asserted is what the
-// controllers did: the Deployment's replicas and its Ready pods.
-func TestPlaneNFRRaisesTheHPAsFloor(t *testing.T) {
-	p := kubetest.StartPlane(t, kubetest.PlaneOptions{})
-	t.Logf("plane up: API server %s, controllers, scheduler, kwok and the node %s", p.StartupTime.Round(time.Millisecond), p.PlaneStartupTime.Round(time.Millisecond))
-	ns := p.Namespace(t)
-	p.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+// planeScenario is one end-to-end case on the full control plane: its
+// objects and its app's load are set up first (every scenario's load
+// needs a minute of history before a rate over [1m] says it, so they warm
+// up together), then it runs setpoint, the real binary, and asserts what
+// the controllers did.
+type planeScenario struct {
+	name string
+	load kubetest.Load
+	// objects are applied in the scenario's namespace (%[1]s).
+	objects string
+	run     func(t *testing.T, c *planeCase)
+}
+
+// planeCase is a scenario's running context.
+type planeCase struct {
+	p    *kubetest.Plane
+	ns   string
+	prom string
+}
+
+// apply runs setpoint apply on a directory holding the Environment (the
+// kubernetes provider, the real Prometheus) and the given specs.
+func (c *planeCase) apply(t *testing.T, specs string) (string, string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	env := fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: file, path: state.json}\n", c.prom)
+	for name, body := range map[string]string{"env.yaml": env, "specs.yaml": fmt.Sprintf(specs, c.ns)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return runCLI(t, "apply", "--auto-approve", "--kubeconfig", c.p.Kubeconfig, dir)
+}
+
+const webDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: %[1]s}
 spec:
@@ -36,7 +60,9 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec: {containers: [{name: app, image: registry.example/web:1, resources: {requests: {cpu: 500m, memory: 256Mi}, limits: {memory: 512Mi}}}]}
----
+`
+
+const webHPA = `---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
 metadata: {name: web, namespace: %[1]s}
@@ -45,36 +71,11 @@ spec:
   minReplicas: 2
   maxReplicas: 20
   metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}}]
-`, ns))
-	cs := p.Clientset(t)
-	waitPods(t, p, ns, "app=web", 2)
+`
 
-	t0 := time.Now()
-	exp := p.StartExporter(t)
-	exp.SetLoad(ns, "web", kubetest.Load{RPS: 600, Latency: 40 * time.Millisecond, CPUPerRequest: 0.004, WorkingSet: 100 << 20})
-	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
-	src, err := promsource.New(promsource.Config{URL: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A rate needs two scrapes of every pod.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := src.Query(context.Background(), `sum(rate(http_requests_total[1m])) > 500`, time.Now())
-		if err == nil && len(r.Samples) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus never saw the load: %v %+v", err, r)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-
-	t.Logf("prometheus sees the load after %s", time.Since(t0).Round(time.Millisecond))
-	dir := t.TempDir()
-	files := map[string]string{
-		"env.yaml": fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: file, path: state.json}\n", prom.URL),
-		"web.yaml": fmt.Sprintf(`apiVersion: setpoint.dev/v1alpha1
+// webNFR is the NFR on web: 600 req/s at 4m each needs more than 2 pods
+// of 500m; the bounded step (30%, at least 1) takes one more per apply.
+const webNFR = `apiVersion: setpoint.dev/v1alpha1
 kind: NFR
 metadata: {name: web, namespace: %s}
 spec:
@@ -83,28 +84,106 @@ spec:
   cpuPerPod: 500m
   latency: {p99: 250ms}
   enforcement: {replicas: enforce, memory: off}
-`, ns),
+`
+
+var busy = kubetest.Load{RPS: 600, Latency: 40 * time.Millisecond, CPUPerRequest: 0.004, WorkingSet: 100 << 20}
+
+var planeScenarios = []planeScenario{
+	// NFR raises the HPA's minReplicas; the real HPA controller takes the
+	// floor to the Deployment, whose new pod the scheduler places and kwok
+	// makes Ready.
+	{name: "hpa-floor", load: busy, objects: webDeployment + webHPA, run: func(t *testing.T, c *planeCase) {
+		out, errOut, code := c.apply(t, webNFR)
+		if code != 0 || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitPods(t, c.p, c.ns, "app=web", 3)
+		waitDeployment(t, c.p, c.ns, "web", 3)
+	}},
+	// Without an HPA, NFR writes the Deployment's replicas; its ReplicaSet
+	// follows and the pod comes up.
+	{name: "no-hpa", load: busy, objects: webDeployment, run: func(t *testing.T, c *planeCase) {
+		out, errOut, code := c.apply(t, webNFR)
+		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 3") {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitPods(t, c.p, c.ns, "app=web", 3)
+		rss, err := c.p.Clientset(t).AppsV1().ReplicaSets(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(rss.Items) != 1 || *rss.Items[0].Spec.Replicas != 3 || rss.Items[0].Status.ReadyReplicas != 3 {
+			t.Fatalf("want the one ReplicaSet at 3 ready: %+v, %v", rss, err)
+		}
+	}},
+}
+
+// TestPlane runs every scenario on one full control plane, each in a
+// namespace of its own, through setpoint, the real binary.
+func TestPlane(t *testing.T) {
+	p := kubetest.StartPlane(t, kubetest.PlaneOptions{})
+	t.Logf("plane up: API server %s, controllers, scheduler, kwok and the node %s", p.StartupTime.Round(time.Millisecond), p.PlaneStartupTime.Round(time.Millisecond))
+	exp := p.StartExporter(t)
+	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
+	cases := make([]*planeCase, len(planeScenarios))
+	for i, s := range planeScenarios {
+		c := &planeCase{p: p, ns: p.Namespace(t), prom: prom.URL}
+		p.Apply(t, fmt.Sprintf(s.objects, c.ns))
+		cases[i] = c
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+	for i, s := range planeScenarios {
+		waitPods(t, p, cases[i].ns, "app=web", 2)
+		exp.SetLoad(cases[i].ns, "web", s.load)
+	}
+	// A rate over [1m] says the load once it has most of a minute of
+	// samples.
+	t0 := time.Now()
+	src, err := promsource.New(promsource.Config{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range planeScenarios {
+		q := fmt.Sprintf(`sum(rate(http_requests_total{namespace=%q}[1m])) > %g`, cases[i].ns, 0.9*s.load.RPS)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			r, err := src.Query(context.Background(), q, time.Now())
+			if err == nil && len(r.Samples) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("prometheus never saw %s's load: %v %+v", s.name, err, r)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	t1 := time.Now()
-	out, errOut, code := runCLI(t, "apply", "--auto-approve", "--kubeconfig", p.Kubeconfig, dir)
-	t.Logf("apply took %s", time.Since(t1).Round(time.Millisecond))
-	if code != 0 || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
-		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+	t.Logf("the load is in Prometheus's rates after %s", time.Since(t0).Round(time.Millisecond))
+	for i, s := range planeScenarios {
+		t.Run(s.name, func(t *testing.T) {
+			t0 := time.Now()
+			s.run(t, cases[i])
+			t.Logf("%s: %s", s.name, time.Since(t0).Round(time.Millisecond))
+		})
 	}
-	// The HPA controller takes the floor to the Deployment; the pod it
-	// adds is scheduled and becomes Ready.
-	t2 := time.Now()
-	waitPods(t, p, ns, "app=web", 3)
-	t.Logf("3 pods Ready %s after the apply", time.Since(t2).Round(time.Millisecond))
-	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil || *d.Spec.Replicas != 3 || d.Status.ReadyReplicas != 3 {
-		t.Fatalf("the Deployment after the apply: %+v, %v", d.Status, err)
+}
+
+// waitDeployment waits until the Deployment asks for n replicas and its
+// controller says so, as kubectl rollout status judges it: the generation
+// observed, and n updated, ready and available.
+func waitDeployment(t *testing.T, p *kubetest.Plane, ns, name string, n int32) {
+	t.Helper()
+	cs := p.Clientset(t)
+	deadline := time.Now().Add(60 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			st := d.Status
+			if d.Spec.Replicas != nil && *d.Spec.Replicas == n && st.ObservedGeneration >= d.Generation &&
+				st.UpdatedReplicas == n && st.ReadyReplicas == n && st.AvailableReplicas == n && st.Replicas == n {
+				return
+			}
+			last = fmt.Sprintf("spec %v, status %+v", d.Spec.Replicas, st)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	t.Fatalf("Deployment %s/%s never reached %d: %s\n%s", ns, name, n, last, p.PlaneLogs())
 }
 
 // waitPods waits until exactly n pods of the selector are Running and
