@@ -113,6 +113,67 @@ var planeScenarios = []planeScenario{
 			t.Fatalf("want the one ReplicaSet at 3 ready: %+v, %v", rss, err)
 		}
 	}},
+	// In-place memory: the NFR resizes the Deployment's running pods
+	// through the resize subresource (kwok reports the resize as a kubelet
+	// does): the same pods, never restarted, with the new memory and the
+	// same QoS class.
+	{name: "in-place", load: busy, objects: webDeployment, run: func(t *testing.T, c *planeCase) {
+		cs := c.p.Clientset(t)
+		before, err := cs.CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := c.apply(t, `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: web, namespace: %s}
+spec:
+  target: {kind: Deployment, name: web}
+  memory: {apply: inPlace, headroom: 1.2, limitFactor: 1.5, window: 5m}
+  enforcement: {replicas: off, memory: enforce}
+  safety: {stability: 0s, cooldown: 0s}
+`)
+		if code != 0 || !strings.Contains(out, "requests.memory") {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// The controller has seen the Deployment as it is now (unpaused,
+		// the new template): one ReplicaSet, the same pods, resized.
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		d, err := cs.AppsV1().Deployments(c.ns).Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil || d.Spec.Paused || d.Annotations["setpoint.dev/paused-for-resize"] != "" {
+			t.Fatalf("the Deployment after the resize: paused %v, annotations %v, %v", d.Spec.Paused, d.Annotations, err)
+		}
+		if m := d.Spec.Template.Spec.Containers[0].Resources.Requests.Memory(); m.String() != "192Mi" {
+			t.Fatalf("the template's request is %s, want 192Mi", m)
+		}
+		rss, err := cs.AppsV1().ReplicaSets(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(rss.Items) != 1 {
+			t.Fatalf("want the one ReplicaSet, no rollout: %d, %v", len(rss.Items), err)
+		}
+		after, err := cs.CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(after.Items) != len(before.Items) {
+			t.Fatalf("pods after: %v, %v", after, err)
+		}
+		uids := map[string]bool{}
+		for _, pod := range before.Items {
+			uids[string(pod.UID)] = true
+		}
+		for _, pod := range after.Items {
+			st := pod.Status.ContainerStatuses
+			if !uids[string(pod.UID)] || restarts(&pod) != 0 || pod.Status.QOSClass != corev1.PodQOSBurstable ||
+				pod.Spec.Containers[0].Resources.Requests.Memory().String() != "192Mi" || len(st) == 0 || st[0].Resources == nil ||
+				st[0].Resources.Requests.Memory().String() != "192Mi" {
+				t.Errorf("pod %s (%s): want one of the pods before, not restarted, Burstable, resized to 192Mi in spec and status: %+v", pod.Name, pod.UID, pod.Status)
+			}
+		}
+	}},
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
 }
 
 // TestPlane runs every scenario on one full control plane, each in a

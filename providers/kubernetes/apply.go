@@ -160,6 +160,12 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		return fail(explain(err, "get", k, c.Address.Namespace))
 	}
 
+	if live != nil && k.name == KindDeployment && live.GetAnnotations()[ResizePausedAnnotation] != "" {
+		// A resize paused this Deployment and did not live to resume it.
+		if err := resumeRollout(call(), core, c.Address.Namespace, c.Address.Name); err != nil {
+			return fail(fmt.Errorf("%s: resuming it after an interrupted in-place resize: %w", c.Address, err))
+		}
+	}
 	if live != nil && k.name == KindHPA {
 		if _, ok := c.Attributes[AttrTargetCPU]; ok && slices.Contains(c.Changed, AttrTargetCPU) {
 			return fail(fmt.Errorf("%s: %s is set only when setpoint creates the HPA (it replaces the whole metrics list)", c.Address, AttrTargetCPU))
@@ -186,6 +192,18 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 				return fail(fmt.Errorf("%s: in-place resize refused, template left as it is (memory.inPlaceFallback: hold): %w", c.Address, err))
 			}
 			logger.Warn("in-place resize refused; rolling out the template instead (memory.inPlaceFallback: rollout)", "object", c.Address.String(), "err", err)
+		} else if k.name == KindDeployment {
+			// The pods have their new memory: the template follows without
+			// a rollout (see holdRollout).
+			resume, err := holdRollout(call, core, c, live)
+			if err != nil {
+				return fail(fmt.Errorf("%s: pods resized, but the template could not follow without a rollout: %w", c.Address, err))
+			}
+			defer func() {
+				if err := resume(); err != nil {
+					logger.Error("resuming a Deployment paused for an in-place resize", "object", c.Address.String(), "err", err)
+				}
+			}()
 		}
 	}
 	if len(c.Released) > 0 && live != nil {

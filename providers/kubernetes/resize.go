@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,6 +99,92 @@ func (p *Provider) resizePods(call func() context.Context, core k8s.Interface, c
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ResizePausedAnnotation marks a Deployment an in-place resize paused; a
+// later apply resumes one left so by a process that died mid-resize.
+const ResizePausedAnnotation = "setpoint.dev/paused-for-resize"
+
+// holdRollout makes the Deployment's template change that follows an
+// in-place resize leave its pods alone. A Deployment rolls out whenever its
+// template differs from its newest ReplicaSet's (compared without the
+// pod-template-hash label); so the Deployment is paused, its current
+// ReplicaSet's template given the same new memory, and the returned resume
+// unpauses it once the Deployment's own template has it too: the controller
+// then finds that ReplicaSet already matching and rolls nothing. A
+// Deployment the user paused stays paused.
+func holdRollout(call func() context.Context, core k8s.Interface, c providers.ObjectChange, live *unstructured.Unstructured) (resume func() error, err error) {
+	want := memoryOf(c)
+	ns, name := c.Address.Namespace, c.Address.Name
+	paused, _, _ := unstructured.NestedBool(live.Object, "spec", "paused")
+	resume = func() error { return nil }
+	if !paused {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}},"spec":{"paused":true}}`, ResizePausedAnnotation)
+		if _, err := core.AppsV1().Deployments(ns).Patch(call(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: c.Manager}); err != nil {
+			return nil, fmt.Errorf("pausing: %w", err)
+		}
+		resume = func() error { return resumeRollout(call(), core, ns, name) }
+	}
+	rs, err := currentReplicaSet(call, core, ns, live)
+	if err != nil {
+		return nil, errors.Join(err, resume())
+	}
+	if rs == nil {
+		return resume, nil
+	}
+	for i := range rs.Spec.Template.Spec.Containers {
+		ct := &rs.Spec.Template.Spec.Containers[i]
+		w, ok := want[ct.Name]
+		if !ok {
+			continue
+		}
+		for _, s := range []struct {
+			list *corev1.ResourceList
+			n    int64
+		}{{&ct.Resources.Requests, w[0]}, {&ct.Resources.Limits, w[1]}} {
+			if s.n == 0 {
+				continue
+			}
+			if *s.list == nil {
+				*s.list = corev1.ResourceList{}
+			}
+			(*s.list)[corev1.ResourceMemory] = *resource.NewQuantity(s.n, resource.BinarySI)
+		}
+	}
+	if _, err := core.AppsV1().ReplicaSets(ns).Update(call(), rs, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil {
+		return nil, errors.Join(fmt.Errorf("replicaset %s: %w", rs.Name, err), resume())
+	}
+	return resume, nil
+}
+
+// resumeRollout unpauses a Deployment an in-place resize paused.
+func resumeRollout(ctx context.Context, core k8s.Interface, ns, name string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"paused":false}}`, ResizePausedAnnotation)
+	_, err := core.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// currentReplicaSet is the Deployment's ReplicaSet of the highest revision
+// (nil when it has none).
+func currentReplicaSet(call func() context.Context, core k8s.Interface, ns string, live *unstructured.Unstructured) (*appsv1.ReplicaSet, error) {
+	sel, _, _ := unstructured.NestedStringMap(live.Object, "spec", "selector", "matchLabels")
+	rss, err := core.AppsV1().ReplicaSets(ns).List(call(), metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list replicasets.apps in namespace %s: %w", ns, err)
+	}
+	var cur *appsv1.ReplicaSet
+	best := -1
+	for i := range rss.Items {
+		rs := &rss.Items[i]
+		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != live.GetUID() {
+			continue
+		}
+		rev, err := strconv.Atoi(rs.Annotations["deployment.kubernetes.io/revision"])
+		if err == nil && rev > best {
+			cur, best = rs, rev
+		}
+	}
+	return cur, nil
 }
 
 // maxPodErrors bounds how many pods' errors one change reports.
