@@ -41,6 +41,12 @@ type planeCase struct {
 // kubernetes provider, the real Prometheus) and the given specs.
 func (c *planeCase) apply(t *testing.T, specs string) (string, string, int) {
 	t.Helper()
+	return c.run(t, specs, "apply", "--auto-approve")
+}
+
+// run runs a setpoint command on a fresh directory with the specs.
+func (c *planeCase) run(t *testing.T, specs string, args ...string) (string, string, int) {
+	t.Helper()
 	dir := t.TempDir()
 	env := fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: file, path: state.json}\n", c.prom)
 	for name, body := range map[string]string{"env.yaml": env, "specs.yaml": fmt.Sprintf(specs, c.ns)} {
@@ -48,7 +54,13 @@ func (c *planeCase) apply(t *testing.T, specs string) (string, string, int) {
 			t.Fatal(err)
 		}
 	}
-	return runCLI(t, "apply", "--auto-approve", "--kubeconfig", c.p.Kubeconfig, dir)
+	return runCLI(t, append(args, "--kubeconfig", c.p.Kubeconfig, dir)...)
+}
+
+// plan runs setpoint plan --read-only the same way.
+func (c *planeCase) plan(t *testing.T, specs string) (string, string, int) {
+	t.Helper()
+	return c.run(t, specs, "plan", "--read-only")
 }
 
 const webDeployment = `apiVersion: apps/v1
@@ -166,7 +178,44 @@ spec:
 			}
 		}
 	}},
+	// A memory change through the template is a real rolling update
+	// (each new pod Ready 4 s after it is placed); while it rolls, setpoint
+	// holds further changes to that Deployment as rollout, and lets them
+	// through once it is done.
+	{name: "rollout", load: busy, objects: slowDeployment, run: func(t *testing.T, c *planeCase) {
+		memory := `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: web, namespace: %s}
+spec:
+  target: {kind: Deployment, name: web}
+  memory: {headroom: 1.2, limitFactor: 1.5, window: 5m}
+  enforcement: {replicas: off, memory: enforce}
+  safety: {stability: 0s, cooldown: 0s}
+`
+		out, errOut, code := c.apply(t, memory)
+		if code != 0 || !strings.Contains(out, "requests.memory: 256Mi → 192Mi") {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+		both := strings.Replace(memory, "replicas: off", "replicas: enforce", 1) + "  throughput: {minRPS: 400}\n  cpuPerPod: 500m\n"
+		out, errOut, code = c.plan(t, both)
+		if code != 0 || !strings.Contains(out, "spec.replicas") || !strings.Contains(out, "mid-rollout") {
+			t.Fatalf("plan during the rollout: want spec.replicas held mid-rollout; exit %d\n%s\n%s", code, out, errOut)
+		}
+		rss, err := c.p.Clientset(t).AppsV1().ReplicaSets(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(rss.Items) != 2 {
+			t.Fatalf("want the rollout's two ReplicaSets: %d, %v", len(rss.Items), err)
+		}
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		out, errOut, code = c.plan(t, both)
+		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 3") || strings.Contains(out, "mid-rollout") {
+			t.Fatalf("plan after the rollout: want spec.replicas 2 → 3 not held; exit %d\n%s\n%s", code, out, errOut)
+		}
+	}},
 }
+
+// slowDeployment is webDeployment whose pods are Ready 4 s after they are
+// placed (kwok's stage reads the annotation).
+var slowDeployment = strings.Replace(webDeployment, "    metadata: {labels: {app: web}}", "    metadata: {labels: {app: web}, annotations: {"+kubetest.ReadyAfterAnnotation+": 4s}}", 1)
 
 func restarts(p *corev1.Pod) int32 {
 	var n int32

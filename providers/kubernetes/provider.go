@@ -331,6 +331,22 @@ func (p *Provider) List(ctx context.Context, req providers.ListRequest) provider
 	return resp
 }
 
+// rolledOut says a Deployment's rollout is complete as kubectl rollout
+// status says it: every replica the spec asks for updated, no old replica
+// left, and every updated one available.
+func rolledOut(u *unstructured.Unstructured) bool {
+	want, ok, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	if !ok {
+		want = 1
+	}
+	n := func(f string) int64 {
+		v, _, _ := unstructured.NestedInt64(u.Object, "status", f)
+		return v
+	}
+	updated := n("updatedReplicas")
+	return updated >= want && n("replicas") <= updated && n("availableReplicas") >= updated
+}
+
 // toObject is what setpoint sees of an API object: the attributes of its
 // kind with their managers.
 func (p *Provider) toObject(ctx context.Context, kn *knativePods, k *kind, a providers.Address, u *unstructured.Unstructured) (providers.Object, error) {
@@ -345,6 +361,13 @@ func (p *Provider) toObject(ctx context.Context, kn *knativePods, k *kind, a pro
 	}
 	if og, ok, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); ok {
 		o.ObservedGeneration = og
+		if k.name == KindDeployment && og >= o.Generation && !rolledOut(u) {
+			// The deployment controller observes a new generation within
+			// milliseconds and then rolls for minutes: a Deployment's
+			// generation counts as acted on once its rollout is done, as
+			// kubectl rollout status judges it.
+			o.ObservedGeneration = o.Generation - 1
+		}
 	}
 	ms := managedSets(u.GetManagedFields())
 	note := func(at attr) error {
