@@ -439,7 +439,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 	}
 	e.coupled(p, obs, policies)
-	e.releases(p, st, intents)
+	e.releases(ctx, now, p, st, intents, obs)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,11 +9,13 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/intent"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // A spec that disappears from the directory releases the fields it set,
@@ -123,7 +126,7 @@ func Gone(st *state.State, live map[string]bool) []string {
 // taking over) is not released: the live spec's next apply takes it over
 // in the state (Applied.By), and the user's value recorded at adoption
 // stays.
-func (e *Engine) releases(p *plan.Plan, st *state.State, intents []intent.Intent) {
+func (e *Engine) releases(ctx context.Context, now time.Time, p *plan.Plan, st *state.State, intents []intent.Intent, obs Observation) {
 	live := map[string]bool{}
 	for _, d := range e.Specs {
 		live[d.Head().ID()] = true
@@ -164,6 +167,7 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, intents []intent.Intent
 			orphans = append(orphans, orphan{addrs.Attr{Object: o, Path: path}, en})
 		}
 	})
+	orphans = slices.DeleteFunc(orphans, func(or orphan) bool { return e.goneObject(ctx, now, p, st, or.attr, or.en.Applied.By, obs) })
 	if len(orphans) == 0 {
 		return
 	}
@@ -194,6 +198,31 @@ func (e *Engine) releases(p *plan.Plan, st *state.State, intents []intent.Intent
 			p.Changes = append(p.Changes, c)
 		}
 	}
+}
+
+// goneObject says whether a released field's object no longer exists (its
+// namespace deleted, say), as its provider reads it now: then there is
+// nothing to hand back, and the field's state entry goes, with a note. An
+// object that cannot be read is not taken for gone.
+func (e *Engine) goneObject(ctx context.Context, now time.Time, p *plan.Plan, st *state.State, a addrs.Attr, by []string, obs Observation) bool {
+	o, ok := obs.Objects[a.Object]
+	if !ok {
+		objects, failed := map[addrs.Object]providers.Object{}, map[addrs.Object]string{}
+		e.read(ctx, now, map[string][]addrs.Object{a.Object.Provider: {a.Object}}, objects, failed)
+		if o, ok = objects[a.Object]; !ok {
+			return false
+		}
+		obs.Objects[a.Object] = o
+	}
+	if o.Exists {
+		return false
+	}
+	if so, ok := st.Object(a.Object); ok {
+		delete(so.Attrs, a.Path.String())
+	}
+	p.Notes = append(p.Notes, plan.Note{Severity: diag.Info, Spec: strings.Join(by, ", "),
+		Message: fmt.Sprintf("%s %s: the object is gone, so there is nothing to release; setpoint forgets what it applied there", a.Object, a.Path)})
+	return true
 }
 
 // userOf names an entry's user value for a message.

@@ -35,6 +35,9 @@ type planeCase struct {
 	p    *kubetest.Plane
 	ns   string
 	prom string
+	// dir, when set, is kept from one command to the next (its state
+	// with it); otherwise each command gets a fresh one.
+	dir string
 }
 
 // apply runs setpoint apply on a directory holding the Environment (the
@@ -47,12 +50,22 @@ func (c *planeCase) apply(t *testing.T, specs string) (string, string, int) {
 // run runs a setpoint command on a fresh directory with the specs.
 func (c *planeCase) run(t *testing.T, specs string, args ...string) (string, string, int) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := c.dir
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	env := fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: file, path: state.json}\n", c.prom)
-	for name, body := range map[string]string{"env.yaml": env, "specs.yaml": fmt.Sprintf(specs, c.ns)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "env.yaml"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specFile := filepath.Join(dir, "specs.yaml")
+	if specs == "" {
+		// No spec: the directory's is removed (a spec deleted from git).
+		if err := os.Remove(specFile); err != nil && !os.IsNotExist(err) {
 			t.Fatal(err)
 		}
+	} else if err := os.WriteFile(specFile, []byte(fmt.Sprintf(specs, c.ns)), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	return runCLI(t, append(args, "--kubeconfig", c.p.Kubeconfig, dir)...)
 }
@@ -209,6 +222,47 @@ spec:
 		out, errOut, code = c.plan(t, both)
 		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 3") || strings.Contains(out, "mid-rollout") {
 			t.Fatalf("plan after the rollout: want spec.replicas 2 → 3 not held; exit %d\n%s\n%s", code, out, errOut)
+		}
+	}},
+	// Deleting the namespace with the spec in flight: the namespace
+	// controller and the garbage collector take the Deployment, its
+	// ReplicaSet, pods and HPA; setpoint's next plan says the target is
+	// gone and changes nothing, and with the spec removed it releases
+	// nothing it cannot: no error, nothing left to hand back.
+	{name: "namespace-deleted", load: busy, objects: webDeployment + webHPA, run: func(t *testing.T, c *planeCase) {
+		c.dir = t.TempDir()
+		out, errOut, code := c.apply(t, webNFR)
+		if code != 0 || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+		}
+		cs := c.p.Clientset(t)
+		ctx := context.Background()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if _, err := cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{}); err != nil {
+				break // gone, and everything in it
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace %s never went\n%s", c.ns, c.p.PlaneLogs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		out, errOut, code = c.apply(t, webNFR)
+		if code != 0 || !strings.Contains(out+errOut, "does not exist") || strings.Contains(out, "→") {
+			t.Fatalf("apply with the namespace gone: want the target said gone, nothing changed; exit %d\n%s\n%s", code, out, errOut)
+		}
+		t.Logf("with the namespace gone:\n%s%s", out, errOut)
+		out, errOut, code = c.run(t, "", "apply", "--auto-approve")
+		if code != 0 || !strings.Contains(out, "the object is gone, so there is nothing to release") || strings.Contains(out, "held:") {
+			t.Fatalf("apply with the spec removed: want the HPA said gone and no release held; exit %d\n%s\n%s", code, out, errOut)
+		}
+		// And forgotten: the next apply has nothing to say about it.
+		out, errOut, code = c.run(t, "", "apply", "--auto-approve")
+		if code != 0 || strings.Contains(out, "HorizontalPodAutoscaler") {
+			t.Fatalf("apply once more: want the HPA forgotten; exit %d\n%s\n%s", code, out, errOut)
 		}
 	}},
 }

@@ -85,6 +85,20 @@ type Change struct {
 // and the position in its file.
 type Note = diag.Diagnostic
 
+// noteHead is "SPEC (POS): " before a note's message, each part only when
+// the note has it.
+func noteHead(n Note) string {
+	switch pos := n.Pos.String(); {
+	case n.Spec != "" && pos != "":
+		return n.Spec + " (" + pos + "): "
+	case n.Spec != "":
+		return n.Spec + ": "
+	case pos != "":
+		return "(" + pos + "): "
+	}
+	return ""
+}
+
 // Plan is a proposal.
 type Plan struct {
 	FormatVersion   int               `json:"formatVersion"`
@@ -286,10 +300,10 @@ func (p *Plan) Text(w io.Writer) {
 		}
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(w, "note: %s (%s): %s\n", n.Spec, n.Pos, n.Message)
+		fmt.Fprintf(w, "note: %s%s\n", noteHead(n), n.Message)
 	}
 	for _, n := range p.Errors {
-		fmt.Fprintf(w, "error: %s (%s): %s\n", n.Spec, n.Pos, n.Message)
+		fmt.Fprintf(w, "error: %s%s\n", noteHead(n), n.Message)
 	}
 	s := p.Summary()
 	if s.Add+s.Change+s.Release+s.Held == 0 && len(p.Errors) == 0 {
