@@ -436,3 +436,58 @@ func TestCreatedObjectComesBack(t *testing.T) {
 		t.Fatalf("the plan must say so:\n%s", text(pl))
 	}
 }
+
+// unreadable fails every Read, as a provider that lost its cluster does.
+type unreadable struct{ *sim.Provider }
+
+func (unreadable) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
+	return providers.ReadResponse{Diagnostics: []providers.Diagnostic{{Severity: providers.Error, Message: "connection refused"}}}
+}
+
+// TestReleaseOfAGoneObject: a released field whose object no longer exists
+// (its namespace deleted) has nothing to hand back: no release is planned
+// or held, a note says so, and the state forgets the field. An object
+// that cannot be read is not taken for gone: its release stays (held by
+// the guard here, as before).
+func TestReleaseOfAGoneObject(t *testing.T) {
+	e, p := world(t, plainWL, nfr("plain", ""))
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	replicas := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "plain"}, Path: addrs.MustPath("spec.replicas")}
+	pl := e.Plan(ctx, now, st, nil)
+	if res := e.Apply(ctx, now, pl, st); len(res) == 0 || res[0].Err != "" {
+		t.Fatalf("apply: %+v\n%s", res, text(pl))
+	}
+	if _, ok := st.Lookup(replicas); !ok {
+		t.Fatal("nothing applied to release")
+	}
+	e.Specs = nil
+
+	e.Providers["sim"] = unreadable{p}
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	if h := find(pl.Held, "spec.replicas"); h == nil || !h.Release {
+		t.Fatalf("an unreadable object was taken for gone:\n%s", text(pl))
+	}
+	if _, ok := st.Lookup(replicas); !ok {
+		t.Fatal("the state forgot a field whose object could not be read")
+	}
+
+	e.Providers["sim"] = altered{p, func(objs []providers.Object) {
+		for i := range objs {
+			if objs[i].Address == replicas.Object {
+				objs[i] = providers.Object{Address: objs[i].Address}
+			}
+		}
+	}}
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	if find(pl.Changes, "spec.replicas") != nil || find(pl.Held, "spec.replicas") != nil {
+		t.Fatalf("a release planned for a gone object:\n%s", text(pl))
+	}
+	found := slices.ContainsFunc(pl.Notes, func(n plan.Note) bool {
+		return n.Spec == "NFR/shop/plain" && strings.Contains(n.Message, "the object is gone, so there is nothing to release")
+	})
+	if _, ok := st.Lookup(replicas); ok || !found {
+		t.Fatalf("want a note and the field forgotten (noted %v):\n%s", found, text(pl))
+	}
+}
