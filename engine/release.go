@@ -15,7 +15,6 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
-	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // A spec that disappears from the directory releases the fields it set,
@@ -205,16 +204,17 @@ func (e *Engine) releases(ctx context.Context, now time.Time, p *plan.Plan, st *
 // nothing to hand back, and the field's state entry goes, with a note. An
 // object that cannot be read is not taken for gone.
 func (e *Engine) goneObject(ctx context.Context, now time.Time, p *plan.Plan, st *state.State, a addrs.Attr, by []string, obs Observation) bool {
-	o, ok := obs.Objects[a.Object]
-	if !ok {
-		objects, failed := map[addrs.Object]providers.Object{}, map[addrs.Object]string{}
-		e.read(ctx, now, map[string][]addrs.Object{a.Object.Provider: {a.Object}}, objects, failed)
-		if o, ok = objects[a.Object]; !ok {
-			return false
-		}
-		obs.Objects[a.Object] = o
+	if e.Incomplete {
+		return false // as the guard: nothing is settled while specs fail to load
 	}
-	if o.Exists {
+	o, ok := obs.Objects[a.Object]
+	if _, bad := obs.Failed[a.Object]; !ok && !bad {
+		e.read(ctx, now, map[string][]addrs.Object{a.Object.Provider: {a.Object}}, obs.Objects, obs.Failed)
+		o, ok = obs.Objects[a.Object]
+	}
+	// A provider may answer "not found" beside an error (a 403, a
+	// timeout): only a read that failed in nothing says the object is gone.
+	if _, bad := obs.Failed[a.Object]; bad || !ok || o.Exists {
 		return false
 	}
 	if so, ok := st.Object(a.Object); ok {

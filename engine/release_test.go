@@ -437,11 +437,18 @@ func TestCreatedObjectComesBack(t *testing.T) {
 	}
 }
 
-// unreadable fails every Read, as a provider that lost its cluster does.
+// unreadable fails every Read of an object as the kubernetes provider
+// does on a 403 or a timeout: a placeholder that does not exist, beside an
+// error naming it.
 type unreadable struct{ *sim.Provider }
 
 func (unreadable) Read(_ context.Context, req providers.ReadRequest) providers.ReadResponse {
-	return providers.ReadResponse{Diagnostics: []providers.Diagnostic{{Severity: providers.Error, Message: "connection refused"}}}
+	var resp providers.ReadResponse
+	for _, a := range req.Addresses {
+		resp.Objects = append(resp.Objects, providers.Object{Address: a})
+		resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: providers.Error, Address: &a, Message: "forbidden"})
+	}
+	return resp
 }
 
 // TestReleaseOfAGoneObject: a released field whose object no longer exists

@@ -160,7 +160,7 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		return fail(explain(err, "get", k, c.Address.Namespace))
 	}
 
-	if live != nil && k.name == KindDeployment && live.GetAnnotations()[ResizePausedAnnotation] != "" {
+	if live != nil && !dryRun && k.name == KindDeployment && live.GetAnnotations()[ResizePausedAnnotation] != "" {
 		// A resize paused this Deployment and did not live to resume it.
 		if err := resumeRollout(call(), core, c.Address.Namespace, c.Address.Name); err != nil {
 			return fail(fmt.Errorf("%s: resuming it after an interrupted in-place resize: %w", c.Address, err))

@@ -344,7 +344,19 @@ func rolledOut(u *unstructured.Unstructured) bool {
 		return v
 	}
 	updated := n("updatedReplicas")
-	return updated >= want && n("replicas") <= updated && n("availableReplicas") >= updated
+	if updated >= want && n("replicas") <= updated && n("availableReplicas") >= updated {
+		return true
+	}
+	// Past its progress deadline the controller has given up, and so does
+	// kubectl: a change that might mend it must not wait for it.
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Progressing" && m["status"] == "False" && m["reason"] == "ProgressDeadlineExceeded" {
+			return true
+		}
+	}
+	return false
 }
 
 // toObject is what setpoint sees of an API object: the attributes of its

@@ -430,6 +430,7 @@ metadata:
   name: web-1
   namespace: %s
   labels: {app: web}
+  annotations: {deployment.kubernetes.io/revision: "1"}
   ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: web, uid: %s, controller: true}]
 spec:
   selector: {matchLabels: {app: web}}
