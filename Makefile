@@ -18,7 +18,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench bench-control scenarios lint fmt demo testenv fuzz clean proto bpf
+.PHONY: all build test test-short bench bench-control scenarios image lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -48,6 +48,14 @@ bench: testenv build
 # docs/benchmarks.md. Add -strict to fail on a missed goal.
 bench-control: build
 	$(GO) run ./hack/benchcontrol -bin $(BIN) -dir testdata/scenarios -seeds 5 -doc docs/benchmarks.md
+
+# The container image, with no Docker daemon and no base image to pull: a
+# static binary per platform on a layer made here, under one OCI index
+# tagged with VERSION, written as an OCI layout (push it with
+# `go run ./hack/image -version VERSION -push REGISTRY/REPO`).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+image:
+	$(GO) run ./hack/image -version $(VERSION) -out bin/image
 
 # The scenario suite, written again from hack/scenarios (the same files).
 scenarios:
