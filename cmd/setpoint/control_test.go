@@ -17,9 +17,6 @@ import (
 // pods on the cold start's p99 and walks them down for twenty minutes
 // misses (2.75 against 2.07).
 func TestControlGoalsShortened(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two replays with baselines, 10 s: make test runs it")
-	}
 	for _, c := range []struct {
 		dir, until string
 		all        bool

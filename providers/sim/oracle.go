@@ -116,10 +116,9 @@ type oracleWorld struct {
 // FindOracle searches the hindsight bound of the workload namespace/name
 // of cfg over the first seconds of tr (0: all of it) — tr and cfg as the
 // run had them, so the requests are the run's — against a p99 target, with
-// at most maxPods pods. It
-// fails when the workload is not in cfg or its requests are too many to
-// keep; ok is false when no schedule up to maxPods meets the target (not
-// even maxPods from start to end).
+// at most maxPods pods. It fails when the workload is not in cfg or its
+// requests are too many to keep; ok is false when no schedule up to
+// maxPods meets the target (not even maxPods from start to end).
 func FindOracle(cfg spec.SimConfig, tr *Trace, o Options, namespace, name string, target time.Duration, maxPods, seconds int) (Oracle, bool, error) {
 	maxPods = min(max(maxPods, 1), MaxPodsPerWorkload)
 	// The workload alone, with nothing scaling it: only its requests and
@@ -179,7 +178,7 @@ func newOracleWorld(wl *workload, target time.Duration, seconds int) (*oracleWor
 
 // start is the state before the first second with r pods.
 func (ow *oracleWorld) start(r int) *oracleState {
-	s := &oracleState{route: *rand.NewPCG(ow.seed, 0x90d5)}
+	s := &oracleState{route: *rand.NewPCG(ow.seed, routeStream)}
 	s.resize(r, ow.servers, 0)
 	return s
 }
@@ -214,9 +213,7 @@ func (ow *oracleWorld) minute(s *oracleState, from, to int) (over bool) {
 		}
 		s.n += int64(c.n)
 		s.over += int64(c.over)
-		// As the world's tracker: nearest rank, over when fewer than
-		// ceil(0.99 n) are within.
-		if s.n > 0 && s.n-s.over < rank(s.n) {
+		if p99Over(s.n, s.over) {
 			over = true
 		}
 	}
@@ -230,25 +227,31 @@ func (ow *oracleWorld) evaluate(replicas []int) (overSeconds int) {
 	for sec := range ready {
 		ready[sec] = replicas[sec/60]
 	}
-	return ow.evaluateSeconds(ready, nil)
+	over, _ := ow.evaluateSeconds(ready, nil)
+	return over
 }
 
 // evaluateSeconds replays a schedule of ready pods given second by second
-// and counts the seconds over the target; each, if not nil, sees every
-// second's own requests and those of them over the target.
-func (ow *oracleWorld) evaluateSeconds(ready []int, each func(sec int, n, over int32)) (overSeconds int) {
+// and counts the seconds over the target, and those measured (with a
+// request in their trailing minute), as the world's report counts them;
+// each, if not nil, sees every second's own requests and those of them
+// over the target.
+func (ow *oracleWorld) evaluateSeconds(ready []int, each func(sec int, n, over int32)) (overSeconds, measured int) {
 	s := ow.start(ready[0])
 	for sec, r := range ready {
 		s.resize(r, ow.servers, sec)
 		if ow.minute(s, sec, sec+1) {
 			overSeconds++
 		}
+		if s.n > 0 {
+			measured++
+		}
 		if each != nil {
 			c := s.ring[sec%60]
 			each(sec, c.n, c.over)
 		}
 	}
-	return overSeconds
+	return overSeconds, measured
 }
 
 // ReactivePoint is how the oracle's schedule does when it can only react:
@@ -279,18 +282,27 @@ func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
 		}
 		return r
 	}
+	// What the schedule alone gives, every floor then raises: the pods
+	// ready, and those paid for (the pods a minute needs are started at
+	// its first second and paid from it).
+	base, need := make([]int, n), make([]int, n)
+	for t := range n {
+		base[t], need[t] = readyAt(t), sched[t/60]
+	}
 	var out []ReactivePoint
 	ready := make([]int, n)
 	for floor := 1; floor <= min(slices.Max(sched), maxReactiveFloors); floor++ {
 		var paid float64
 		for t := range n {
-			// Paid from the start: the pods a minute needs are started at
-			// its first second.
-			ready[t] = max(floor, readyAt(t))
-			paid += float64(max(floor, sched[t/60]))
+			ready[t] = max(floor, base[t])
+			paid += float64(max(floor, need[t]))
 		}
-		over := ow.evaluateSeconds(ready, nil)
-		out = append(out, ReactivePoint{Floor: floor, OverPct: 100 * float64(over) / float64(n), ReplicaHours: paid / 3600})
+		over, measured := ow.evaluateSeconds(ready, nil)
+		pt := ReactivePoint{Floor: floor, ReplicaHours: paid / 3600}
+		if measured > 0 {
+			pt.OverPct = 100 * float64(over) / float64(measured)
+		}
+		out = append(out, pt)
 		if over == 0 {
 			break // a higher floor costs more and cannot do better
 		}
@@ -376,7 +388,7 @@ func (ow *oracleWorld) greedy(maxPods int) (sched []int, backtracks int, ok bool
 	}
 	// The state at each minute's start, kept only as far back as a
 	// backtrack may go: behind the furthest minute reached by maxBacktrack.
-	states := map[int]*oracleState{0: {route: *rand.NewPCG(ow.seed, 0x90d5)}}
+	states := map[int]*oracleState{0: ow.start(0)}
 	furthest := 0
 	prev := 1
 	for m := 0; m < n; {

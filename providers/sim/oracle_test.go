@@ -82,15 +82,15 @@ func TestOracleServesAsTheWorld(t *testing.T) {
 			}
 			rep, _ := w.Report("shop", "checkout")
 			differ := 0
-			got := oracleFor(t, c.tr, wl, target).evaluateSeconds(perSecond(c.sched, len(c.tr.Rate)), func(s int, n, over int32) {
+			got, measured := oracleFor(t, c.tr, wl, target).evaluateSeconds(perSecond(c.sched, len(c.tr.Rate)), func(s int, n, over int32) {
 				if (sec{n, over}) != world[s] {
 					if differ++; differ <= 5 {
 						t.Errorf("second %d: the replay served %d requests, %d over; the world %d, %d", s, n, over, world[s].n, world[s].over)
 					}
 				}
 			})
-			if want := rep.Targets[0].OverExact; got != want {
-				t.Fatalf("the oracle's replay has %d seconds over, the world %d (%d seconds differ)", got, want, differ)
+			if want := rep.Targets[0].OverExact; got != want || measured != rep.Measured {
+				t.Fatalf("the oracle's replay has %d seconds over of %d measured, the world %d of %d (%d seconds differ)", got, measured, want, rep.Measured, differ)
 			}
 			var late int32
 			for _, s := range world {

@@ -175,18 +175,14 @@ func (t *tracker) end(s, pods, ready int) {
 	}
 	t.world.add(float64(t.secArrived))
 	t.secArrived = 0
-	t.r.World = t.world.shape()
 	t.r.Seconds++
 	t.r.PodSeconds += int64(pods)
 	t.r.ReadySeconds += int64(ready)
 	if t.n > 0 {
 		t.r.Measured++
-		// Nearest rank: the p99 is the k-th smallest latency, k =
-		// ceil(0.99 n); it is over a target when fewer than k are within.
-		k := rank(t.n)
 		hp := t.histP99()
 		for i := range t.r.Targets {
-			if t.n-t.over[i] < k {
+			if p99Over(t.n, t.over[i]) {
 				t.r.Targets[i].OverExact++
 			}
 			if hp > t.r.Targets[i].Target {
@@ -213,6 +209,12 @@ func (t *tracker) end(s, pods, ready int) {
 
 // rank is the nearest rank of the 99th percentile of n values.
 func rank(n int64) int64 { return (99*n + 99) / 100 }
+
+// p99Over says whether the nearest-rank p99 of n latencies, over of them
+// above a target, is above it: the p99 is the k-th smallest, k =
+// ceil(0.99 n), so it is over when fewer than k are within. The world's
+// report and the oracle's replay judge a second by it alike.
+func p99Over(n, over int64) bool { return n > 0 && n-over < rank(n) }
 
 // histP99 is histogram_quantile(0.99, …) over the trailing minute's
 // served requests, as Prometheus computes it: linear within the bucket

@@ -29,7 +29,12 @@ func (a *shapeAcc) add(requests float64) {
 	if a.secs < 60 {
 		return
 	}
-	r := a.cur / 60
+	a.minute(a.cur / 60)
+	a.cur, a.secs = 0, 0
+}
+
+// minute counts one whole minute's rate.
+func (a *shapeAcc) minute(r float64) {
 	if a.n == 0 || r < a.min {
 		a.min = r
 	}
@@ -39,7 +44,6 @@ func (a *shapeAcc) add(requests float64) {
 	a.n++
 	a.sum += r
 	a.sumSq += r * r
-	a.cur, a.secs = 0, 0
 }
 
 func (a *shapeAcc) shape() Shape {
@@ -68,7 +72,16 @@ func PerMinute(perSecond []float64) []float64 {
 	return out
 }
 
-// shapeOf is the Shape of per-second rates.
+// minutesShape is the Shape of per-minute rates.
+func minutesShape(perMinute []float64) Shape {
+	var a shapeAcc
+	for _, r := range perMinute {
+		a.minute(r)
+	}
+	return a.shape()
+}
+
+// shapeOf is the Shape of per-second rates scaled by scale.
 func shapeOf(perSecond []float64, scale float64) Shape {
 	var a shapeAcc
 	for _, r := range perSecond {

@@ -41,18 +41,23 @@ func TestSuperposeKeepsEnvelope(t *testing.T) {
 	}
 	minutes := d / 60
 	ts := shapeOf(tr.Rate, k)
-	world := make([]float64, d)
-	var buf []arrival
+	// replay counts the requests a source makes each second.
+	replay := func(shift int, seed uint64) []float64 {
+		src, err := newSource(tr, ScaleSuperpose, ServiceExponential, k, 1, 1, shift, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		world := make([]float64, d)
+		var buf []arrival
+		for s := range d {
+			buf = src.second(s, buf[:0])
+			world[s] = float64(len(buf))
+		}
+		return world
+	}
 	for _, shift := range []int{30, DefaultShift, 300} {
 		for _, seed := range []uint64{1, 2, 3, 4, 5} {
-			src, err := newSource(tr, ScaleSuperpose, ServiceExponential, k, 1, 1, shift, seed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for s := range d {
-				buf = src.second(s, buf[:0])
-				world[s] = float64(len(buf))
-			}
+			world := replay(shift, seed)
 			worldMin := PerMinute(world)
 			for m := range minutes {
 				var sum, sumSq float64
@@ -83,15 +88,7 @@ func TestSuperposeKeepsEnvelope(t *testing.T) {
 	}
 	// The whole-trace rotation: the same number of copies, flat.
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
-		whole, err := newSource(tr, ScaleSuperpose, ServiceExponential, k, 1, 1, ShiftWhole, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for s := range d {
-			buf = whole.second(s, buf[:0])
-			world[s] = float64(len(buf))
-		}
-		if w := shapeOf(world, 1); w.CV > 0.5*ts.CV {
+		if w := shapeOf(replay(ShiftWhole, seed), 1); w.CV > 0.5*ts.CV {
 			t.Errorf("seed %d: the whole rotation kept a per-minute CV of %.3f (the trace's %.3f)", seed, w.CV, ts.CV)
 		}
 	}
@@ -116,5 +113,9 @@ func TestShapeAcc(t *testing.T) {
 	want := Shape{Minutes: 3, Min: 1, Max: 3, Mean: 2, CV: math.Sqrt(2.0/3) / 2}
 	if got.Minutes != want.Minutes || got.Min != want.Min || got.Max != want.Max || got.Mean != want.Mean || math.Abs(got.CV-want.CV) > 1e-12 {
 		t.Fatalf("shape = %+v, want %+v", got, want)
+	}
+	// The same three minutes given as rates: the same envelope.
+	if m := minutesShape([]float64{1, 2, 3}); m.Minutes != 3 || m.Min != 1 || m.Max != 3 || m.Mean != 2 || math.Abs(m.CV-want.CV) > 1e-12 {
+		t.Fatalf("minutesShape = %+v, want %+v", m, want)
 	}
 }

@@ -310,6 +310,7 @@ func (w *World) Report(namespace, name string) (Report, bool) {
 		return Report{}, false
 	}
 	r := wl.tracker.r
+	r.World = wl.tracker.world.shape()
 	r.Targets = slices.Clone(r.Targets)
 	r.Points = Points{Envelope: slices.Clone(r.Points.Envelope), Ready: slices.Clone(r.Points.Ready), RPS: slices.Clone(r.Points.RPS), P99: slices.Clone(r.Points.P99), P99Exact: slices.Clone(r.Points.P99Exact)}
 	return r, true
@@ -452,7 +453,7 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 	}
 	wl := &workload{w: w, cfg: c, replicas: max(c.Replicas, 0), startup: int(c.Startup.D() / time.Second),
 		cpuPerReq: float64(c.CPUPerRequest) / 1000, cpuReq: float64(c.CPURequest) / 1000, lastTraffic: -1 << 30,
-		src: src, rng: rand.New(rand.NewPCG(src.seed, 0x90d5)), svc: c.ServiceTime.D().Seconds()}
+		src: src, rng: rand.New(rand.NewPCG(src.seed, routeStream)), svc: c.ServiceTime.D().Seconds()}
 	wl.servers = concurrency(c.PerPodRPS, wl.svc)
 	wl.maxWait = MaxWait
 	if g := c.Gateway.Timeout.D(); g > 0 {
@@ -466,11 +467,11 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 	ts := seconds(targets)
 	wl.buckets = bucketsWith(ts)
 	wl.tracker = newTracker(c.Namespace, c.Name, ts, wl.buckets, len(w.trace.Rate))
-	wl.tracker.r.Trace = shapeOf(src.tr.Rate, src.expect)
 	wl.tracker.envelope = PerMinute(src.tr.Rate)
 	for i := range wl.tracker.envelope {
 		wl.tracker.envelope[i] *= src.expect
 	}
+	wl.tracker.r.Trace = minutesShape(wl.tracker.envelope)
 	configured := make(map[addrs.Path]string, len(c.Managers))
 	for k, m := range c.Managers {
 		p, err := addrs.ParsePath(k)
@@ -634,6 +635,10 @@ func (wl *workload) step(s int) {
 	}
 	t.end(s, len(wl.pods), len(wl.readyPods))
 }
+
+// routeStream keys the draws that pick the pod each request goes to (with
+// the workload's seed): the oracle's replay draws the same.
+const routeStream = 0x90d5
 
 // idleCPU is what each container burns a second with no request (cores).
 const idleCPU = 0.002

@@ -91,9 +91,9 @@ type Signals struct {
 	ServiceTime *float64
 	Fit         *Fit
 	FitOK       bool // Fit has a usable slope (FitMoments)
-	// ReadyMin is the fewest pods ready over the p99's window: the
-	// measured p99 judges the model only when at least the model's count
-	// served all of it.
+	// ReadyMin is the fewest pods ready over the p99's window and the
+	// minute before it (whose backlog drains into it): the measured p99
+	// judges the model only when at least the model's count served both.
 	ReadyMin *float64
 }
 
@@ -220,8 +220,8 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 	// count served whole (so a cold start is not doubled).
 	unjudged := ""
 	if need := math.Ceil(z.Raw - 1e-9); z.Feedback > 1 && sig.ReadyMin != nil && *sig.ReadyMin < need {
-		unjudged = fmt.Sprintf("; p99 %s > %s with %s pods ready in its minute, fewer than the model's %d: no feedback", dur(p99), dur(target), num(*sig.ReadyMin), int64(need))
-		z = SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
+		unjudged = fmt.Sprintf("; p99 %s > %s with %s pods ready in its last two minutes, fewer than the model's %d: no feedback", dur(p99), dur(target), num(*sig.ReadyMin), int64(need))
+		z.Feedback, z.Replicas = 1, replicasOf(z.Raw, 1)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "ceil(%s ÷ (ρ %.2f × %s req/s a pod)) = %d", rateWhy, z.Rho, num(round1(z.PerPod)), int64(math.Ceil(z.Raw-1e-9)))

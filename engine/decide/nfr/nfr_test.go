@@ -303,7 +303,7 @@ func TestSLORecommendation(t *testing.T) {
 		// Only 3 ready at some point of the window: the miss is too few
 		// pods, not the model; it stays at 4.
 		{"feedback unjudged", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(3); return s }(), 4,
-			[]string{"p99 500ms > 250ms with 3 pods ready in its minute, fewer than the model's 4: no feedback"}},
+			[]string{"p99 500ms > 250ms with 3 pods ready in its last two minutes, fewer than the model's 4: no feedback"}},
 		// More ready than the model asks: judged, as with exactly 4.
 		{"feedback, more pods served", base, func() Signals { s := sig(300, 1320, 350, 0.5); s.ReadyMin = f(6); return s }(), 5, []string{"×1.35 = 5"}},
 		// Under target, too few ready: nothing to judge, nothing said.

@@ -465,9 +465,15 @@ func SizeForSLO(rate, costPerReq, cpuPerPod, serviceTime, target float64, p99 fl
 	if finiteVal(target) && target > 0 {
 		z.Feedback = Feedback(p99, target)
 	}
-	r := math.Ceil(z.Raw*z.Feedback - 1e-9)
-	z.Replicas = int64(math.Min(maxSLOReplicas, math.Max(1, r)))
+	z.Replicas = replicasOf(z.Raw, z.Feedback)
 	return z
+}
+
+// replicasOf is the count a modelled raw count and a feedback factor give:
+// at least 1, at most maxSLOReplicas.
+func replicasOf(raw, feedback float64) int64 {
+	r := math.Ceil(raw*feedback - 1e-9)
+	return int64(math.Min(maxSLOReplicas, math.Max(1, r)))
 }
 
 func finiteVal(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
