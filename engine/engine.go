@@ -440,6 +440,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	}
 	e.coupled(p, obs, policies)
 	e.releases(ctx, now, p, st, intents, obs)
+	e.repairs(p, st, obs)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}
@@ -813,6 +814,9 @@ func (e *Engine) Apply(ctx context.Context, now time.Time, p *plan.Plan, st *sta
 				case c.Restore:
 					// The user's value is back: setpoint no longer owns it.
 					st.Delete(attr)
+				case c.Repair:
+					// Nothing moved: the record of the last apply stands
+					// (its time keeps the cooldown).
 				default:
 					en := st.Entry(attr)
 					en.Applied = &state.Applied{Value: c.Value, At: now, By: c.By}

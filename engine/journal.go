@@ -33,6 +33,10 @@ import (
 // Journal marks the attributes p's changes are about to touch.
 func Journal(p *plan.Plan, st *state.State, now time.Time) {
 	for _, c := range p.Changes {
+		if c.Repair {
+			// It moves nothing: cut off again, the provider says so again.
+			continue
+		}
 		pd := &state.Pending{Action: intentOf(c), Value: c.Value, By: slices.Clone(c.By), At: now}
 		if c.Action == action.Delete {
 			// The whole object: every attribute setpoint knows of it.

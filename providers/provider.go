@@ -35,6 +35,12 @@ type Object struct {
 	// acted on; behind Generation mid-rollout, when changes to it are
 	// held. 0 when the provider does not report it.
 	ObservedGeneration int64
+	// Repair, when set, says why an apply of the object was cut off
+	// midway (a process killed between two of its steps), leaving it in a
+	// state no spec asks for: the next plan applies the object again, with
+	// nothing changed, so the provider finishes what was left (Terraform
+	// marks such a resource tainted).
+	Repair string
 }
 
 // Diagnostic is a provider's report on a request, as Terraform's are: the

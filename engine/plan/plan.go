@@ -77,6 +77,10 @@ type Change struct {
 	// Seen is the value the plan read (From, typed), when it read one:
 	// the provider may test it so a change made since is not overwritten.
 	Seen *values.Value `json:"seen,omitempty"`
+	// Repair marks an apply of an object that its provider says was cut
+	// off midway (providers.Object.Repair): nothing moves (To is the value
+	// setpoint last applied); the provider finishes what was left.
+	Repair bool `json:"repair,omitempty"`
 }
 
 // Note is something a spec's decision has to say without a change (a
@@ -270,6 +274,10 @@ func (p *Plan) Text(w io.Writer) {
 		}
 		if c.Release {
 			fmt.Fprintf(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s\n", c.Attribute, shortValue(c.To), c.reason())
+			continue
+		}
+		if c.Repair {
+			fmt.Fprintf(w, "    %s: %s (applied again, unchanged, to finish an apply that was cut off)   %s\n", c.Attribute, shortValue(c.To), c.reason())
 			continue
 		}
 		if d, ok := fieldDiff(c.From, c.To); ok {

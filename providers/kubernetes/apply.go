@@ -109,8 +109,8 @@ func validate(k *kind, c providers.ObjectChange) error {
 	return nil
 }
 
-func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.Interface, now time.Time, c providers.ObjectChange, dryRun bool) providers.ObjectResult {
-	res := providers.ObjectResult{Address: c.Address}
+func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.Interface, now time.Time, c providers.ObjectChange, dryRun bool) (res providers.ObjectResult) {
+	res = providers.ObjectResult{Address: c.Address}
 	fail := func(err error) providers.ObjectResult {
 		res.Err = err.Error()
 		return res
@@ -195,13 +195,17 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		} else if k.name == KindDeployment {
 			// The pods have their new memory: the template follows without
 			// a rollout (see holdRollout).
-			resume, err := holdRollout(call, core, c, live)
+			hold, err := holdRollout(call, core, now, c, live)
 			if err != nil {
 				return fail(fmt.Errorf("%s: pods resized, but the template could not follow without a rollout: %w", c.Address, err))
 			}
 			defer func() {
-				if err := resume(); err != nil {
-					logger.Error("resuming a Deployment paused for an in-place resize", "object", c.Address.String(), "err", err)
+				// Applied: the result carries After and no error.
+				if err := hold.finish(call, res.Err == "" && res.After != nil); err != nil {
+					logger.Error("ending the hold on a Deployment paused for an in-place resize", "object", c.Address.String(), "err", err)
+					if res.Err == "" {
+						res.Err = fmt.Sprintf("%s: applied, but %v (left paused: the next plan repairs it)", c.Address, err)
+					}
 				}
 			}()
 		}

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -185,15 +186,20 @@ func TestQoSAndResize(t *testing.T) {
 		}
 	}
 	mi := int64(1 << 20)
-	// A Guaranteed pod keeps request = limit, at the request.
+	// A Guaranteed pod resized as its template is (request = limit) stays
+	// Guaranteed; given a limit apart from the request (a pinned limit),
+	// it would not, and is refused rather than made unlike its template.
 	g := pod(container("app", "1Gi", "1Gi", "1", "1"))
-	next, changed, err := resized(g, map[string][2]int64{"app": {600 * mi, 900 * mi}})
+	next, changed, err := resized(g, map[string][2]int64{"app": {600 * mi, 600 * mi}})
 	if err != nil || !changed {
 		t.Fatal(changed, err)
 	}
 	r, l := next.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory], next.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
 	if r.Value() != 600*mi || l.Value() != 600*mi || QoSClass(next) != corev1.PodQOSGuaranteed {
 		t.Fatalf("guaranteed resized to %s/%s (%s)", r.String(), l.String(), QoSClass(next))
+	}
+	if _, _, err := resized(g, map[string][2]int64{"app": {600 * mi, 900 * mi}}); err == nil || !strings.Contains(err.Error(), "QoS") {
+		t.Fatalf("a Guaranteed pod given request 600Mi, limit 900Mi: %v, want refused", err)
 	}
 	// A BestEffort pod given memory would become Burstable: refused.
 	if _, _, err := resized(pod(container("app", "", "", "", "")), map[string][2]int64{"app": {600 * mi, 900 * mi}}); err == nil {

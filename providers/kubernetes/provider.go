@@ -260,7 +260,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 			}
 			for _, i := range idx {
 				if u, ok := byName[req.Addresses[i].Name]; ok {
-					o, err := p.toObject(ctx, kn, k, req.Addresses[i], u)
+					o, err := p.toObject(ctx, req.Now, kn, k, req.Addresses[i], u)
 					if err != nil {
 						fail(i, err)
 						continue
@@ -281,7 +281,7 @@ func (p *Provider) Read(ctx context.Context, req providers.ReadRequest) provider
 			case err != nil:
 				fail(i, explain(err, "get", k, a.Namespace))
 			default:
-				o, err := p.toObject(ctx, kn, k, a, u)
+				o, err := p.toObject(ctx, req.Now, kn, k, a, u)
 				if err != nil {
 					fail(i, err)
 					continue
@@ -314,7 +314,7 @@ func (p *Provider) List(ctx context.Context, req providers.ListRequest) provider
 				for j := range l.Items {
 					u := &l.Items[j]
 					a := providers.Address{Provider: req.Provider, Kind: req.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
-					o, oerr := p.toObject(ctx, kn, k, a, u)
+					o, oerr := p.toObject(ctx, req.Now, kn, k, a, u)
 					if oerr != nil {
 						resp.Diagnostics = append(resp.Diagnostics, providers.Diagnostic{Severity: diag.Error, Address: &a, Message: oerr.Error()})
 						continue
@@ -331,9 +331,12 @@ func (p *Provider) List(ctx context.Context, req providers.ListRequest) provider
 	return resp
 }
 
-// rolledOut says a Deployment's rollout is complete as kubectl rollout
-// status says it: every replica the spec asks for updated, no old replica
-// left, and every updated one available.
+// rolledOut says a Deployment's rollout is complete much as kubectl rollout
+// status says it: every replica the spec asks for updated and no old
+// replica left. Unlike kubectl it does not wait for the updated pods to be
+// available: once the old ones are gone, those still starting are what
+// every scale-up has (the HPA's too), and a scale-up is no rollout to hold
+// changes for.
 func rolledOut(u *unstructured.Unstructured) bool {
 	want, ok, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	if !ok {
@@ -344,7 +347,7 @@ func rolledOut(u *unstructured.Unstructured) bool {
 		return v
 	}
 	updated := n("updatedReplicas")
-	if updated >= want && n("replicas") <= updated && n("availableReplicas") >= updated {
+	if updated >= want && n("replicas") <= updated {
 		return true
 	}
 	// Past its progress deadline the controller has given up, and so does
@@ -361,7 +364,7 @@ func rolledOut(u *unstructured.Unstructured) bool {
 
 // toObject is what setpoint sees of an API object: the attributes of its
 // kind with their managers.
-func (p *Provider) toObject(ctx context.Context, kn *knativePods, k *kind, a providers.Address, u *unstructured.Unstructured) (providers.Object, error) {
+func (p *Provider) toObject(ctx context.Context, now time.Time, kn *knativePods, k *kind, a providers.Address, u *unstructured.Unstructured) (providers.Object, error) {
 	o := providers.Object{
 		Address:     a,
 		Exists:      true,
@@ -380,6 +383,9 @@ func (p *Provider) toObject(ctx context.Context, kn *knativePods, k *kind, a pro
 			// kubectl rollout status judges it.
 			o.ObservedGeneration = o.Generation - 1
 		}
+	}
+	if k.name == KindDeployment {
+		o.Repair = interruptedResize(u, now, resizeGrace*p.timeout)
 	}
 	ms := managedSets(u.GetManagedFields())
 	note := func(at attr) error {

@@ -481,15 +481,22 @@ spec:
 	req, lim := ContainerAttr("app", "requests"), ContainerAttr("app", "limits")
 	change := providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{req: values.BytesOf(384 << 20), lim: values.BytesOf(576 << 20)},
 		Changed: []addrs.Path{req, lim}, InPlace: providers.InPlaceFallbackHold, Force: true}
+	// A limit apart from the request would make the Guaranteed pod
+	// Burstable, unlike its template: refused, and no pod is resized.
+	if res := apply(t, p, change); !strings.Contains(res.Err, "mem-guar") || !strings.Contains(res.Err, "QoS class") {
+		t.Fatalf("a resize making a Guaranteed pod Burstable: %+v", res)
+	}
+	if r, l := podMemory(t, env, ns, "mem-burst"); r != "256Mi" || l != "512Mi" {
+		t.Fatalf("a refused resize changed a pod to %s/%s", r, l)
+	}
+	if err := env.Clientset(t).CoreV1().Pods(ns).Delete(ctxT(t), "mem-guar", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
 	if res := apply(t, p, change); res.Err != "" {
 		t.Fatal(res.Err)
 	}
 	if r, l := podMemory(t, env, ns, "mem-burst"); r != "384Mi" || l != "576Mi" {
 		t.Fatalf("burstable pod resized to %s/%s", r, l)
-	}
-	// Guaranteed stays Guaranteed: request = limit, at the request.
-	if r, l := podMemory(t, env, ns, "mem-guar"); r != "384Mi" || l != "384Mi" {
-		t.Fatalf("guaranteed pod resized to %s/%s", r, l)
 	}
 	if r, l := podMemory(t, env, ns, "canary"); r != "256Mi" || l != "512Mi" {
 		t.Fatalf("a pod of another owner was resized to %s/%s", r, l)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -101,60 +103,163 @@ func (p *Provider) resizePods(call func() context.Context, core k8s.Interface, c
 	return errors.Join(errs...)
 }
 
-// ResizePausedAnnotation marks a Deployment an in-place resize paused; a
-// later apply resumes one left so by a process that died mid-resize.
+// ResizePausedAnnotation marks a Deployment an in-place resize paused, with
+// the time it did (RFC 3339). Read reports one that is still there after
+// resizeGrace provider timeouts as an apply to repair, and the next apply
+// of the Deployment resumes it.
 const ResizePausedAnnotation = "setpoint.dev/paused-for-resize"
+
+// resizeGrace, in provider timeouts, is how long a resize may keep its
+// Deployment paused before the pause is taken for one its process did not
+// live to lift: a resize is a few calls, each bounded by the timeout.
+const resizeGrace = 4
+
+// interruptedResize says why a Deployment's apply must be finished: paused
+// by an in-place resize that never resumed it ("" when it is not, or the
+// resize may still be running).
+func interruptedResize(u *unstructured.Unstructured, now time.Time, grace time.Duration) string {
+	v, ok := u.GetAnnotations()[ResizePausedAnnotation]
+	if !ok {
+		return ""
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err == nil && now.Sub(at) < grace {
+		return ""
+	}
+	return fmt.Sprintf("paused by an in-place resize (at %s) that never resumed it, so no template change rolls out; applying it again resumes it", v)
+}
+
+// resizeHold is a Deployment held still while its template follows an
+// in-place resize (see holdRollout).
+type resizeHold struct {
+	core     k8s.Interface
+	ns, name string
+	manager  string
+	// paused: setpoint paused it (the user had not), so it resumes it.
+	paused bool
+	// rs is the current ReplicaSet's name, and old each of its containers'
+	// memory before (nil: none was changed).
+	rs  string
+	old map[string][2]*resource.Quantity
+}
 
 // holdRollout makes the Deployment's template change that follows an
 // in-place resize leave its pods alone. A Deployment rolls out whenever its
 // template differs from its newest ReplicaSet's (compared without the
 // pod-template-hash label); so the Deployment is paused, its current
-// ReplicaSet's template given the same new memory, and the returned resume
-// unpauses it once the Deployment's own template has it too: the controller
-// then finds that ReplicaSet already matching and rolls nothing. A
-// Deployment the user paused stays paused.
-func holdRollout(call func() context.Context, core k8s.Interface, c providers.ObjectChange, live *unstructured.Unstructured) (resume func() error, err error) {
+// ReplicaSet's template given the same new memory, and finish unpauses it
+// once the Deployment's own template has it too: the controller then finds
+// that ReplicaSet already matching and rolls nothing. A Deployment the user
+// paused stays paused. The pause carries its time: a process killed before
+// finish leaves a pause the next plan repairs (interruptedResize).
+func holdRollout(call func() context.Context, core k8s.Interface, now time.Time, c providers.ObjectChange, live *unstructured.Unstructured) (*resizeHold, error) {
 	want := memoryOf(c)
-	ns, name := c.Address.Namespace, c.Address.Name
+	h := &resizeHold{core: core, ns: c.Address.Namespace, name: c.Address.Name, manager: c.Manager}
 	paused, _, _ := unstructured.NestedBool(live.Object, "spec", "paused")
-	resume = func() error { return nil }
 	if !paused {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}},"spec":{"paused":true}}`, ResizePausedAnnotation)
-		if _, err := core.AppsV1().Deployments(ns).Patch(call(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: c.Manager}); err != nil {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"paused":true}}`, ResizePausedAnnotation, now.UTC().Format(time.RFC3339))
+		if _, err := core.AppsV1().Deployments(h.ns).Patch(call(), h.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: c.Manager}); err != nil {
 			return nil, fmt.Errorf("pausing: %w", err)
 		}
-		resume = func() error { return resumeRollout(call(), core, ns, name) }
+		h.paused = true
 	}
-	rs, err := currentReplicaSet(call, core, ns, live)
+	rs, err := currentReplicaSet(call, core, h.ns, live)
 	if err != nil {
-		return nil, errors.Join(err, resume())
+		return nil, errors.Join(err, h.finish(call, true))
 	}
 	if rs == nil {
-		return resume, nil
+		return h, nil
 	}
-	for i := range rs.Spec.Template.Spec.Containers {
-		ct := &rs.Spec.Template.Spec.Containers[i]
+	h.rs = rs.Name
+	err = h.setMemory(call, func(ct *corev1.Container) ([2]*resource.Quantity, bool) {
 		w, ok := want[ct.Name]
 		if !ok {
-			continue
+			return [2]*resource.Quantity{}, false
 		}
-		for _, s := range []struct {
-			list *corev1.ResourceList
-			n    int64
-		}{{&ct.Resources.Requests, w[0]}, {&ct.Resources.Limits, w[1]}} {
-			if s.n == 0 {
+		var q [2]*resource.Quantity
+		for i, n := range w {
+			if n != 0 {
+				q[i] = resource.NewQuantity(n, resource.BinarySI)
+			}
+		}
+		return q, true
+	}, false)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("replicaset %s: %w", rs.Name, err), h.finish(call, true))
+	}
+	return h, nil
+}
+
+// setMemory sets the memory of the ReplicaSet's template containers to
+// what to says, read afresh and written again on a conflict (the
+// ReplicaSet controller writes its status often). Going forward, a nil
+// quantity leaves the value as it is and the values before are kept in
+// h.old; restoring, a nil quantity is one there was not, and goes.
+func (h *resizeHold) setMemory(call func() context.Context, to func(*corev1.Container) ([2]*resource.Quantity, bool), restoring bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rs, err := h.core.AppsV1().ReplicaSets(h.ns).Get(call(), h.rs, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		old := map[string][2]*resource.Quantity{}
+		for i := range rs.Spec.Template.Spec.Containers {
+			ct := &rs.Spec.Template.Spec.Containers[i]
+			q, ok := to(ct)
+			if !ok {
 				continue
 			}
-			if *s.list == nil {
-				*s.list = corev1.ResourceList{}
+			var before [2]*resource.Quantity
+			for j, list := range []*corev1.ResourceList{&ct.Resources.Requests, &ct.Resources.Limits} {
+				if cur, ok := (*list)[corev1.ResourceMemory]; ok {
+					kept := cur.DeepCopy()
+					before[j] = &kept
+				}
+				switch {
+				case q[j] != nil:
+					if *list == nil {
+						*list = corev1.ResourceList{}
+					}
+					(*list)[corev1.ResourceMemory] = *q[j]
+				case restoring:
+					delete(*list, corev1.ResourceMemory)
+				}
 			}
-			(*s.list)[corev1.ResourceMemory] = *resource.NewQuantity(s.n, resource.BinarySI)
+			old[ct.Name] = before
+		}
+		if _, err := h.core.AppsV1().ReplicaSets(h.ns).Update(call(), rs, metav1.UpdateOptions{FieldManager: h.manager}); err != nil {
+			return err
+		}
+		if !restoring {
+			h.old = old
+		}
+		return nil
+	})
+}
+
+// finish ends the hold. When the Deployment's own template could not
+// follow (applied false), the ReplicaSet's template gets its memory back
+// first: resumed with the two apart, the controller would roll every pod
+// out to the old template. The resized pods keep their new memory; the
+// change fails and is planned again.
+func (h *resizeHold) finish(call func() context.Context, applied bool) error {
+	var errs []error
+	if !applied && h.old != nil {
+		err := h.setMemory(call, func(ct *corev1.Container) ([2]*resource.Quantity, bool) {
+			q, ok := h.old[ct.Name]
+			return q, ok
+		}, true)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("restoring replicaset %s's template: %w", h.rs, err))
 		}
 	}
-	if _, err := core.AppsV1().ReplicaSets(ns).Update(call(), rs, metav1.UpdateOptions{FieldManager: c.Manager}); err != nil {
-		return nil, errors.Join(fmt.Errorf("replicaset %s: %w", rs.Name, err), resume())
+	if h.paused && len(errs) == 0 {
+		// Not resumed with the templates apart: left paused, the next
+		// plan repairs it.
+		if err := resumeRollout(call(), h.core, h.ns, h.name); err != nil {
+			errs = append(errs, fmt.Errorf("resuming: %w", err))
+		}
 	}
-	return resume, nil
+	return errors.Join(errs...)
 }
 
 // resumeRollout unpauses a Deployment an in-place resize paused.
@@ -194,12 +299,6 @@ const maxPodErrors = 5
 func resized(pod *corev1.Pod, want map[string][2]int64) (*corev1.Pod, bool, error) {
 	next := pod.DeepCopy()
 	computed := QoSClass(pod)
-	before := computed
-	if pod.Status.QOSClass != "" {
-		// The kubelet's own word (it counts init containers and pod-level
-		// resources too) decides whether request and limit stay equal.
-		before = pod.Status.QOSClass
-	}
 	changed := false
 	for i := range next.Spec.Containers {
 		ct := &next.Spec.Containers[i]
@@ -207,15 +306,10 @@ func resized(pod *corev1.Pod, want map[string][2]int64) (*corev1.Pod, bool, erro
 		if !ok {
 			continue
 		}
+		// The pod gets what the template gets, nothing else: a Guaranteed
+		// pod stays so when the decision keeps its request = limit (it
+		// does, unless a limit is pinned), and is refused otherwise.
 		req, lim := w[0], w[1]
-		if before == corev1.PodQOSGuaranteed {
-			// Request and limit stay equal: at the request when one is
-			// given (the limit's factor over it is for Burstable pods).
-			if req == 0 {
-				req = lim
-			}
-			lim = req
-		}
 		if ct.Resources.Requests == nil {
 			ct.Resources.Requests = corev1.ResourceList{}
 		}

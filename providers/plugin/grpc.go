@@ -141,7 +141,7 @@ func toManagers(m map[addrs.Path]string) map[string]string {
 
 func toObject(o providers.Object) *pb.Object {
 	return &pb.Object{Address: toAddr(o.Address), Exists: o.Exists, Attributes: toValues(o.Attributes),
-		Managers: toManagers(o.Managers), Labels: o.Labels, Annotations: o.Annotations, Generation: o.Generation, ObservedGeneration: o.ObservedGeneration}
+		Managers: toManagers(o.Managers), Labels: o.Labels, Annotations: o.Annotations, Generation: o.Generation, ObservedGeneration: o.ObservedGeneration, Repair: o.Repair}
 }
 
 var toAction = map[action.Action]pb.ObjectChange_Action{
@@ -335,7 +335,7 @@ func fromObjectBody(a providers.Address, o *pb.Object) (providers.Object, []erro
 	attrs, errs := fromValues(o.Attributes)
 	mgrs, errs2 := fromManagers(o.Managers)
 	return providers.Object{Address: a, Exists: o.Exists, Attributes: attrs, Managers: mgrs,
-		Labels: nonNil(o.Labels), Annotations: nonNil(o.Annotations), Generation: o.Generation, ObservedGeneration: o.ObservedGeneration}, append(errs, errs2...)
+		Labels: nonNil(o.Labels), Annotations: nonNil(o.Annotations), Generation: o.Generation, ObservedGeneration: o.ObservedGeneration, Repair: o.Repair}, append(errs, errs2...)
 }
 
 var fromAction = map[pb.ObjectChange_Action]action.Action{}

@@ -539,8 +539,12 @@ type Object struct {
 	// The generation the object's controller has acted on (status);
 	// behind generation while a rollout is in progress. 0: not reported.
 	ObservedGeneration int64 `protobuf:"varint,8,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Why an apply of the object was cut off midway, leaving it in a state
+	// no spec asks for (empty: it was not): the next plan applies the
+	// object again so the provider finishes it.
+	Repair        string `protobuf:"bytes,9,opt,name=repair,proto3" json:"repair,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
@@ -627,6 +631,13 @@ func (x *Object) GetObservedGeneration() int64 {
 		return x.ObservedGeneration
 	}
 	return 0
+}
+
+func (x *Object) GetRepair() string {
+	if x != nil {
+		return x.Repair
+	}
+	return ""
 }
 
 type Read struct {
@@ -2342,7 +2353,7 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\n" +
 	"state_path\x18\x04 \x01(\tR\tstatePath\x1aN\n" +
 	"\bResponse\x12B\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xe7\x05\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xff\x05\n" +
 	"\x06Object\x127\n" +
 	"\aaddress\x18\x01 \x01(\v2\x1d.setpoint.provider.v2.AddressR\aaddress\x12\x16\n" +
 	"\x06exists\x18\x02 \x01(\bR\x06exists\x12L\n" +
@@ -2355,7 +2366,8 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\a \x01(\x03R\n" +
 	"generation\x12/\n" +
-	"\x13observed_generation\x18\b \x01(\x03R\x12observedGeneration\x1aZ\n" +
+	"\x13observed_generation\x18\b \x01(\x03R\x12observedGeneration\x12\x16\n" +
+	"\x06repair\x18\t \x01(\tR\x06repair\x1aZ\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\x1a;\n" +

@@ -1,0 +1,181 @@
+package kubernetes
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// The hold around an in-place resize, step by step on a real API server
+// (no controllers: what the controller would do is judged from the
+// objects): the current ReplicaSet's template follows the pods, its update
+// retried on a conflict; a Deployment apply that fails gives the
+// ReplicaSet its memory back before resuming; a pause its process did not
+// live to lift is reported for repair once past the grace, and the next
+// apply lifts it.
+func TestInPlaceResizeHold(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	create(t, env, deployment(ns, "hold", 1))
+	cs := env.Clientset(t)
+	d, err := cs.AppsV1().Deployments(ns).Get(ctxT(t), "hold", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: hold-1
+  namespace: %s
+  labels: {app: hold}
+  annotations: {deployment.kubernetes.io/revision: "1"}
+  ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: hold, uid: %s, controller: true}]
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: hold}}
+  template:
+    metadata: {labels: {app: hold}}
+    spec:
+      containers:
+      - {name: app, image: registry.example/app:1, resources: {requests: {memory: 256Mi, cpu: 100m}, limits: {memory: 512Mi}}}
+      - {name: side, image: registry.example/side:1}
+`, ns, d.UID))[0]
+	env.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: hold-a
+  namespace: %s
+  labels: {app: hold}
+  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: hold-1, uid: %s, controller: true}]
+spec:
+  containers:
+  - {name: app, image: registry.example/app:1, resources: {requests: {memory: 256Mi, cpu: 100m}, limits: {memory: 512Mi}}}
+  - {name: side, image: registry.example/side:1}
+`, ns, rs.GetUID()))
+
+	// The first update of the ReplicaSet meets a conflict, as when its
+	// controller has just written its status; a Deployment apply fails
+	// when failApply is set.
+	var rsPuts atomic.Int64
+	var failApply atomic.Bool
+	rc := env.Config()
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			status := func(code int, reason string) *http.Response {
+				body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"injected by the test"}`, reason, code)
+				return &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewBufferString(body)), Request: r}
+			}
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/replicasets/hold-1") && rsPuts.Add(1) == 1 {
+				return status(http.StatusConflict, "Conflict"), nil
+			}
+			if failApply.Load() && r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/deployments/hold") &&
+				r.Header.Get("Content-Type") == string(types.ApplyPatchType) && r.URL.Query().Get("dryRun") == "" {
+				return status(http.StatusInternalServerError, "InternalError"), nil
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	p := newProvider(t, rc)
+	a := addr(KindDeployment, ns, "hold")
+	req, lim := ContainerAttr("app", "requests"), ContainerAttr("app", "limits")
+	change := func(r, l int64) providers.ObjectChange {
+		return providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{req: values.BytesOf(r << 20), lim: values.BytesOf(l << 20)},
+			Changed: []addrs.Path{req, lim}, InPlace: providers.InPlaceFallbackHold, Force: true}
+	}
+	rsMemory := func() string {
+		t.Helper()
+		got, err := cs.AppsV1().ReplicaSets(ns).Get(ctxT(t), "hold-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := got.Spec.Template.Spec.Containers[0].Resources
+		return r.Requests.Memory().String() + "/" + r.Limits.Memory().String()
+	}
+	notPaused := func(when string) {
+		t.Helper()
+		got, err := cs.AppsV1().Deployments(ns).Get(ctxT(t), "hold", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Paused || got.Annotations[ResizePausedAnnotation] != "" {
+			t.Fatalf("%s: the Deployment is left paused (%v, %q)", when, got.Spec.Paused, got.Annotations[ResizePausedAnnotation])
+		}
+	}
+
+	if res := apply(t, p, change(384, 576)); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	if got := rsMemory(); got != "384Mi/576Mi" || rsPuts.Load() < 2 {
+		t.Fatalf("the ReplicaSet's template after the resize: %s after %d updates, want 384Mi/576Mi after a retried conflict", got, rsPuts.Load())
+	}
+	notPaused("after the resize")
+	if r, l := podMemory(t, env, ns, "hold-a"); r != "384Mi" || l != "576Mi" {
+		t.Fatalf("pod resized to %s/%s", r, l)
+	}
+
+	// The Deployment's own apply fails: the ReplicaSet's template gets its
+	// memory back (resumed with the two apart, the controller would roll
+	// every pod out), and the Deployment is resumed.
+	failApply.Store(true)
+	res := apply(t, p, change(448, 672))
+	failApply.Store(false)
+	if res.Err == "" {
+		t.Fatal("the apply the test failed succeeded")
+	}
+	if got := rsMemory(); got != "384Mi/576Mi" {
+		t.Fatalf("the ReplicaSet's template after a failed apply: %s, want 384Mi/576Mi back", got)
+	}
+	notPaused("after a failed apply")
+	if o := read(t, p, a); o.Attributes[req] != values.BytesOf(384<<20) {
+		t.Fatalf("the template after a failed apply: %v", o.Attributes[req])
+	}
+
+	// A pause left by a process killed mid-resize.
+	pause := func(at time.Time) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"paused":true}}`, ResizePausedAnnotation, at.UTC().Format(time.RFC3339))
+		if _, err := cs.AppsV1().Deployments(ns).Patch(ctxT(t), "hold", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repair := func(now time.Time) string {
+		t.Helper()
+		resp := p.Read(ctxT(t), providers.ReadRequest{Now: now, Addresses: []providers.Address{a}})
+		if len(resp.Diagnostics) > 0 {
+			t.Fatal(resp.Diagnostics)
+		}
+		return resp.Objects[0].Repair
+	}
+	now := time.Now()
+	pause(now)
+	if why := repair(now.Add(resizeGrace*p.timeout - time.Second)); why != "" {
+		t.Fatalf("a pause within the grace (its resize may be running) reported for repair: %s", why)
+	}
+	if why := repair(now.Add(resizeGrace * p.timeout)); !strings.Contains(why, "never resumed") {
+		t.Fatalf("a pause past the grace: repair %q", why)
+	}
+	// The repair: the owned values again, nothing changed; the apply
+	// resumes it.
+	fix := change(384, 576)
+	fix.InPlace, fix.Changed = "", []addrs.Path{req}
+	if res := apply(t, p, fix); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	notPaused("after the repair")
+	if why := repair(now.Add(time.Hour)); why != "" {
+		t.Fatalf("repaired, still reported: %s", why)
+	}
+}
