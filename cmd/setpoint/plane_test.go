@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes"
 )
 
 // planeScenario is one end-to-end case on the full control plane: its
@@ -143,20 +146,13 @@ var planeScenarios = []planeScenario{
 	// does): the same pods, never restarted, with the new memory and the
 	// same QoS class.
 	{name: "in-place", load: busy, objects: webDeployment, run: func(t *testing.T, c *planeCase) {
+		c.dir = t.TempDir() // the state says what setpoint owns, for the repair below
 		cs := c.p.Clientset(t)
 		before, err := cs.CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := c.apply(t, `apiVersion: setpoint.dev/v1alpha1
-kind: NFR
-metadata: {name: web, namespace: %s}
-spec:
-  target: {kind: Deployment, name: web}
-  memory: {apply: inPlace, headroom: 1.2, limitFactor: 1.5, window: 5m}
-  enforcement: {replicas: off, memory: enforce}
-  safety: {stability: 0s, cooldown: 0s}
-`)
+		out, errOut, code := c.apply(t, inPlaceNFR)
 		if code != 0 || !strings.Contains(out, "requests.memory") {
 			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -188,6 +184,50 @@ spec:
 				pod.Spec.Containers[0].Resources.Requests.Memory().String() != "192Mi" || len(st) == 0 || st[0].Resources == nil ||
 				st[0].Resources.Requests.Memory().String() != "192Mi" {
 				t.Errorf("pod %s (%s): want one of the pods before, not restarted, Burstable, resized to 192Mi in spec and status: %+v", pod.Name, pod.UID, pod.Status)
+			}
+		}
+
+		// A process killed between the pause and the resume leaves the
+		// Deployment paused: the user's next release would never roll
+		// out. The next plan says so and its apply resumes it; the
+		// controller then rolls the release out.
+		ctx := context.Background()
+		stale := time.Now().Add(-10 * time.Minute).UTC().Format(time.RFC3339)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"paused":true}}`, kubernetes.ResizePausedAnnotation, stale)
+		if _, err := cs.AppsV1().Deployments(c.ns).Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		release := `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.example/web:2"}]}}}}`
+		if _, err := cs.AppsV1().Deployments(c.ns).Patch(ctx, "web", types.StrategicMergePatchType, []byte(release), metav1.PatchOptions{FieldManager: "kubectl"}); err != nil {
+			t.Fatal(err)
+		}
+		waitPausedSeen(t, c.p, c.ns, "web")
+		if rss, err := cs.AppsV1().ReplicaSets(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"}); err != nil || len(rss.Items) != 1 {
+			t.Fatalf("paused, the release must not roll out: %d ReplicaSets, %v", len(rss.Items), err)
+		}
+		out, errOut, code = c.plan(t, inPlaceNFR)
+		if code != 0 || !strings.Contains(out, "applied again, unchanged") || !strings.Contains(out, "never resumed it") {
+			t.Fatalf("plan with the pause left over: want a repair; exit %d\n%s\n%s", code, out, errOut)
+		}
+		out, errOut, code = c.apply(t, inPlaceNFR)
+		if code != 0 || !strings.Contains(out, "never resumed it") {
+			t.Fatalf("apply with the pause left over: exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		d, err = cs.AppsV1().Deployments(c.ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || d.Spec.Paused || d.Annotations[kubernetes.ResizePausedAnnotation] != "" {
+			t.Fatalf("after the repair: paused %v, annotations %v, %v", d.Spec.Paused, d.Annotations, err)
+		}
+		pods, err := cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pod := range pods.Items {
+			if pod.DeletionTimestamp != nil {
+				continue // an old one on its way out
+			}
+			if img := pod.Spec.Containers[0].Image; img != "registry.example/web:2" || uids[string(pod.UID)] {
+				t.Errorf("pod %s: image %s; want the release rolled out on new pods", pod.Name, img)
 			}
 		}
 	}},
@@ -265,6 +305,36 @@ spec:
 			t.Fatalf("apply once more: want the HPA forgotten; exit %d\n%s\n%s", code, out, errOut)
 		}
 	}},
+}
+
+const inPlaceNFR = `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: web, namespace: %s}
+spec:
+  target: {kind: Deployment, name: web}
+  memory: {apply: inPlace, headroom: 1.2, limitFactor: 1.5, window: 5m}
+  enforcement: {replicas: off, memory: enforce}
+  safety: {stability: 0s, cooldown: 0s}
+`
+
+// waitPausedSeen waits until the deployment controller has seen the
+// Deployment's latest generation while it is paused.
+func waitPausedSeen(t *testing.T, p *kubetest.Plane, ns, name string) {
+	t.Helper()
+	cs := p.Clientset(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && d.Status.ObservedGeneration >= d.Generation {
+			for _, c := range d.Status.Conditions {
+				if c.Type == appsv1.DeploymentProgressing && c.Reason == "DeploymentPaused" {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("Deployment %s/%s never seen paused\n%s", ns, name, p.PlaneLogs())
 }
 
 // slowDeployment is webDeployment whose pods are Ready 4 s after they are

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -177,5 +178,34 @@ spec:
 	notPaused("after the repair")
 	if why := repair(now.Add(time.Hour)); why != "" {
 		t.Fatalf("repaired, still reported: %s", why)
+	}
+}
+
+// A Deployment's rollout is done once every replica is updated and no old
+// one is left; pods still starting after a scale-up (the HPA's) are no
+// rollout.
+func TestRolledOut(t *testing.T) {
+	for _, tc := range []struct {
+		name                               string
+		spec, replicas, updated, available int64
+		deadline                           bool
+		want                               bool
+	}{
+		{"settled", 3, 3, 3, 3, false, true},
+		{"scale-up, new pod starting", 3, 3, 3, 2, false, true},
+		{"rolling: old pods left", 3, 4, 1, 3, false, false},
+		{"rolling: not every replica updated", 3, 3, 2, 3, false, false},
+		{"rolling, past its deadline", 3, 4, 1, 3, true, true},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"spec":   map[string]any{"replicas": tc.spec},
+			"status": map[string]any{"replicas": tc.replicas, "updatedReplicas": tc.updated, "availableReplicas": tc.available},
+		}}
+		if tc.deadline {
+			u.Object["status"].(map[string]any)["conditions"] = []any{map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}}
+		}
+		if got := rolledOut(u); got != tc.want {
+			t.Errorf("%s: rolled out %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
