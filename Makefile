@@ -11,6 +11,7 @@ KUBE_VERSION := v1.35.4
 # constants there must match.
 ETCD_VERSION := v3.6.5
 KWOK_VERSION := v0.8.0
+METRICS_SERVER_VERSION := v0.8.0
 BIN       := bin/setpoint
 PKGS      := ./...
 FUZZTIME  ?= 60s
@@ -96,6 +97,7 @@ testenv:
 	@for c in kube-apiserver kube-controller-manager kube-scheduler; do \
 		bash hack/testenv/kube-component.sh $$c $(KUBE_VERSION) >/dev/null || exit 1; done
 	@bash hack/testenv/go-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok $(KWOK_VERSION) >/dev/null
+	@bash hack/testenv/go-tool.sh metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server $(METRICS_SERVER_VERSION) >/dev/null
 
 # Every fuzz target for FUZZTIME each (make test runs their seed corpora).
 FUZZ_TARGETS := ./cue/load:FuzzLoad ./providers/sim:FuzzReadTrace ./providers/sim:FuzzLoadChanges \

@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -14,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -142,6 +144,9 @@ func (x *Exporter) advance() {
 				ready = append(ready, p)
 			}
 		}
+		if len(ready) > 0 {
+			x.writeUsage(ctx, ready, l.RPS/float64(len(ready))*l.CPUPerRequest, l.WorkingSet)
+		}
 		for _, p := range ready {
 			k := ns + "/" + p.Name
 			c, ok := x.pods[k]
@@ -162,6 +167,29 @@ func (x *Exporter) advance() {
 				}
 			}
 		}
+	}
+}
+
+// Annotations the plane's kwok reads each pod's usage from (see
+// kwokstages/metrics-resource.yaml), for metrics-server and so the HPA.
+const (
+	UsageCPUAnnotation    = "setpoint.dev/usage-cpu"
+	UsageMemoryAnnotation = "setpoint.dev/usage-memory"
+)
+
+// writeUsage writes on each pod the CPU (cores) and memory (bytes) it uses
+// now, its share of its app's load, where they moved: what a kubelet
+// would measure, and metrics-server read from it.
+func (x *Exporter) writeUsage(ctx context.Context, pods []*corev1.Pod, cpu, memory float64) {
+	c := fmt.Sprintf("%dm", int64(math.Round(cpu*1000)))
+	m := strconv.FormatInt(int64(memory), 10)
+	for _, p := range pods {
+		if p.Annotations[UsageCPUAnnotation] == c && p.Annotations[UsageMemoryAnnotation] == m {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, UsageCPUAnnotation, c, UsageMemoryAnnotation, m)
+		// A pod gone since the list is no matter: the next call lists again.
+		_, _ = x.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	}
 }
 

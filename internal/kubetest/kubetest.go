@@ -96,6 +96,9 @@ type Option func(*options)
 
 type options struct {
 	crdDirs []string
+	// aggregation configures the API server's aggregation layer (the
+	// full plane's metrics-server is served through it).
+	aggregation bool
 }
 
 // WithCRDs installs every *.yaml file of each directory (relative to the

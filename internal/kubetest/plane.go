@@ -17,18 +17,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Versions of the rest of the full control plane, built by make testenv
 // (hack/testenv) and cached by version.
 const (
-	KwokVersion = "v0.8.0"
-	EtcdVersion = "v3.6.5"
+	KwokVersion          = "v0.8.0"
+	EtcdVersion          = "v3.6.5"
+	MetricsServerVersion = "v0.8.0"
 )
 
 // The kwok stages the plane runs: a node Ready at once, pods Running and
 // Ready (after a delay a pod may ask for) with their containers' resources
-// reported, in-place resizes applied, deleted pods gone.
+// reported, in-place resizes applied, deleted pods gone; and the node's
+// resource metrics endpoint, from the usage the exporter writes on pods.
 //
 //go:embed kwokstages/*.yaml
 var kwokStages embed.FS
@@ -41,11 +45,13 @@ const FakeNode = "kwok-node-0"
 const ReadyAfterAnnotation = "setpoint.dev/ready-after"
 
 // Plane is a full control plane on loopback: the Env's etcd and
-// kube-apiserver, kube-controller-manager (deployment, replicaset, HPA,
-// node-lifecycle, garbage-collector, namespace and service-account
-// controllers), kube-scheduler, and kwok managing one fake node whose pods
-// become Running and Ready. No container runs: kwok writes the statuses a
-// kubelet would.
+// kube-apiserver (with its aggregation layer), kube-controller-manager
+// (deployment, replicaset, HPA, node-lifecycle, garbage-collector,
+// namespace and service-account controllers), kube-scheduler, kwok
+// managing one fake node whose pods become Running and Ready, and
+// metrics-server behind its APIService, reading the node's resource
+// metrics from kwok, so the HPA scales on CPU. No container runs: kwok
+// writes the statuses a kubelet would.
 type Plane struct {
 	*Env
 	// PlaneStartupTime is how long the controllers, the scheduler, kwok
@@ -101,7 +107,11 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := start(nil)
+	msBin, err := cachedBinary("metrics-server", MetricsServerVersion)
+	if err != nil {
+		return nil, err
+	}
+	env, err := start([]Option{func(o *options) { o.aggregation = true }})
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +122,11 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 		}
 	}()
 	t0 := time.Now()
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
-	cmPort, schedPort, kwokPort := ports[0], ports[1], ports[2]
+	cmPort, schedPort, kwokPort, msPort := ports[0], ports[1], ports[2], ports[3]
 	kc := env.Kubeconfig
 	auth := []string{"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--bind-address", "127.0.0.1", "--leader-elect=false"}
@@ -190,6 +200,32 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	if err := p.createNode(ctx); err != nil {
 		return nil, errors.Join(err, kwok.failure("the node did not become Ready"))
 	}
+
+	// metrics-server, scraping the node's resource metrics from kwok (at
+	// the node's address and kubelet port, kwok's serving certificate
+	// unchecked), served through the aggregation layer.
+	ms, err := startProcess("metrics-server", msBin, append(auth[:6:6],
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(msPort),
+		"--cert-dir", filepath.Join(env.Dir, "metrics-server"),
+		"--kubelet-use-node-status-port",
+		"--kubelet-insecure-tls",
+		"--kubelet-preferred-address-types", "InternalIP",
+		"--kubelet-request-timeout", "5s",
+		// Above the request timeout: metrics-server refuses them equal.
+		"--metric-resolution", "10s",
+	), env.Dir, filepath.Join(env.Dir, "metrics-server.log"), nil)
+	if err != nil {
+		return nil, err
+	}
+	p.procs = append(p.procs, ms)
+	live := func(code int, _ []byte) bool { return code == 200 }
+	if err := waitReady(ms, fmt.Sprintf("https://127.0.0.1:%d/livez", msPort), insecure, nil, live); err != nil {
+		return nil, err
+	}
+	if err := p.registerMetricsAPI(ctx, msPort); err != nil {
+		return nil, errors.Join(err, ms.failure("metrics.k8s.io never became available"))
+	}
 	p.PlaneStartupTime = time.Since(t0)
 	return p, nil
 }
@@ -203,7 +239,10 @@ func (p *Plane) createNode(ctx context.Context) error {
 		return err
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: FakeNode,
-		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake",
+			// Where kwok serves the node's resource metrics (see
+			// kwokstages/metrics-resource.yaml).
+			"metrics.k8s.io/resource-metrics-path": "/metrics/nodes/" + FakeNode + "/metrics/resource"},
 		Labels:      map[string]string{"kubernetes.io/hostname": FakeNode, "type": "kwok"}}}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating node %s: %w", FakeNode, err)
@@ -218,6 +257,60 @@ func (p *Plane) createNode(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s not Ready and untainted: %w", FakeNode, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// registerMetricsAPI serves metrics.k8s.io from metrics-server on port:
+// an APIService backed by an ExternalName Service on loopback (the
+// aggregator dials the name; metrics-server's certificate is self-signed,
+// hence insecureSkipTLSVerify), and waits until the aggregator reports it
+// Available.
+func (p *Plane) registerMetricsAPI(ctx context.Context, port int) error {
+	dyn, cs, _, err := p.clients()
+	if err != nil {
+		return err
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "metrics-server", Namespace: "kube-system"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "127.0.0.1",
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(port)}}}}
+	if _, err := cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the metrics-server Service: %w", err)
+	}
+	gvr := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	api := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": "v1beta1.metrics.k8s.io"},
+		"spec": map[string]any{
+			"group": "metrics.k8s.io", "version": "v1beta1",
+			"service":               map[string]any{"namespace": "kube-system", "name": "metrics-server", "port": int64(port)},
+			"insecureSkipTLSVerify": true, "groupPriorityMinimum": int64(100), "versionPriority": int64(100),
+		},
+	}}
+	if _, err := dyn.Resource(gvr).Create(ctx, api, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the metrics.k8s.io APIService: %w", err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		u, err := dyn.Resource(gvr).Get(ctx, "v1beta1.metrics.k8s.io", metav1.GetOptions{})
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Available" {
+					if m["status"] == "True" {
+						return nil
+					}
+					last = fmt.Sprintf("%v: %v", m["reason"], m["message"])
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("APIService v1beta1.metrics.k8s.io not Available (%s): %w", last, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -56,6 +57,28 @@ spec:
 	if err != nil || *d.Spec.Replicas != 5 {
 		t.Fatalf("the Deployment asks for %v after the HPA's minReplicas went to 5: %v", d.Spec.Replicas, err)
 	}
+
+	// CPU: each of the five pods uses 450m of its 500m (90%, the HPA's
+	// target is 70%): kwok serves it, metrics-server reads it, and the HPA
+	// scales to ceil(5 × 90/70) = 7. The two new pods use a trickle (1m),
+	// and (5 × 450 + 2 × 1)/7 = 322m is 64%: it stays at 7.
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods.Items {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"450m"}}}`, UsageCPUAnnotation)
+		if _, err := cs.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRunning(t, p, cs, ns, "app=web", 7)
+	hpa, err = cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || len(hpa.Status.CurrentMetrics) == 0 || hpa.Status.CurrentMetrics[0].Resource == nil ||
+		hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization == nil {
+		t.Fatalf("the HPA reports no CPU utilisation: %+v, %v", hpa.Status, err)
+	}
+	t.Logf("the HPA scaled 5 → 7 on CPU; it reads %d%% now", *hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization)
 }
 
 // waitRunning waits until exactly n pods of the selector are Running and

@@ -154,6 +154,22 @@ func tryStart(apiBin, etcdBin string, o options) (_ *Env, err error) {
 		"--profiling=false",
 		"--endpoint-reconciler-type", "none",
 	}
+	if o.aggregation {
+		fp, err := writeFrontProxy(dir)
+		if err != nil {
+			return nil, fmt.Errorf("generating the front proxy's certificates: %w", err)
+		}
+		e.apiArgs = append(e.apiArgs,
+			"--client-ca-file", pki.caFile,
+			"--requestheader-client-ca-file", fp.caFile,
+			"--requestheader-allowed-names", frontProxyClient,
+			"--requestheader-username-headers", "X-Remote-User",
+			"--requestheader-group-headers", "X-Remote-Group",
+			"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+			"--proxy-client-cert-file", fp.certFile,
+			"--proxy-client-key-file", fp.keyFile,
+		)
+	}
 	if e.apiserver, err = e.startAPIServer(); err != nil {
 		return nil, err
 	}
