@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,7 @@ type planeScenario struct {
 // planeCase is a scenario's running context.
 type planeCase struct {
 	p    *kubetest.Plane
+	exp  *kubetest.Exporter
 	ns   string
 	prom string
 	// dir, when set, is kept from one command to the next (its state
@@ -101,32 +103,79 @@ spec:
   metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}}]
 `
 
-// webNFR is the NFR on web: 600 req/s at 4m each needs more than 2 pods
-// of 500m; the bounded step (30%, at least 1) takes one more per apply.
+// webNFR is the NFR on web, sized by the reference policy (the formula
+// alone, no latency model): 1200 req/s at 1m of CPU each (what the
+// busy load costs per request) needs 2.4 cores, ceil(2.4/0.5) = 3 pods of
+// 500m; the bounded step (30%, at least 1) takes one more per apply. The
+// HPA beside it, at 600 req/s, sees 300m of 500m a pod (60%, under its
+// 70%) and keeps its own count.
 const webNFR = `apiVersion: setpoint.dev/v1alpha1
 kind: NFR
 metadata: {name: web, namespace: %s}
 spec:
   target: {kind: Deployment, name: web}
-  throughput: {minRPS: 400}
+  policy: reference
+  throughput: {minRPS: 1200}
   cpuPerPod: 500m
   latency: {p99: 250ms}
   enforcement: {replicas: enforce, memory: off}
 `
 
-var busy = kubetest.Load{RPS: 600, Latency: 40 * time.Millisecond, CPUPerRequest: 0.004, WorkingSet: 100 << 20}
+var busy = kubetest.Load{RPS: 600, Latency: 40 * time.Millisecond, CPUPerRequest: 0.001, WorkingSet: 100 << 20}
 
 var planeScenarios = []planeScenario{
 	// NFR raises the HPA's minReplicas; the real HPA controller takes the
 	// floor to the Deployment, whose new pod the scheduler places and kwok
-	// makes Ready.
+	// makes Ready. Then more load: the HPA, on the CPU metrics-server reads
+	// from the pods, goes above setpoint's floor, and setpoint's next plan
+	// neither fights it nor lowers it. Lowered later, the floor leaves the
+	// count to the HPA, which comes down by its own stabilisation window:
+	// setpoint never writes the replicas an HPA sizes.
 	{name: "hpa-floor", load: busy, objects: webDeployment + webHPA, run: func(t *testing.T, c *planeCase) {
+		c.dir = t.TempDir()
 		out, errOut, code := c.apply(t, webNFR)
 		if code != 0 || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
 			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 		}
 		waitPods(t, c.p, c.ns, "app=web", 3)
 		waitDeployment(t, c.p, c.ns, "web", 3)
+
+		// 1500 req/s over 3 pods is 500m each, 100% of the request: the
+		// HPA wants ceil(3 × 100/70) = 5, where 300m a pod (60%) holds.
+		heavy := busy
+		heavy.RPS = 1500
+		c.exp.SetLoad(c.ns, "web", heavy)
+		waitDeployment(t, c.p, c.ns, "web", 5)
+		out, errOut, code = c.apply(t, webNFR)
+		if code != 0 || strings.Contains(out, "→") {
+			t.Fatalf("apply with the HPA above the floor: want nothing changed; exit %d\n%s\n%s", code, out, errOut)
+		}
+		cs := c.p.Clientset(t)
+		ctx := context.Background()
+		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers(c.ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || *h.Spec.MinReplicas != 3 || h.Status.DesiredReplicas != 5 {
+			t.Fatalf("the HPA after setpoint's apply: min %v, desired %d, want 3 and 5 (%v)", h.Spec.MinReplicas, h.Status.DesiredReplicas, err)
+		}
+
+		// The floor lowered (minRPS 400: ceil(0.8) = 1, one step down from
+		// 3), the load back to 600 req/s (24% of 5 pods): the HPA, not
+		// setpoint, takes the Deployment down, once its window passes.
+		c.exp.SetLoad(c.ns, "web", busy)
+		lower := strings.Replace(webNFR, "minRPS: 1200", "minRPS: 400", 1) + "  safety: {stability: 0s, cooldown: 0s}\n"
+		out, errOut, code = c.apply(t, lower)
+		if code != 0 || !strings.Contains(out, "spec.minReplicas: 3 → 2") || strings.Contains(out, "spec.replicas") {
+			t.Fatalf("apply lowering the floor: want minReplicas 3 → 2 and nothing else; exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		d, err := cs.AppsV1().Deployments(c.ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range d.ManagedFields {
+			if m.Manager == "setpoint" && m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:replicas"`) {
+				t.Fatalf("setpoint owns the replicas of a Deployment an HPA sizes: %s", m.FieldsV1.Raw)
+			}
+		}
 	}},
 	// Without an HPA, NFR writes the Deployment's replicas; its ReplicaSet
 	// follows and the pod comes up.
@@ -249,7 +298,10 @@ spec:
 		if code != 0 || !strings.Contains(out, "requests.memory: 256Mi → 192Mi") {
 			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 		}
-		both := strings.Replace(memory, "replicas: off", "replicas: enforce", 1) + "  throughput: {minRPS: 400}\n  cpuPerPod: 500m\n"
+		// 3000 req/s asks 2 → 3 (one step) whatever the rate reads
+		// while new pods' series start (a short series' rate over 30 s,
+		// in the peak, reads high).
+		both := strings.Replace(memory, "replicas: off", "replicas: enforce", 1) + "  policy: reference\n  throughput: {minRPS: 3000}\n  cpuPerPod: 500m\n"
 		out, errOut, code = c.plan(t, both)
 		if code != 0 || !strings.Contains(out, "spec.replicas") || !strings.Contains(out, "mid-rollout") {
 			t.Fatalf("plan during the rollout: want spec.replicas held mid-rollout; exit %d\n%s\n%s", code, out, errOut)
@@ -262,6 +314,44 @@ spec:
 		out, errOut, code = c.plan(t, both)
 		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 3") || strings.Contains(out, "mid-rollout") {
 			t.Fatalf("plan after the rollout: want spec.replicas 2 → 3 not held; exit %d\n%s\n%s", code, out, errOut)
+		}
+	}},
+	// A Schedule beside an HPA puts the Deployment to 0: the pods go, and
+	// the real HPA controller, finding the count at 0, stops scaling it
+	// (ScalingActive False, as upstream does) instead of raising it to its
+	// minReplicas; woken, the pods come back and the HPA scales again.
+	// Triggers beside the HPA are refused: two autoscalers on one workload.
+	{name: "schedule-hpa", load: busy, objects: webDeployment + webHPA, run: func(t *testing.T, c *planeCase) {
+		c.dir = t.TempDir()
+		sched := func(activity, extra string) string {
+			return `apiVersion: setpoint.dev/v1alpha1
+kind: Schedule
+metadata: {name: web, namespace: %[1]s}
+spec:
+  target: {kind: Deployment, name: web}
+  replicas: {min: 0, atStart: 2, max: 10}
+  idle: {after: 1m, grace: 0s, activity: "` + activity + `"}
+  enforcement: {replicas: enforce}
+` + extra
+		}
+		out, errOut, code := c.apply(t, sched("vector(0)", ""))
+		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 0") {
+			t.Fatalf("apply, idle: want 2 → 0; exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitPods(t, c.p, c.ns, "app=web", 0)
+		waitHPAActive(t, c.p, c.ns, "web", corev1.ConditionFalse)
+		if d, err := c.p.Clientset(t).AppsV1().Deployments(c.ns).Get(context.Background(), "web", metav1.GetOptions{}); err != nil || *d.Spec.Replicas != 0 {
+			t.Fatalf("the HPA, disabled, must leave the Deployment at 0: %v, %v", d.Spec.Replicas, err)
+		}
+		out, errOut, code = c.apply(t, sched("vector(1)", ""))
+		if code != 0 || !strings.Contains(out, "spec.replicas: 0 → 2") {
+			t.Fatalf("apply, active: want 0 → 2; exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitPods(t, c.p, c.ns, "app=web", 2)
+		waitHPAActive(t, c.p, c.ns, "web", corev1.ConditionTrue)
+		out, errOut, code = c.plan(t, sched("vector(1)", "  triggers: [{name: rps, query: 'vector(100)', type: AverageValue, target: 50}]\n"))
+		if code == 0 || !strings.Contains(out+errOut, "two autoscalers on one workload") {
+			t.Fatalf("plan with triggers beside the HPA: want refused; exit %d\n%s\n%s", code, out, errOut)
 		}
 	}},
 	// Deleting the namespace with the spec in flight: the namespace
@@ -317,6 +407,30 @@ spec:
   safety: {stability: 0s, cooldown: 0s}
 `
 
+// waitHPAActive waits until the HPA's controller says whether it scales
+// (its ScalingActive condition) as want.
+func waitHPAActive(t *testing.T, p *kubetest.Plane, ns, name string, want corev1.ConditionStatus) {
+	t.Helper()
+	cs := p.Clientset(t)
+	deadline := time.Now().Add(60 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range h.Status.Conditions {
+				if c.Type == autoscalingv2.ScalingActive {
+					if c.Status == want {
+						return
+					}
+					last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("HPA %s/%s: ScalingActive never %s (last %s)\n%s", ns, name, want, last, p.PlaneLogs())
+}
+
 // waitPausedSeen waits until the deployment controller has seen the
 // Deployment's latest generation while it is paused.
 func waitPausedSeen(t *testing.T, p *kubetest.Plane, ns, name string) {
@@ -358,7 +472,7 @@ func TestPlane(t *testing.T) {
 	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
 	cases := make([]*planeCase, len(planeScenarios))
 	for i, s := range planeScenarios {
-		c := &planeCase{p: p, ns: p.Namespace(t), prom: prom.URL}
+		c := &planeCase{p: p, exp: exp, ns: p.Namespace(t), prom: prom.URL}
 		p.Apply(t, fmt.Sprintf(s.objects, c.ns))
 		cases[i] = c
 	}
