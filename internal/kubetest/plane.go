@@ -243,7 +243,7 @@ func (p *Plane) createNode(ctx context.Context) error {
 			// Where kwok serves the node's resource metrics (see
 			// kwokstages/metrics-resource.yaml).
 			"metrics.k8s.io/resource-metrics-path": "/metrics/nodes/" + FakeNode + "/metrics/resource"},
-		Labels:      map[string]string{"kubernetes.io/hostname": FakeNode, "type": "kwok"}}}
+		Labels: map[string]string{"kubernetes.io/hostname": FakeNode, "type": "kwok"}}}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating node %s: %w", FakeNode, err)
 	}
