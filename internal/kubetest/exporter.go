@@ -3,9 +3,11 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,10 +44,11 @@ type Exporter struct {
 	cs  kubernetes.Interface
 	srv *httptest.Server
 
-	mu    sync.Mutex
-	loads map[string]Load     // namespace/app
-	pods  map[string]*podCtrs // namespace/pod
-	now   func() time.Time
+	mu     sync.Mutex
+	loads  map[string]Load     // namespace/app
+	pods   map[string]*podCtrs // namespace/pod
+	gauges map[string]float64  // a series as exposed → its value
+	now    func() time.Time
 }
 
 type podCtrs struct {
@@ -60,7 +63,7 @@ var exporterBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 // StartExporter serves the exporter until the test ends.
 func (e *Env) StartExporter(t testing.TB) *Exporter {
 	t.Helper()
-	x := &Exporter{cs: e.Clientset(t), loads: map[string]Load{}, pods: map[string]*podCtrs{}, now: time.Now}
+	x := &Exporter{cs: e.Clientset(t), loads: map[string]Load{}, pods: map[string]*podCtrs{}, gauges: map[string]float64{}, now: time.Now}
 	x.srv = httptest.NewServer(http.HandlerFunc(x.serve))
 	x.URL = x.srv.URL
 	t.Cleanup(x.srv.Close)
@@ -73,6 +76,24 @@ func (x *Exporter) SetLoad(namespace, app string, l Load) {
 	defer x.mu.Unlock()
 	x.advance()
 	x.loads[namespace+"/"+app] = l
+}
+
+// SetGauge serves a series of its own (what no pod makes: a fleet's
+// remaining capacity): name with the labels' pairs, at v from now on.
+func (x *Exporter) SetGauge(name string, v float64, labelPairs ...string) {
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(labelPairs); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", labelPairs[i], labelPairs[i+1])
+	}
+	b.WriteByte('}')
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.gauges[b.String()] = v
 }
 
 // serve lists the pods of every app with a load and writes their series.
@@ -110,6 +131,9 @@ func (x *Exporter) serve(w http.ResponseWriter, r *http.Request) {
 			r = 1
 		}
 		fmt.Fprintf(&b, "kube_pod_status_ready{namespace=%q,pod=%q,condition=\"true\"} %d\n", ns, pod, r)
+	}
+	for _, k := range slices.Sorted(maps.Keys(x.gauges)) {
+		fmt.Fprintf(&b, "%s %g\n", k, x.gauges[k])
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	_, _ = w.Write([]byte(b.String()))
