@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
@@ -114,22 +115,45 @@ func TestThreeReplicasShardAndOneDies(t *testing.T) {
 		rs = append(rs, replica{cmd, &log})
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	}
-	holders := func() map[string][]int {
-		out := map[string][]int{}
-		b := kstate.New(env.Clientset(t), stateNS, "prod")
-		for i := range kstate.DefaultShards {
-			l, err := env.Clientset(t).CoordinationV1().Leases(stateNS).Get(context.Background(), b.ShardLease(i), metav1.GetOptions{})
-			if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil ||
-				time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
-				continue
-			}
-			out[*l.Spec.HolderIdentity] = append(out[*l.Spec.HolderIdentity], i)
+	dump := func() string {
+		var logs strings.Builder
+		for i, r := range rs {
+			fmt.Fprintf(&logs, "--- replica %d\n%s\n", i, r.log.String())
 		}
-		return out
+		return logs.String()
 	}
-	// split: every shard held, by n holders, each at most its share.
-	split := func(n int) bool {
-		h := holders()
+	waitSplit(t, env.Clientset(t), stateNS, "prod", 3, dump)
+	if err := rs[0].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	took := waitSplit(t, env.Clientset(t), stateNS, "prod", 2, dump)
+	t.Logf("reshard after SIGKILL of one of three: %s (lease 3s)", took)
+}
+
+// shardHolders maps each holder of a live shard Lease of Environment env's
+// state in ns to the shards it holds.
+func shardHolders(t *testing.T, cs k8s.Interface, ns, env string) map[string][]int {
+	t.Helper()
+	out := map[string][]int{}
+	b := kstate.New(cs, ns, env)
+	for i := range kstate.DefaultShards {
+		l, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), b.ShardLease(i), metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil ||
+			time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+			continue
+		}
+		out[*l.Spec.HolderIdentity] = append(out[*l.Spec.HolderIdentity], i)
+	}
+	return out
+}
+
+// waitSplit waits until n replicas hold every shard of env's state in ns,
+// none more than its share, and says how long that took; dump says what
+// the replicas logged, for a failure.
+func waitSplit(t *testing.T, cs k8s.Interface, ns, env string, n int, dump func() string) time.Duration {
+	t.Helper()
+	split := func() bool {
+		h := shardHolders(t, cs, ns, env)
 		total := 0
 		for _, s := range h {
 			if len(s) > (kstate.DefaultShards+n-1)/n {
@@ -139,26 +163,14 @@ func TestThreeReplicasShardAndOneDies(t *testing.T) {
 		}
 		return len(h) == n && total == kstate.DefaultShards
 	}
-	wait := func(what string, cond func() bool) time.Duration {
-		start := time.Now()
-		for !cond() {
-			if time.Since(start) > 60*time.Second {
-				var logs strings.Builder
-				for i, r := range rs {
-					fmt.Fprintf(&logs, "--- replica %d\n%s\n", i, r.log.String())
-				}
-				t.Fatalf("%s: not within 60s; holders %v\n%s", what, holders(), logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	for !split() {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("%d replicas never split the %d shards within 60s; holders %v\n%s", n, kstate.DefaultShards, shardHolders(t, cs, ns, env), dump())
 		}
-		return time.Since(start)
+		time.Sleep(50 * time.Millisecond)
 	}
-	wait("three replicas split 16 shards", func() bool { return split(3) })
-	if err := rs[0].cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	took := wait("two replicas hold all 16", func() bool { return split(2) })
-	t.Logf("reshard after SIGKILL of one of three: %s (lease 3s)", took)
+	return time.Since(start)
 }
 
 // clusterSpecs is the shipped specs/ against a real API server: the

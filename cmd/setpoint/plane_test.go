@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,10 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
 
 // planeScenario is one end-to-end case on the full control plane: its
@@ -412,6 +416,144 @@ spec:
 		if n, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); n != 4 {
 			t.Fatalf("c0-md-0 has %d replicas; want the 4 someone else set", n)
 		}
+	}},
+	// Three `setpoint watch` replicas share the state's shards over real
+	// Leases while the controllers run. The first, alone, holds every
+	// shard and is killed right after its first provider apply, before it
+	// records it; then three replicas (the first again among them) split
+	// the shards, settle that apply from the world and do the rest. Every
+	// Deployment gets its one step 1 → 3, applied once (one
+	// SetpointApplied Event each, one new generation), and its pods run.
+	{name: "watchers", run: func(t *testing.T, c *planeCase) {
+		const n = 12
+		dir, stateNS := t.TempDir(), c.p.Namespace(t)
+		var objs, specs strings.Builder
+		for i := range n {
+			fmt.Fprintf(&objs, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: w%02[2]d, namespace: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: w%02[2]d}}
+  template:
+    metadata: {labels: {app: w%02[2]d}}
+    spec: {containers: [{name: app, image: registry.example/w:1, resources: {requests: {cpu: 10m, memory: 64Mi}}}]}
+`, c.ns, i)
+			fmt.Fprintf(&specs, `---
+apiVersion: setpoint.dev/v1alpha1
+kind: Schedule
+metadata: {name: w%02[2]d, namespace: %[1]s}
+spec:
+  target: {kind: Deployment, name: w%02[2]d}
+  replicas: {min: 3, atStart: 3, max: 10}
+  idle: {after: 10m, activity: "vector(1)"}
+  enforcement: {replicas: enforce}
+`, c.ns, i)
+		}
+		c.p.Apply(t, objs.String())
+		env := fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: plane}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n  state: {backend: kubernetes}\n  tick: 1s\n", c.prom)
+		for name, body := range map[string]string{"env.yaml": env, "schedules.yaml": specs.String()} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		watch := func(crash bool) (*exec.Cmd, *testutil.Buffer) {
+			log := &testutil.Buffer{}
+			cmd := exec.Command(binary, "watch", "--kubeconfig", c.p.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)
+			cmd.Stdout, cmd.Stderr = log, log
+			if crash {
+				cmd.Env = append(os.Environ(), crashAfterApplyEnv+"=1")
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			return cmd, log
+		}
+		first, log := watch(true)
+		if err := first.Wait(); first.ProcessState.ExitCode() != crashExitCode {
+			t.Fatalf("the first replica: %v, exit %d; want killed after its first apply\n%s", err, first.ProcessState.ExitCode(), log)
+		}
+		ctx := context.Background()
+		cs := c.p.Clientset(t)
+		early := 0
+		for i := range n {
+			d, err := cs.AppsV1().Deployments(c.ns).Get(ctx, fmt.Sprintf("w%02d", i), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *d.Spec.Replicas == 3 {
+				early++
+			}
+		}
+		if early == 0 {
+			t.Fatalf("the killed replica applied nothing before it died\n%s", log)
+		}
+		var logs []*testutil.Buffer
+		for range 3 {
+			_, l := watch(false)
+			logs = append(logs, l)
+		}
+		dump := func() string {
+			var all strings.Builder
+			for j, l := range logs {
+				fmt.Fprintf(&all, "--- replica %d\n%s\n", j, l)
+			}
+			return all.String()
+		}
+		// The three split the shards (each holds some, none more than its
+		// share), settling what the dead one applied without applying it
+		// again; then the specs change and each step is made once, by the
+		// one replica that holds its shard.
+		waitSplit(t, cs, stateNS, "plane", 3, dump)
+		step := func(to int32, applies int, gen int64) {
+			t.Helper()
+			for i := range n {
+				name := fmt.Sprintf("w%02d", i)
+				waitPods(t, c.p, c.ns, "app="+name, int(to))
+				waitDeployment(t, c.p, c.ns, name, to)
+			}
+			evs, err := cs.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied := map[string]int{}
+			for _, e := range evs.Items {
+				if e.Reason == "SetpointApplied" {
+					applied[e.InvolvedObject.Name]++
+				}
+			}
+			for i := range n {
+				name := fmt.Sprintf("w%02d", i)
+				d, err := cs.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if applied[name] != applies || d.Generation != gen {
+					t.Errorf("%s at %d: %d applies recorded, generation %d; want %d and %d\n%s", name, to, applied[name], d.Generation, applies, gen, dump())
+				}
+			}
+		}
+		step(3, 1, 2)
+		if err := os.WriteFile(filepath.Join(dir, "schedules.yaml"), []byte(strings.ReplaceAll(specs.String(), "min: 3, atStart: 3", "min: 4, atStart: 4")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		step(4, 2, 3)
+		// Nothing lost: the state has what the dead one applied settled
+		// from the world, the user's 1 kept (not the 3 it found, as
+		// adoption would take it), and the step after.
+		st, err := kstate.New(cs, stateNS, "plane").Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			a := addrs.Attr{Object: addrs.Object{Provider: "kubernetes", Kind: "Deployment", Namespace: c.ns, Name: fmt.Sprintf("w%02d", i)}, Path: addrs.MustPath("spec.replicas")}
+			if e, ok := st.Lookup(a); !ok || e.User == nil || e.User.Int() != 1 || e.Applied == nil || e.Applied.Value.Int() != 4 || e.Pending != nil {
+				t.Errorf("%s in the state: %+v; want the user's 1, applied 4, nothing pending", a, e)
+			}
+		}
+		t.Logf("the killed replica applied %d of %d Deployments before it died; its successors settled and did the rest", early, n)
 	}},
 	// Deleting the namespace with the spec in flight: the namespace
 	// controller and the garbage collector take the Deployment, its
