@@ -19,7 +19,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench bench-control scenarios image lint fmt demo testenv fuzz clean proto bpf
+.PHONY: all build test test-short bench bench-control scenarios image playground lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -57,6 +57,13 @@ bench-control: build
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 image:
 	$(GO) run ./hack/image -version $(VERSION) -out bin/image
+
+# A control plane to try setpoint against (etcd, kube-apiserver,
+# controller-manager, scheduler, kwok, metrics-server, Prometheus) with two
+# example workloads under made-up traffic; writes playground/kubeconfig and
+# playground/specs, and runs until Ctrl-C. See docs/install.md.
+playground: testenv build
+	$(GO) run ./hack/playground -dir playground
 
 # The scenario suite, written again from hack/scenarios (the same files).
 scenarios:

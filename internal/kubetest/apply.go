@@ -45,14 +45,14 @@ func (e *Env) Apply(t testing.TB, yaml string) []*unstructured.Unstructured {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	objs, err := e.apply(ctx, []byte(yaml))
+	objs, err := e.apply(ctx, []byte(yaml), FieldManager)
 	if err != nil {
 		t.Fatalf("kubetest.Apply: %v", err)
 	}
 	return objs
 }
 
-func (e *Env) apply(ctx context.Context, data []byte) ([]*unstructured.Unstructured, error) {
+func (e *Env) apply(ctx context.Context, data []byte, manager string) ([]*unstructured.Unstructured, error) {
 	docs, err := decodeYAML(data)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (e *Env) apply(ctx context.Context, data []byte) ([]*unstructured.Unstructu
 		}
 		ns := obj.GetNamespace()
 		var created *unstructured.Unstructured
-		opts := metav1.CreateOptions{FieldManager: FieldManager}
+		opts := metav1.CreateOptions{FieldManager: manager}
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
 			if ns == "" {
 				return out, fmt.Errorf("%s: %s is namespaced and the document has no metadata.namespace", what, gvk.Kind)
@@ -251,6 +251,6 @@ func (e *Env) installCRDs(ctx context.Context, dirs []string) error {
 			add(f, b)
 		}
 	}
-	_, err = e.apply(ctx, all)
+	_, err = e.apply(ctx, all, FieldManager)
 	return err
 }

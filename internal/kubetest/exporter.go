@@ -63,12 +63,21 @@ var exporterBuckets = []float64{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 // StartExporter serves the exporter until the test ends.
 func (e *Env) StartExporter(t testing.TB) *Exporter {
 	t.Helper()
-	x := &Exporter{cs: e.Clientset(t), loads: map[string]Load{}, pods: map[string]*podCtrs{}, gauges: map[string]float64{}, now: time.Now}
-	x.srv = httptest.NewServer(http.HandlerFunc(x.serve))
-	x.URL = x.srv.URL
-	t.Cleanup(x.srv.Close)
+	x := NewExporter(e.Clientset(t))
+	t.Cleanup(x.Close)
 	return x
 }
+
+// NewExporter serves an exporter of the pods cs reads until Close.
+func NewExporter(cs kubernetes.Interface) *Exporter {
+	x := &Exporter{cs: cs, loads: map[string]Load{}, pods: map[string]*podCtrs{}, gauges: map[string]float64{}, now: time.Now}
+	x.srv = httptest.NewServer(http.HandlerFunc(x.serve))
+	x.URL = x.srv.URL
+	return x
+}
+
+// Close stops serving.
+func (x *Exporter) Close() { x.srv.Close() }
 
 // SetLoad sets the traffic of namespace/app from now on.
 func (x *Exporter) SetLoad(namespace, app string, l Load) {

@@ -140,7 +140,7 @@ spec: {template: {spec: {containers: [{image: x}]}}}
 	if len(objs) != 2 || objs[0].GetKind() != "ConfigMap" || objs[1].GetKind() != "Service" {
 		t.Fatalf("Apply returned %d objects", len(objs))
 	}
-	if _, err := env.apply(ctx, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nons}\n")); err == nil || !strings.Contains(err.Error(), "no metadata.namespace") {
+	if _, err := env.apply(ctx, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: nons}\n"), FieldManager); err == nil || !strings.Contains(err.Error(), "no metadata.namespace") {
 		t.Errorf("namespaced object without namespace: err = %v", err)
 	}
 }

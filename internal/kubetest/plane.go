@@ -87,6 +87,20 @@ func StartPlane(t testing.TB, o PlaneOptions) *Plane {
 	return p
 }
 
+// NewPlane starts a full control plane outside a test (hack/playground);
+// Close stops every process it started.
+func NewPlane(o PlaneOptions) (*Plane, error) { return startPlane(o) }
+
+// Close stops the plane (a NewPlane's).
+func (p *Plane) Close() error { return p.stop() }
+
+// ApplyYAML creates or updates the objects of a YAML stream as Apply does
+// in a test, as field manager manager.
+func (e *Env) ApplyYAML(ctx context.Context, yaml, manager string) error {
+	_, err := e.apply(ctx, []byte(yaml), manager)
+	return err
+}
+
 func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	if o.HPASync <= 0 {
 		o.HPASync = 2 * time.Second
