@@ -197,10 +197,16 @@ func holdRollout(call func() context.Context, core k8s.Interface, now time.Time,
 // h.old; restoring, a nil quantity is one there was not, and goes.
 func (h *resizeHold) setMemory(call func() context.Context, to func(*corev1.Container) ([2]*resource.Quantity, bool), restoring bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rs, err := h.core.AppsV1().ReplicaSets(h.ns).Get(call(), h.rs, metav1.GetOptions{})
+		// Listed by name, not got: RBAC gives setpoint list (and update)
+		// on ReplicaSets, nothing more.
+		l, err := h.core.AppsV1().ReplicaSets(h.ns).List(call(), metav1.ListOptions{FieldSelector: "metadata.name=" + h.rs})
 		if err != nil {
 			return err
 		}
+		if len(l.Items) != 1 {
+			return fmt.Errorf("replicaset %s is gone", h.rs)
+		}
+		rs := &l.Items[0]
 		old := map[string][2]*resource.Quantity{}
 		for i := range rs.Spec.Template.Spec.Containers {
 			ct := &rs.Spec.Template.Spec.Containers[i]
