@@ -179,8 +179,8 @@ var planeScenarios = []planeScenario{
 			t.Fatal(err)
 		}
 		for _, m := range d.ManagedFields {
-			if m.Manager == "setpoint" && m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:replicas"`) {
-				t.Fatalf("setpoint owns the replicas of a Deployment an HPA sizes: %s", m.FieldsV1.Raw)
+			if m.Manager == "setpoint" && m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), `"f:replicas"`) {
+				t.Fatalf("setpoint owns the replicas of a Deployment an HPA sizes: %s", m.FieldsV1.GetRawString())
 			}
 		}
 	}},
