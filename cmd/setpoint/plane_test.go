@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -36,6 +37,8 @@ import (
 type planeScenario struct {
 	name string
 	load kubetest.Load
+	// pods is how many pods of app=web the objects make (default 2).
+	pods int
 	// objects are applied in the scenario's namespace (%[1]s).
 	objects string
 	run     func(t *testing.T, c *planeCase)
@@ -192,6 +195,9 @@ var planeScenarios = []planeScenario{
 			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 		}
 		waitPods(t, c.p, c.ns, "app=web", 3)
+		// The ReplicaSet's controller writes its status a moment after
+		// the pods it counts.
+		waitDeployment(t, c.p, c.ns, "web", 3)
 		rss, err := c.p.Clientset(t).AppsV1().ReplicaSets(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil || len(rss.Items) != 1 || *rss.Items[0].Spec.Replicas != 3 || rss.Items[0].Status.ReadyReplicas != 3 {
 			t.Fatalf("want the one ReplicaSet at 3 ready: %+v, %v", rss, err)
@@ -287,6 +293,72 @@ var planeScenarios = []planeScenario{
 			}
 		}
 	}},
+	// In-place memory on Guaranteed pods with a pinned limit apart from
+	// the request: a resize would make them Burstable, unlike their
+	// template, so it is refused. With inPlaceFallback hold nothing moves
+	// (the same pods, the template as it was, no new ReplicaSet); with
+	// rollout the template changes and the controller rolls the pods out.
+	// A canary's pods, which share the app label, are never touched.
+	{name: "in-place-fallback", load: busy, pods: 3, objects: guaranteedDeployment + canaryDeployment, run: func(t *testing.T, c *planeCase) {
+		cs := c.p.Clientset(t)
+		ctx := context.Background()
+		canary := func() []string {
+			t.Helper()
+			pods, err := cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "track=canary"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, p := range pods.Items {
+				out = append(out, fmt.Sprintf("%s %s/%s", p.UID, p.Spec.Containers[0].Resources.Requests.Memory(), p.Spec.Containers[0].Resources.Limits.Memory()))
+			}
+			return out
+		}
+		canaryBefore := canary()
+		before, err := cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web,track!=canary"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := func(fallback string) string {
+			return `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: web, namespace: %s}
+spec:
+  target: {kind: Deployment, name: web}
+  memory: {apply: inPlace, inPlaceFallback: ` + fallback + `, headroom: 1.2, limitFactor: 1.5, limit: 400Mi, window: 5m}
+  enforcement: {replicas: off, memory: enforce}
+  safety: {stability: 0s, cooldown: 0s}
+`
+		}
+		out, errOut, code := c.apply(t, spec("hold"))
+		if code == 0 || !strings.Contains(out+errOut, "QoS class") || !strings.Contains(out+errOut, "inPlaceFallback: hold") {
+			t.Fatalf("apply with fallback hold: want the resize refused; exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		rss, err := cs.AppsV1().ReplicaSets(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web,track!=canary"})
+		if err != nil || len(rss.Items) != 1 {
+			t.Fatalf("fallback hold: want the one ReplicaSet: %d, %v", len(rss.Items), err)
+		}
+		after, err := cs.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web,track!=canary"})
+		if err != nil || len(after.Items) != len(before.Items) {
+			t.Fatalf("fallback hold: pods %v, %v", after, err)
+		}
+		for i := range after.Items {
+			p := &after.Items[i]
+			if m := p.Spec.Containers[0].Resources.Requests.Memory().String(); m != "256Mi" || p.Status.QOSClass != corev1.PodQOSGuaranteed {
+				t.Errorf("fallback hold: pod %s has %s (%s); want it as it was", p.Name, m, p.Status.QOSClass)
+			}
+		}
+		out, errOut, code = c.apply(t, spec("rollout"))
+		if code != 0 || !strings.Contains(out, "requests.memory") {
+			t.Fatalf("apply with fallback rollout: exit %d\n%s\n%s", code, out, errOut)
+		}
+		waitReplicaSets(t, c.p, c.ns, "app=web,track!=canary", 2)
+		waitDeployment(t, c.p, c.ns, "web", 2)
+		if got := canary(); fmt.Sprint(got) != fmt.Sprint(canaryBefore) {
+			t.Fatalf("the canary's pods moved: %v, were %v", got, canaryBefore)
+		}
+	}},
 	// A memory change through the template is a real rolling update
 	// (each new pod Ready 4 s after it is placed); while it rolls, setpoint
 	// holds further changes to that Deployment as rollout, and lets them
@@ -313,10 +385,7 @@ spec:
 		if code != 0 || !strings.Contains(out, "spec.replicas") || !strings.Contains(out, "mid-rollout") {
 			t.Fatalf("plan during the rollout: want spec.replicas held mid-rollout; exit %d\n%s\n%s", code, out, errOut)
 		}
-		rss, err := c.p.Clientset(t).AppsV1().ReplicaSets(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil || len(rss.Items) != 2 {
-			t.Fatalf("want the rollout's two ReplicaSets: %d, %v", len(rss.Items), err)
-		}
+		waitReplicaSets(t, c.p, c.ns, "app=web", 2)
 		waitDeployment(t, c.p, c.ns, "web", 2)
 		out, errOut, code = c.plan(t, both)
 		if code != 0 || !strings.Contains(out, "spec.replicas: 2 → 3") || strings.Contains(out, "mid-rollout") {
@@ -703,6 +772,24 @@ func waitPausedSeen(t *testing.T, p *kubetest.Plane, ns, name string) {
 	t.Fatalf("Deployment %s/%s never seen paused\n%s", ns, name, p.PlaneLogs())
 }
 
+// guaranteedDeployment is webDeployment with request = limit for CPU and
+// memory (Guaranteed pods); canaryDeployment a canary of it whose one pod
+// shares its app label.
+var guaranteedDeployment = strings.Replace(webDeployment, "resources: {requests: {cpu: 500m, memory: 256Mi}, limits: {memory: 512Mi}}",
+	"resources: {requests: {cpu: 500m, memory: 256Mi}, limits: {cpu: 500m, memory: 256Mi}}", 1)
+
+const canaryDeployment = `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web-canary, namespace: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web, track: canary}}
+  template:
+    metadata: {labels: {app: web, track: canary}}
+    spec: {containers: [{name: app, image: registry.example/web:2, resources: {requests: {cpu: 500m, memory: 256Mi}, limits: {memory: 512Mi}}}]}
+`
+
 // slowDeployment is webDeployment whose pods are Ready 4 s after they are
 // placed (kwok's stage reads the annotation).
 var slowDeployment = strings.Replace(webDeployment, "    metadata: {labels: {app: web}}", "    metadata: {labels: {app: web}, annotations: {"+kubetest.ReadyAfterAnnotation+": 4s}}", 1)
@@ -734,7 +821,7 @@ func TestPlane(t *testing.T) {
 		if s.load.RPS == 0 {
 			continue
 		}
-		waitPods(t, p, cases[i].ns, "app=web", 2)
+		waitPods(t, p, cases[i].ns, "app=web", cmp.Or(s.pods, 2))
 		exp.SetLoad(cases[i].ns, "web", s.load)
 	}
 	// A rate over [1m] says the load once it has most of a minute of
@@ -792,6 +879,24 @@ func waitDeployment(t *testing.T, p *kubetest.Plane, ns, name string, n int32) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("Deployment %s/%s never reached %d: %s\n%s", ns, name, n, last, p.PlaneLogs())
+}
+
+// waitReplicaSets waits until the selector has exactly n ReplicaSets.
+func waitReplicaSets(t *testing.T, p *kubetest.Plane, ns, selector string, n int) {
+	t.Helper()
+	cs := p.Clientset(t)
+	deadline := time.Now().Add(60 * time.Second)
+	got := -1
+	for time.Now().Before(deadline) {
+		rss, err := cs.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err == nil {
+			if got = len(rss.Items); got == n {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("want %d ReplicaSets of %s, have %d\n%s", n, selector, got, p.PlaneLogs())
 }
 
 // waitPods waits until exactly n pods of the selector are Running and
