@@ -160,10 +160,29 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		return fail(explain(err, "get", k, c.Address.Namespace))
 	}
 
-	if live != nil && !dryRun && k.name == KindDeployment && live.GetAnnotations()[ResizePausedAnnotation] != "" {
-		// A resize paused this Deployment and did not live to resume it.
-		if err := resumeRollout(call(), core, c.Address.Namespace, c.Address.Name); err != nil {
-			return fail(fmt.Errorf("%s: resuming it after an interrupted in-place resize: %w", c.Address, err))
+	// The steps that finish a resize go on when the apply's context is
+	// cancelled (a SIGTERM): stopping between them is what leaves a
+	// Deployment paused with its templates apart.
+	finishing := func() context.Context {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+		cancels = append(cancels, cancel)
+		return cctx
+	}
+	if _, paused := annotationsOf(live)[ResizePausedAnnotation]; paused && k.name == KindDeployment {
+		if interruptedResize(live, now, resizeGrace*p.timeout) == "" {
+			// Another process's resize, still running (the state's lock
+			// does not span two backends): nothing is changed meanwhile.
+			return fail(fmt.Errorf("%s: an in-place resize of it is in progress (paused for it at %q): not changed meanwhile", c.Address, shortText(live.GetAnnotations()[ResizePausedAnnotation])))
+		}
+		if !dryRun {
+			// A resize paused this Deployment and did not live to finish:
+			// its ReplicaSet made to agree with it, then resumed.
+			if err := recoverResize(finishing, core, c.Address.Namespace, c.Address.Name, c.Manager); err != nil {
+				return fail(fmt.Errorf("%s: finishing an interrupted in-place resize: %w", c.Address, err))
+			}
+			if live, err = rc.Get(call(), c.Address.Name, metav1.GetOptions{}); err != nil {
+				return fail(explain(err, "get", k, c.Address.Namespace))
+			}
 		}
 	}
 	if live != nil && k.name == KindHPA {
@@ -200,11 +219,10 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 				return fail(fmt.Errorf("%s: pods resized, but the template could not follow without a rollout: %w", c.Address, err))
 			}
 			defer func() {
-				// Applied: the result carries After and no error.
-				if err := hold.finish(call, res.Err == "" && res.After != nil); err != nil {
+				if err := hold.finish(finishing); err != nil {
 					logger.Error("ending the hold on a Deployment paused for an in-place resize", "object", c.Address.String(), "err", err)
 					if res.Err == "" {
-						res.Err = fmt.Sprintf("%s: applied, but %v (left paused: the next plan repairs it)", c.Address, err)
+						res.Err = fmt.Sprintf("%s: applied, but ending the in-place resize's hold: %v", c.Address, err)
 					}
 				}
 			}()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -20,12 +23,18 @@ import (
 	"github.com/setpoint-dev/setpoint/providers"
 )
 
-// memoryOf is what a change asks of each container's memory: request and
-// limit in bytes (0 where the change does not say).
+// memoryOf is what a change moves of each container's memory: request and
+// limit in bytes (0 where the change does not move it). Only what it moves:
+// a value carried from the state may no longer be setpoint's, and the
+// template keeps the other manager's then (applyConfig), so the pods must
+// too.
 func memoryOf(c providers.ObjectChange) map[string][2]int64 {
 	out := map[string][2]int64{}
 	for i, which := range []string{"requests", "limits"} {
 		for path, v := range c.Attributes {
+			if !slices.Contains(c.Changed, path) {
+				continue
+			}
 			name, ok := path.Selected("name")
 			if !ok || path != ContainerAttr(name, which) {
 				continue
@@ -106,7 +115,7 @@ func (p *Provider) resizePods(call func() context.Context, core k8s.Interface, c
 // ResizePausedAnnotation marks a Deployment an in-place resize paused, with
 // the time it did (RFC 3339). Read reports one that is still there after
 // resizeGrace provider timeouts as an apply to repair, and the next apply
-// of the Deployment resumes it.
+// of the Deployment finishes the resize (recoverResize).
 const ResizePausedAnnotation = "setpoint.dev/paused-for-resize"
 
 // resizeGrace, in provider timeouts, is how long a resize may keep its
@@ -116,17 +125,43 @@ const resizeGrace = 4
 
 // interruptedResize says why a Deployment's apply must be finished: paused
 // by an in-place resize that never resumed it ("" when it is not, or the
-// resize may still be running).
+// resize may still be running). A time that does not read, or lies further
+// ahead than the grace (a clock far off, a hand edit), counts as past it.
 func interruptedResize(u *unstructured.Unstructured, now time.Time, grace time.Duration) string {
 	v, ok := u.GetAnnotations()[ResizePausedAnnotation]
 	if !ok {
 		return ""
 	}
-	at, err := time.Parse(time.RFC3339, v)
-	if err == nil && now.Sub(at) < grace {
-		return ""
+	when := "at a time that does not read"
+	if at, err := time.Parse(time.RFC3339, v); err == nil {
+		if d := now.Sub(at); d < grace && d > -grace {
+			return ""
+		}
+		when = "at " + at.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("paused by an in-place resize (at %s) that never resumed it, so no template change rolls out; applying it again resumes it", v)
+	return fmt.Sprintf("paused by an in-place resize (%s) that never resumed it, so no template change rolls out; applying it again resumes it", when)
+}
+
+// annotationsOf is an object's annotations (none for no object).
+func annotationsOf(u *unstructured.Unstructured) map[string]string {
+	if u == nil {
+		return nil
+	}
+	return u.GetAnnotations()
+}
+
+// shortText is a value read from the cluster made fit for a message: at
+// most 64 bytes (cut on a rune), quoted by the caller.
+func shortText(v string) string {
+	const max = 64
+	if len(v) <= max {
+		return v
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "…"
 }
 
 // resizeHold is a Deployment held still while its template follows an
@@ -137,10 +172,6 @@ type resizeHold struct {
 	manager  string
 	// paused: setpoint paused it (the user had not), so it resumes it.
 	paused bool
-	// rs is the current ReplicaSet's name, and old each of its containers'
-	// memory before (nil: none was changed).
-	rs  string
-	old map[string][2]*resource.Quantity
 }
 
 // holdRollout makes the Deployment's template change that follows an
@@ -148,10 +179,10 @@ type resizeHold struct {
 // template differs from its newest ReplicaSet's (compared without the
 // pod-template-hash label); so the Deployment is paused, its current
 // ReplicaSet's template given the same new memory, and finish unpauses it
-// once the Deployment's own template has it too: the controller then finds
-// that ReplicaSet already matching and rolls nothing. A Deployment the user
-// paused stays paused. The pause carries its time: a process killed before
-// finish leaves a pause the next plan repairs (interruptedResize).
+// once the two templates agree again: the controller then finds that
+// ReplicaSet matching and rolls nothing. A Deployment the user paused
+// stays paused. The pause carries its time: a process killed before finish
+// leaves a pause the next plan repairs (interruptedResize, recoverResize).
 func holdRollout(call func() context.Context, core k8s.Interface, now time.Time, c providers.ObjectChange, live *unstructured.Unstructured) (*resizeHold, error) {
 	want := memoryOf(c)
 	h := &resizeHold{core: core, ns: c.Address.Namespace, name: c.Address.Name, manager: c.Manager}
@@ -165,14 +196,13 @@ func holdRollout(call func() context.Context, core k8s.Interface, now time.Time,
 	}
 	rs, err := currentReplicaSet(call, core, h.ns, live)
 	if err != nil {
-		return nil, errors.Join(err, h.finish(call, true))
+		return nil, errors.Join(err, h.finish(call))
 	}
 	if rs == nil {
 		return h, nil
 	}
-	h.rs = rs.Name
-	err = h.setMemory(call, func(ct *corev1.Container) ([2]*resource.Quantity, bool) {
-		w, ok := want[ct.Name]
+	err = setReplicaSetMemory(call, core, h.ns, rs.Name, h.manager, func(name string) ([2]*resource.Quantity, bool) {
+		w, ok := want[name]
 		if !ok {
 			return [2]*resource.Quantity{}, false
 		}
@@ -185,93 +215,127 @@ func holdRollout(call func() context.Context, core k8s.Interface, now time.Time,
 		return q, true
 	}, false)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("replicaset %s: %w", rs.Name, err), h.finish(call, true))
+		return nil, errors.Join(fmt.Errorf("replicaset %s: %w", rs.Name, err), h.finish(call))
 	}
 	return h, nil
 }
 
-// setMemory sets the memory of the ReplicaSet's template containers to
-// what to says, read afresh and written again on a conflict (the
-// ReplicaSet controller writes its status often). Going forward, a nil
-// quantity leaves the value as it is and the values before are kept in
-// h.old; restoring, a nil quantity is one there was not, and goes.
-func (h *resizeHold) setMemory(call func() context.Context, to func(*corev1.Container) ([2]*resource.Quantity, bool), restoring bool) error {
+// finish ends the hold whatever became of the Deployment's apply: the
+// current ReplicaSet's template memory is set to the Deployment's as read
+// now (the new memory when the apply happened, the old when it did not or
+// was cut off), then the Deployment is resumed. Resumed with the two apart,
+// the controller would roll every pod out; so when they cannot be made to
+// agree it stays paused, for the next plan to repair. The resized pods keep
+// their memory either way; a change that failed is planned again.
+func (h *resizeHold) finish(call func() context.Context) error {
+	if err := alignReplicaSet(call, h.core, h.ns, h.name, h.manager); err != nil {
+		return fmt.Errorf("left paused (the next plan repairs it): %w", err)
+	}
+	if !h.paused {
+		return nil
+	}
+	if err := resumeRollout(call(), h.core, h.ns, h.name, h.manager); err != nil {
+		return fmt.Errorf("resuming: %w", err)
+	}
+	return nil
+}
+
+// recoverResize finishes a resize whose process died midway, at any point:
+// the current ReplicaSet's template memory set to the Deployment's, then
+// the Deployment resumed.
+func recoverResize(call func() context.Context, core k8s.Interface, ns, name, manager string) error {
+	if err := alignReplicaSet(call, core, ns, name, manager); err != nil {
+		return err
+	}
+	return resumeRollout(call(), core, ns, name, manager)
+}
+
+// alignReplicaSet gives the Deployment's current ReplicaSet the memory of
+// the Deployment's own template, both read afresh.
+func alignReplicaSet(call func() context.Context, core k8s.Interface, ns, name, manager string) error {
+	d, err := core.AppsV1().Deployments(ns).Get(call(), name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading it again: %w", err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
+	if err != nil {
+		return err
+	}
+	rs, err := currentReplicaSet(call, core, ns, &unstructured.Unstructured{Object: u})
+	if err != nil || rs == nil {
+		return err
+	}
+	memory := map[string][2]*resource.Quantity{}
+	for _, ct := range d.Spec.Template.Spec.Containers {
+		var q [2]*resource.Quantity
+		for i, list := range []corev1.ResourceList{ct.Resources.Requests, ct.Resources.Limits} {
+			if v, ok := list[corev1.ResourceMemory]; ok {
+				q[i] = &v
+			}
+		}
+		memory[ct.Name] = q
+	}
+	err = setReplicaSetMemory(call, core, ns, rs.Name, manager, func(name string) ([2]*resource.Quantity, bool) {
+		q, ok := memory[name]
+		return q, ok
+	}, true)
+	if err != nil {
+		return fmt.Errorf("replicaset %s: %w", rs.Name, err)
+	}
+	return nil
+}
+
+// setReplicaSetMemory sets the memory of a ReplicaSet's template
+// containers to what to says (by container name), read afresh and written
+// again on a conflict (the ReplicaSet controller writes its status often).
+// A nil quantity is left as it is, or, exact, removed. Nothing is written
+// when nothing moves.
+func setReplicaSetMemory(call func() context.Context, core k8s.Interface, ns, rsName, manager string, to func(string) ([2]*resource.Quantity, bool), exact bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		// Listed by name, not got: RBAC gives setpoint list (and update)
 		// on ReplicaSets, nothing more.
-		l, err := h.core.AppsV1().ReplicaSets(h.ns).List(call(), metav1.ListOptions{FieldSelector: "metadata.name=" + h.rs})
+		l, err := core.AppsV1().ReplicaSets(ns).List(call(), metav1.ListOptions{FieldSelector: "metadata.name=" + rsName})
 		if err != nil {
 			return err
 		}
 		if len(l.Items) != 1 {
-			return fmt.Errorf("replicaset %s is gone", h.rs)
+			return fmt.Errorf("replicaset %s is gone", rsName)
 		}
 		rs := &l.Items[0]
-		old := map[string][2]*resource.Quantity{}
+		moved := false
 		for i := range rs.Spec.Template.Spec.Containers {
 			ct := &rs.Spec.Template.Spec.Containers[i]
-			q, ok := to(ct)
+			q, ok := to(ct.Name)
 			if !ok {
 				continue
 			}
-			var before [2]*resource.Quantity
 			for j, list := range []*corev1.ResourceList{&ct.Resources.Requests, &ct.Resources.Limits} {
-				if cur, ok := (*list)[corev1.ResourceMemory]; ok {
-					kept := cur.DeepCopy()
-					before[j] = &kept
-				}
+				cur, has := (*list)[corev1.ResourceMemory]
 				switch {
-				case q[j] != nil:
+				case q[j] != nil && (!has || cur.Cmp(*q[j]) != 0):
 					if *list == nil {
 						*list = corev1.ResourceList{}
 					}
 					(*list)[corev1.ResourceMemory] = *q[j]
-				case restoring:
+					moved = true
+				case q[j] == nil && exact && has:
 					delete(*list, corev1.ResourceMemory)
+					moved = true
 				}
 			}
-			old[ct.Name] = before
 		}
-		if _, err := h.core.AppsV1().ReplicaSets(h.ns).Update(call(), rs, metav1.UpdateOptions{FieldManager: h.manager}); err != nil {
-			return err
+		if !moved {
+			return nil
 		}
-		if !restoring {
-			h.old = old
-		}
-		return nil
+		_, err = core.AppsV1().ReplicaSets(ns).Update(call(), rs, metav1.UpdateOptions{FieldManager: manager})
+		return err
 	})
 }
 
-// finish ends the hold. When the Deployment's own template could not
-// follow (applied false), the ReplicaSet's template gets its memory back
-// first: resumed with the two apart, the controller would roll every pod
-// out to the old template. The resized pods keep their new memory; the
-// change fails and is planned again.
-func (h *resizeHold) finish(call func() context.Context, applied bool) error {
-	var errs []error
-	if !applied && h.old != nil {
-		err := h.setMemory(call, func(ct *corev1.Container) ([2]*resource.Quantity, bool) {
-			q, ok := h.old[ct.Name]
-			return q, ok
-		}, true)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("restoring replicaset %s's template: %w", h.rs, err))
-		}
-	}
-	if h.paused && len(errs) == 0 {
-		// Not resumed with the templates apart: left paused, the next
-		// plan repairs it.
-		if err := resumeRollout(call(), h.core, h.ns, h.name); err != nil {
-			errs = append(errs, fmt.Errorf("resuming: %w", err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // resumeRollout unpauses a Deployment an in-place resize paused.
-func resumeRollout(ctx context.Context, core k8s.Interface, ns, name string) error {
+func resumeRollout(ctx context.Context, core k8s.Interface, ns, name, manager string) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"paused":false}}`, ResizePausedAnnotation)
-	_, err := core.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := core.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager})
 	return err
 }
 

@@ -2,14 +2,17 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +75,30 @@ spec:
 	// when failApply is set.
 	var rsPuts atomic.Int64
 	var failApply atomic.Bool
+	// What the controller would act on, checked at the moment each write
+	// reaches the server: the Deployment's own apply comes while it is
+	// paused and its ReplicaSet already has the new memory; a resume comes
+	// when the two templates agree (resumed apart, every pod rolls out).
+	memoryOf := func(rs bool) string {
+		if rs {
+			got, err := cs.AppsV1().ReplicaSets(ns).Get(context.Background(), "hold-1", metav1.GetOptions{})
+			if err != nil {
+				return err.Error()
+			}
+			r := got.Spec.Template.Spec.Containers[0].Resources
+			return r.Requests.Memory().String() + "/" + r.Limits.Memory().String()
+		}
+		got, err := cs.AppsV1().Deployments(ns).Get(context.Background(), "hold", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		r := got.Spec.Template.Spec.Containers[0].Resources
+		return r.Requests.Memory().String() + "/" + r.Limits.Memory().String()
+	}
+	var mu sync.Mutex
+	var broken []string
+	var applies, resumes int
+	var inPlace atomic.Bool // the change being applied is in place
 	rc := env.Config()
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
@@ -82,14 +109,35 @@ spec:
 			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/replicasets/hold-1") && rsPuts.Add(1) == 1 {
 				return status(http.StatusConflict, "Conflict"), nil
 			}
-			if failApply.Load() && r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/deployments/hold") &&
-				r.Header.Get("Content-Type") == string(types.ApplyPatchType) && r.URL.Query().Get("dryRun") == "" {
-				return status(http.StatusInternalServerError, "InternalError"), nil
+			if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/deployments/hold") && r.URL.Query().Get("dryRun") == "" {
+				mu.Lock()
+				switch body := readBody(r); {
+				case r.Header.Get("Content-Type") == string(types.ApplyPatchType):
+					applies++
+					d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), "hold", metav1.GetOptions{})
+					if inPlace.Load() && (err != nil || !d.Spec.Paused) {
+						broken = append(broken, fmt.Sprintf("the Deployment's apply came unpaused (%v)", err))
+					}
+				case strings.Contains(body, `"paused":false`):
+					resumes++
+					if d, rs := memoryOf(false), memoryOf(true); d != rs {
+						broken = append(broken, fmt.Sprintf("resumed with the Deployment at %s and its ReplicaSet at %s", d, rs))
+					}
+				}
+				mu.Unlock()
+				if failApply.Load() && r.Header.Get("Content-Type") == string(types.ApplyPatchType) {
+					return status(http.StatusInternalServerError, "InternalError"), nil
+				}
 			}
 			return rt.RoundTrip(r)
 		})
 	})
 	p := newProvider(t, rc)
+	apply := func(t *testing.T, p *Provider, c providers.ObjectChange) providers.ObjectResult {
+		t.Helper()
+		inPlace.Store(c.InPlace != "")
+		return apply(t, p, c)
+	}
 	a := addr(KindDeployment, ns, "hold")
 	req, lim := ContainerAttr("app", "requests"), ContainerAttr("app", "limits")
 	change := func(r, l int64) providers.ObjectChange {
@@ -162,23 +210,75 @@ spec:
 	}
 	now := time.Now()
 	pause(now)
-	if why := repair(now.Add(resizeGrace*p.timeout - time.Second)); why != "" {
+	grace := resizeGrace * p.timeout
+	if why := repair(now.Add(grace - time.Second)); why != "" {
 		t.Fatalf("a pause within the grace (its resize may be running) reported for repair: %s", why)
 	}
-	if why := repair(now.Add(resizeGrace * p.timeout)); !strings.Contains(why, "never resumed") {
+	if why := repair(now.Add(grace)); !strings.Contains(why, "never resumed") {
 		t.Fatalf("a pause past the grace: repair %q", why)
 	}
-	// The repair: the owned values again, nothing changed; the apply
-	// resumes it.
+	if why := repair(now.Add(-grace - time.Second)); !strings.Contains(why, "never resumed") {
+		t.Fatalf("a pause dated further ahead than the grace: repair %q", why)
+	}
+	// Within the grace another process's resize may be running: an apply
+	// changes nothing meanwhile.
+	if res := apply(t, p, change(448, 672)); !strings.Contains(res.Err, "in progress") {
+		t.Fatalf("an apply during another resize's hold: %+v", res)
+	}
+
+	// Killed after the ReplicaSet took the new memory and before the
+	// Deployment's apply: paused, the templates apart. The repair (the
+	// owned values again, nothing moved) makes them agree before it
+	// resumes (the check on every resume above).
+	if err := setReplicaSetMemory(func() context.Context { return ctxT(t) }, cs, ns, "hold-1", Manager, func(string) ([2]*resource.Quantity, bool) {
+		r, l := resource.MustParse("448Mi"), resource.MustParse("672Mi")
+		return [2]*resource.Quantity{&r, &l}, true
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	pause(now.Add(-time.Hour))
 	fix := change(384, 576)
-	fix.InPlace, fix.Changed = "", []addrs.Path{req}
+	fix.InPlace, fix.Changed = "", nil
 	if res := apply(t, p, fix); res.Err != "" {
 		t.Fatal(res.Err)
 	}
 	notPaused("after the repair")
+	if got := rsMemory(); got != "384Mi/576Mi" {
+		t.Fatalf("the ReplicaSet after the repair: %s, want the Deployment's 384Mi/576Mi", got)
+	}
 	if why := repair(now.Add(time.Hour)); why != "" {
 		t.Fatalf("repaired, still reported: %s", why)
 	}
+	// The same, with the change planned again instead of a repair: the
+	// hold finished first, then the change made in place.
+	if err := setReplicaSetMemory(func() context.Context { return ctxT(t) }, cs, ns, "hold-1", Manager, func(string) ([2]*resource.Quantity, bool) {
+		r, l := resource.MustParse("448Mi"), resource.MustParse("672Mi")
+		return [2]*resource.Quantity{&r, &l}, true
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	pause(now.Add(-time.Hour))
+	if res := apply(t, p, change(448, 672)); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	notPaused("after the change planned again")
+	if got := rsMemory(); got != "448Mi/672Mi" {
+		t.Fatalf("the ReplicaSet after the change: %s", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(broken) > 0 || applies == 0 || resumes < 4 {
+		t.Fatalf("%d applies, %d resumes; broken: %v", applies, resumes, broken)
+	}
+}
+
+func readBody(r *http.Request) string {
+	if r.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return string(b)
 }
 
 // A Deployment's rollout is done once every replica is updated and no old
@@ -195,6 +295,7 @@ func TestRolledOut(t *testing.T) {
 		{"scale-up, new pod starting", 3, 3, 3, 2, false, true},
 		{"rolling: old pods left", 3, 4, 1, 3, false, false},
 		{"rolling: not every replica updated", 3, 3, 2, 3, false, false},
+		{"rolling: every replica updated, an old one left", 3, 4, 3, 3, false, false},
 		{"rolling, past its deadline", 3, 4, 1, 3, true, true},
 	} {
 		u := &unstructured.Unstructured{Object: map[string]any{
