@@ -440,10 +440,12 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	}
 	e.coupled(p, obs, policies)
 	e.releases(ctx, now, p, st, intents, obs)
-	e.repairs(p, st, obs)
 	if !e.NoDryRun {
 		e.dryRun(ctx, now, p, st)
 	}
+	// After the dry run: an object whose change it held still needs its
+	// repair.
+	e.repairs(p, st, obs, intents, bySpec, gitops)
 	sortChanges(p.Changes)
 	sortChanges(p.Held)
 	return p
@@ -628,6 +630,11 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 			// The whole object: no attribute moves.
 			oc.Action = action.Delete
 			oc.Reason = "deleted: " + c.Reason
+			continue
+		}
+		if c.Repair {
+			// Nothing moves: the object's owned fields are carried as
+			// above, and none is taken from anyone.
 			continue
 		}
 		oc.Attributes[c.Attribute] = c.Value

@@ -221,6 +221,10 @@ func Journaled(p *plan.Plan, durable *state.State) (ok []bool) {
 			}
 			continue
 		}
+		if c.Repair {
+			ok[i] = true // never journaled (see Journal)
+			continue
+		}
 		en, has := durable.Lookup(addrs.Attr{Object: c.Address, Path: c.Attribute})
 		ok[i] = has && en.Pending != nil && en.Pending.Action == intentOf(c) && en.Pending.Value == c.Value
 	}

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
@@ -86,7 +88,38 @@ func TestRepairAppliesAgain(t *testing.T) {
 			t.Fatalf("a repair of an object setpoint owns nothing on:\n%s", text(pl))
 		}
 	}
-	if out := text(pl); !strings.Contains(out, "an apply was cut off; setpoint owns no field there to apply it again with: mend it by hand") {
+	if out := text(pl); !strings.Contains(out, "an apply was cut off; no spec decides a field setpoint owns there, to apply it again with: mend it by hand") {
 		t.Fatalf("want a note:\n%s", out)
 	}
+
+	// The HPA again, its real change held by the dry run: the repair is
+	// still made.
+	e.Providers["sim"] = unanswered{altered{p, cutOff("HorizontalPodAutoscaler")}}
+	pl = e.Plan(ctx, now.Add(125*time.Second), st, nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c == nil || !c.Repair || find(pl.Held, "spec.minReplicas") == nil {
+		t.Fatalf("the change held by the dry run, want the repair still:\n%s", text(pl))
+	}
+	// A spec that no longer enforces holds its repair as any change.
+	e.Providers["sim"] = altered{p, cutOff("HorizontalPodAutoscaler")}
+	e.Specs[0].(*spec.NFR).Spec.Enforcement.Replicas = spec.ModeObserve
+	pl = e.Plan(ctx, later, st, nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c != nil {
+		t.Fatalf("a repair for a spec in observe mode was planned:\n%s", text(pl))
+	}
+	var h *plan.Change
+	for i := range pl.Held {
+		if pl.Held[i].Repair {
+			h = &pl.Held[i]
+		}
+	}
+	if h == nil || h.Held.Kind != plan.HoldMode || !strings.Contains(text(pl), "apply again, unchanged: 3 (repair: an apply was cut off): observe mode") {
+		t.Fatalf("want the repair held by the mode:\n%s", text(pl))
+	}
+}
+
+// unanswered answers no dry run (every change is held as rejected).
+type unanswered struct{ altered }
+
+func (unanswered) PlanChange(context.Context, providers.PlanChangeRequest) providers.PlanChangeResponse {
+	return providers.PlanChangeResponse{}
 }

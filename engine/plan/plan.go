@@ -298,6 +298,8 @@ func (p *Plan) Text(w io.Writer) {
 			// a diff of the two would say nothing changed, not what is
 			// released.
 			change = "release " + shortValue(c.To) + " (setpoint would stop managing it; the value stays)"
+		} else if c.Repair {
+			change = "apply again, unchanged: " + shortValue(c.To)
 		} else if d, ok := fieldDiff(from, c.To); ok {
 			change = d
 		}
