@@ -19,8 +19,8 @@ func FuzzParse(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b.Bytes())
-	f.Add([]byte(`{"formatVersion":4}`))
-	f.Add([]byte(`{"formatVersion":4,"changes":[{"address":"sim:Deployment/shop/x","attribute":"spec[name=a].x","value":{"type":"bytes","value":"1Gi"},"held":{"kind":"cooldown","elapsed":"1s","total":"-5m"}}]}`))
+	f.Add([]byte(`{"formatVersion":5}`))
+	f.Add([]byte(`{"formatVersion":5,"changes":[{"address":"sim:Deployment/shop/x","attribute":"spec[name=a].x","value":{"type":"bytes","value":"1Gi"},"held":{"kind":"cooldown","elapsed":"1s","total":"-5m"}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if q, err := parse("fuzz", data); err == nil {
 			var out bytes.Buffer

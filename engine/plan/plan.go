@@ -25,7 +25,7 @@ import (
 )
 
 // FormatVersion of saved plans.
-const FormatVersion = 4
+const FormatVersion = 5
 
 // Contributor is one spec's intent on an attribute.
 type Contributor struct {
