@@ -19,60 +19,102 @@ type pki struct {
 	caFile, certFile, keyFile, saKeyFile string
 }
 
-// writePKI generates, with Go's crypto (no openssl), a CA, the API server's
-// serving certificate signed by it, and the service-account signing key, all
-// ECDSA P-256 (fast to generate) and written under dir/pki.
-func writePKI(dir string) (*pki, error) {
-	d := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return nil, err
-	}
+// A CA, or a certificate it signed, with its key; all ECDSA P-256 (fast to
+// generate), valid from an hour ago for ten years.
+type issued struct {
+	cert *x509.Certificate
+	der  []byte
+	key  *ecdsa.PrivateKey
+}
+
+// newCA makes a self-signed CA named cn.
+func newCA(cn string) (*issued, error) {
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
+	return issue(&x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kubetest-ca"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
+	}, nil)
+}
 
+// issue signs tmpl with a new key, by ca (self-signed when ca is nil).
+func issue(tmpl *x509.Certificate, ca *issued) (*issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
+	parent, signer := tmpl, key
+	if ca != nil {
+		parent, signer = ca.cert, ca.key
+	}
+	if tmpl.NotAfter.IsZero() {
+		now := time.Now()
+		tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(10*365*24*time.Hour)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &issued{cert: cert, der: der, key: key}, nil
+}
+
+func (i *issued) certPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: i.der})
+}
+
+func (i *issued) keyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(i.key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// writeFiles writes each path's data, readable by the owner only.
+func writeFiles(files map[string][]byte) error {
+	for path, data := range files {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePKI generates, with Go's crypto (no openssl), a CA, the API server's
+// serving certificate signed by it, and the service-account signing key,
+// written under dir/pki.
+func writePKI(dir string) (*pki, error) {
+	d := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return nil, err
+	}
+	ca, err := newCA("kubetest-ca")
+	if err != nil {
+		return nil, err
+	}
+	serving, err := issue(&x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	}, ca)
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	servingKey, err := serving.keyPEM()
 	if err != nil {
 		return nil, err
 	}
-
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -81,28 +123,19 @@ func writePKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-
 	p := &pki{
-		caPEM:     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		caPEM:     ca.certPEM(),
 		caFile:    filepath.Join(d, "ca.crt"),
 		certFile:  filepath.Join(d, "apiserver.crt"),
 		keyFile:   filepath.Join(d, "apiserver.key"),
 		saKeyFile: filepath.Join(d, "sa.key"),
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{
-		{p.caFile, p.caPEM},
-		{p.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
-		{p.keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})},
-		{p.saKeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER})},
-	} {
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	return p, writeFiles(map[string][]byte{
+		p.caFile:    p.caPEM,
+		p.certFile:  serving.certPEM(),
+		p.keyFile:   servingKey,
+		p.saKeyFile: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER}),
+	})
 }
 
 // frontProxy is the aggregation layer's client identity: a CA of its own
@@ -118,60 +151,23 @@ const frontProxyClient = "front-proxy-client"
 
 func writeFrontProxy(dir string) (*frontProxy, error) {
 	d := filepath.Join(dir, "pki")
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCA("kubetest-front-proxy-ca")
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kubetest-front-proxy-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
+	client, err := issue(&x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: frontProxyClient},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	}, ca)
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	key, err := client.keyPEM()
 	if err != nil {
 		return nil, err
 	}
 	fp := &frontProxy{caFile: filepath.Join(d, "front-proxy-ca.crt"), certFile: filepath.Join(d, "front-proxy-client.crt"), keyFile: filepath.Join(d, "front-proxy-client.key")}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{
-		{fp.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})},
-		{fp.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
-		{fp.keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})},
-	} {
-		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return fp, nil
+	return fp, writeFiles(map[string][]byte{fp.caFile: ca.certPEM(), fp.certFile: client.certPEM(), fp.keyFile: key})
 }
