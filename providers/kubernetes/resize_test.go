@@ -226,17 +226,22 @@ spec:
 		t.Fatalf("an apply during another resize's hold: %+v", res)
 	}
 
+	cutAfterReplicaSet := func() {
+		t.Helper()
+		err := setReplicaSetMemory(func() context.Context { return ctxT(t) }, cs, ns, "hold-1", Manager, func(string) ([2]*resource.Quantity, bool) {
+			r, l := resource.MustParse("448Mi"), resource.MustParse("672Mi")
+			return [2]*resource.Quantity{&r, &l}, true
+		}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pause(now.Add(-time.Hour))
+	}
 	// Killed after the ReplicaSet took the new memory and before the
 	// Deployment's apply: paused, the templates apart. The repair (the
 	// owned values again, nothing moved) makes them agree before it
 	// resumes (the check on every resume above).
-	if err := setReplicaSetMemory(func() context.Context { return ctxT(t) }, cs, ns, "hold-1", Manager, func(string) ([2]*resource.Quantity, bool) {
-		r, l := resource.MustParse("448Mi"), resource.MustParse("672Mi")
-		return [2]*resource.Quantity{&r, &l}, true
-	}, false); err != nil {
-		t.Fatal(err)
-	}
-	pause(now.Add(-time.Hour))
+	cutAfterReplicaSet()
 	fix := change(384, 576)
 	fix.InPlace, fix.Changed = "", nil
 	if res := apply(t, p, fix); res.Err != "" {
@@ -251,13 +256,7 @@ spec:
 	}
 	// The same, with the change planned again instead of a repair: the
 	// hold finished first, then the change made in place.
-	if err := setReplicaSetMemory(func() context.Context { return ctxT(t) }, cs, ns, "hold-1", Manager, func(string) ([2]*resource.Quantity, bool) {
-		r, l := resource.MustParse("448Mi"), resource.MustParse("672Mi")
-		return [2]*resource.Quantity{&r, &l}, true
-	}, false); err != nil {
-		t.Fatal(err)
-	}
-	pause(now.Add(-time.Hour))
+	cutAfterReplicaSet()
 	if res := apply(t, p, change(448, 672)); res.Err != "" {
 		t.Fatal(res.Err)
 	}
