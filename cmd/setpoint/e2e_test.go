@@ -546,3 +546,20 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 	}
 	t.Fatalf("no report of shop/reports in %s", out)
 }
+
+// The plan for a pull request: Markdown, read-only (nothing saved, no
+// lock), each spec in its own section; an unknown format is refused.
+func TestPlanMarkdown(t *testing.T) {
+	dir := copySpecs(t)
+	out, errOut, code := runCLI(t, "plan", "--read-only", "--format", "markdown", dir)
+	if code != 0 || !strings.HasPrefix(out, "#### setpoint plan\n") || !strings.Contains(out, "<details><summary><code>NFR/shop/checkout</code>") ||
+		!strings.Contains(out, "```diff\n") {
+		t.Fatalf("plan --format markdown: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".setpoint")); !os.IsNotExist(err) {
+		t.Fatalf("a read-only plan wrote its state: %v", err)
+	}
+	if _, errOut, code := runCLI(t, "plan", "--read-only", "--format", "yaml", dir); code != 1 || !strings.Contains(errOut, "want text, json or markdown") {
+		t.Fatalf("--format yaml: exit %d, %s", code, errOut)
+	}
+}

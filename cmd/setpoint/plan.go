@@ -15,7 +15,7 @@ import (
 var errChanges = errors.New("changes")
 
 func newPlanCmd() *cobra.Command {
-	var out string
+	var out, format string
 	var asJSON, detailed, readOnly bool
 	var lockWait time.Duration
 	cmd := &cobra.Command{
@@ -27,9 +27,16 @@ state (the user's values at adoption, recommendations, stability windows) and
 changes nothing else. --out saves the plan for "setpoint apply FILE".
 --read-only takes no lock and saves nothing: a plan beside a running watch, or
 in a pull request's CI job with read-only credentials.
+--format markdown prints it for a pull request's comment (with --read-only in
+CI: see examples/ci).
 --detailed-exitcode: 0 nothing to apply, 1 error, 2 something would be applied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "text", "json", "markdown":
+			default:
+				return fmt.Errorf("--format %q: want text, json or markdown", format)
+			}
 			tuneBatchGC()
 			w, err := openWorkspace(args[0], simOptions{})
 			if err != nil {
@@ -62,10 +69,18 @@ in a pull request's CI job with read-only credentials.
 				}
 			}
 			if asJSON {
+				format = "json"
+			}
+			switch format {
+			case "json":
 				if err := p.JSON(cmd.OutOrStdout()); err != nil {
 					return err
 				}
-			} else {
+			case "markdown":
+				if err := p.Markdown(cmd.OutOrStdout(), 0); err != nil {
+					return err
+				}
+			default:
 				p.Text(cmd.OutOrStdout())
 				if out != "" {
 					fmt.Fprintf(cmd.OutOrStdout(), "Saved the plan to %s: apply it with \"setpoint apply %s\".\n", out, out)
@@ -81,7 +96,8 @@ in a pull request's CI job with read-only credentials.
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "save the plan to this file")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON (--format json)")
+	cmd.Flags().StringVar(&format, "format", "text", "text, json, or markdown (for a pull request's comment: a summary, each spec's part collapsible, at most 60,000 bytes)")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would be applied, 0 when not, 1 on error")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "take no lock and save nothing (beside a running watch; in CI on pull requests)")
 	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
