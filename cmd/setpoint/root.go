@@ -28,7 +28,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", envOr("SETPOINT_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	addTrustFlags(root)
-	root.AddCommand(newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newStateCmd(), newVersionCmd(), newAgentCmd())
+	root.AddCommand(newInitCmd(), newValidateCmd(), newPlanCmd(), newApplyCmd(), newWatchCmd(), newSimCmd(), newQueryCmd(), newProviderCmd(), newProvidersCmd(), newStateCmd(), newVersionCmd(), newAgentCmd())
 	root.AddCommand(newInternalCmd())
 	// cobra's completion command prints its help, and exits 0, for a shell
 	// it does not know; a script piping it into a file would not notice.
