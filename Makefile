@@ -19,7 +19,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench bench-control scenarios image playground schemas lint fmt demo testenv fuzz clean proto bpf
+.PHONY: all build test test-short bench bench-control scenarios image playground schemas docs lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -64,6 +64,10 @@ image:
 # playground/specs, and runs until Ctrl-C. See docs/install.md.
 playground: testenv build
 	$(GO) run ./hack/playground -dir playground
+
+# Generated reference: the CLI's pages (docs/cli), from the commands.
+docs:
+	$(GO) run ./cmd/setpoint internal cli-docs docs/cli
 
 # JSON Schemas of every spec kind, generated from the CUE schemas, for
 # editors (yaml-language-server) and CI; a test and CI check them current.

@@ -30,6 +30,7 @@ func newInternalCmd() *cobra.Command {
 			return nil
 		},
 	})
+	c.AddCommand(newDocsCmd())
 	return c
 }
 
