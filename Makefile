@@ -65,9 +65,12 @@ image:
 playground: testenv build
 	$(GO) run ./hack/playground -dir playground
 
-# Generated reference: the CLI's pages (docs/cli), from the commands.
+# Generated reference: the CLI's pages (docs/cli), from the commands; each
+# kind's field reference and example (docs/kinds), from the CUE schemas and
+# specs/ (the hand-written text around the markers is kept).
 docs:
 	$(GO) run ./cmd/setpoint internal cli-docs docs/cli
+	$(GO) run ./hack/refdocs -docs docs/kinds -specs specs
 
 # JSON Schemas of every spec kind, generated from the CUE schemas, for
 # editors (yaml-language-server) and CI; a test and CI check them current.

@@ -69,14 +69,22 @@ func ReadFile(name string) ([]byte, error) {
 
 // Compile builds the schema package in ctx as one instance of its files,
 // without the module loader (the schemas import only the standard library).
-func Compile(ctx *cue.Context) (cue.Value, error) {
+func Compile(ctx *cue.Context) (cue.Value, error) { return compile(ctx) }
+
+// CompileWithComments is Compile keeping the schemas' comments on their
+// fields, for the reference pages (slower: validation does not need them).
+func CompileWithComments(ctx *cue.Context) (cue.Value, error) {
+	return compile(ctx, parser.ParseComments)
+}
+
+func compile(ctx *cue.Context, opts ...parser.Option) (cue.Value, error) {
 	inst := build.NewContext().NewInstance("setpoint.dev/schema", nil)
 	for _, name := range Names() {
 		src, err := ReadFile(name)
 		if err != nil {
 			return cue.Value{}, fmt.Errorf("reading schema %s: %w", name, err)
 		}
-		f, err := parser.ParseFile(path.Join("schema", name), src)
+		f, err := parser.ParseFile(path.Join("schema", name), src, opts...)
 		if err != nil {
 			return cue.Value{}, fmt.Errorf("parsing schema %s: %w", name, err)
 		}
