@@ -57,6 +57,10 @@ type Dataplane struct {
 	// keys caches slot indexes for batch writes, by side index.
 	mu   sync.Mutex
 	keys map[uint32][]uint32
+	// rcu is a map of maps the program never reads: writing it makes the
+	// kernel wait out every BPF program running (synchronize_rcu), the
+	// barrier after a flip (see Publish).
+	rcu, rcuInner *ebpf.Map
 }
 
 // Load loads the program and its maps (reusing pinned ones under
@@ -183,6 +187,10 @@ func (d *Dataplane) Close() error {
 		errs = append(errs, d.link.Close())
 	}
 	errs = append(errs, d.objs.Close())
+	if d.rcu != nil {
+		errs = append(errs, d.rcu.Close(), d.rcuInner.Close())
+		d.rcu, d.rcuInner = nil, nil
+	}
 	d.unlock()
 	return errors.Join(errs...)
 }
@@ -359,7 +367,38 @@ func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
 	if err := d.objs.Epochs.Put(&g, &next); err != nil {
 		return Flip{}, fmt.Errorf("flipping the epoch: %w", err)
 	}
-	return Flip{At: start, Took: time.Since(start), Epoch: next}, nil
+	took := time.Since(start)
+	// A connect that read the old epoch may still be reading the old side
+	// and the backends it names: until it is done, that side must not be
+	// written (the next publish writes it) nor its backends cleared (the
+	// caller frees the ids it no longer names). Wait for every program
+	// running to finish.
+	if err := d.quiesce(); err != nil {
+		return Flip{}, fmt.Errorf("waiting for the connects on the old table: %w", err)
+	}
+	return Flip{At: start, Took: took, Epoch: next}, nil
+}
+
+// quiesce returns once every BPF program running when it was called has
+// finished: the kernel waits for that (synchronize_rcu) before a write to a
+// map of maps returns, so connects on the old side are over.
+func (d *Dataplane) quiesce() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.rcu == nil {
+		inner := &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
+		in, err := ebpf.NewMap(inner)
+		if err != nil {
+			return err
+		}
+		out, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.ArrayOfMaps, KeySize: 4, ValueSize: 4, MaxEntries: 1, InnerMap: inner})
+		if err != nil {
+			in.Close()
+			return err
+		}
+		d.rcu, d.rcuInner = out, in
+	}
+	return d.rcu.Put(uint32(0), d.rcuInner)
 }
 
 // Flip is when a publish flipped its group's epoch, and in how long.
