@@ -105,17 +105,23 @@ func starterFiles(provider string) (map[string][]byte, error) {
 	files := map[string][]byte{".gitignore": []byte("# setpoint's state when it is kept in a file (state.backend: file)\n.setpoint/\n")}
 	switch provider {
 	case "sim":
-		files["setpoint.yaml"] = []byte(simEnvironment)
-		files["web.nfr.yaml"] = []byte(starterNFR("shop", "enforce"))
+		files["setpoint.yaml"] = []byte(schemaLine("environment") + simEnvironment)
+		files["web.nfr.yaml"] = []byte(schemaLine("nfr") + starterNFR("shop", "enforce"))
 		files["traces/"+specs.TraceName] = specs.Trace
 		files["traces/README.md"] = specs.TraceReadme
 	case "kubernetes":
-		files["setpoint.yaml"] = []byte(kubernetesEnvironment)
-		files["web.nfr.yaml"] = []byte(starterNFR("default", "observe"))
+		files["setpoint.yaml"] = []byte(schemaLine("environment") + kubernetesEnvironment)
+		files["web.nfr.yaml"] = []byte(schemaLine("nfr") + starterNFR("default", "observe"))
 	default:
 		return nil, fmt.Errorf("--provider %q: want sim or kubernetes", provider)
 	}
 	return files, nil
+}
+
+// schemaLine is the yaml-language-server modeline of a kind: editors
+// complete and check the file against the kind's JSON Schema.
+func schemaLine(kind string) string {
+	return "# yaml-language-server: $schema=https://raw.githubusercontent.com/setpoint-dev/setpoint/main/schemas/" + kind + ".json\n"
 }
 
 const simEnvironment = `# The Environment: where setpoint acts and reads its signals. This one is the

@@ -22,10 +22,10 @@ func TestSpecPathsStayInTheDirectory(t *testing.T) {
 		name, from, to string
 		want           string
 	}{
-		{"absolute trace", "trace: traces/azure-llm-conv-2023.csv", "trace: " + secret, "setpoint.yaml:10:9: spec.providers.0.config.trace: trace " + secret + " is outside the spec directory"},
+		{"absolute trace", "trace: traces/azure-llm-conv-2023.csv", "trace: " + secret, "setpoint.yaml:11:9: spec.providers.0.config.trace: trace " + secret + " is outside the spec directory"},
 		{"relative trace", "trace: traces/azure-llm-conv-2023.csv", "trace: ../../../../../../../../.." + secret, "spec.providers.0.config.trace: trace ../../../../../../../../.." + secret + " resolves to " + secret + ", outside the spec directory"},
 		{"symlinked trace", "trace: traces/azure-llm-conv-2023.csv", "trace: traces/link.csv", "resolves to " + secret + ", outside the spec directory"},
-		{"state path", "path: .setpoint/state.json", "path: ../escape/state.json", "setpoint.yaml:99:26: spec.state.path: state.path ../escape/state.json resolves to "},
+		{"state path", "path: .setpoint/state.json", "path: ../escape/state.json", "setpoint.yaml:100:26: spec.state.path: state.path ../escape/state.json resolves to "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copySpecs(t, [3]string{"setpoint.yaml", c.from, c.to})

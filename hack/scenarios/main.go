@@ -134,10 +134,14 @@ func write(dir string, sc scenario, specs string) error {
 	if err := os.WriteFile(filepath.Join(dir, "setpoint.yaml"), []byte(env), 0o644); err != nil {
 		return err
 	}
-	// The shipped checkout NFR, as it is.
+	// The shipped checkout NFR, as it is but for its editor modeline (its
+	// schema's path is relative to specs/).
 	nfr, err := os.ReadFile(filepath.Join(specs, "checkout.nfr.yaml"))
 	if err != nil {
 		return err
+	}
+	if first, rest, ok := bytes.Cut(nfr, []byte("\n")); ok && bytes.HasPrefix(first, []byte("# yaml-language-server:")) {
+		nfr = rest
 	}
 	return os.WriteFile(filepath.Join(dir, "checkout.nfr.yaml"), nfr, 0o644)
 }

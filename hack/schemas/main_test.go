@@ -150,3 +150,28 @@ func TestSchemasRejectInvalid(t *testing.T) {
 		}
 	}
 }
+
+// The shipped specs name their kind's schema for editors, in their first
+// line.
+func TestShippedSpecsNameTheirSchema(t *testing.T) {
+	files, _ := filepath.Glob("../../specs/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("only %d specs", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		ds, err := docs(t, f)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+		kind, _ := ds[0].(map[string]any)["kind"].(string)
+		want := "# yaml-language-server: $schema=../schemas/" + strings.ToLower(kind) + ".json"
+		if first != want {
+			t.Errorf("%s: first line %q, want %q", f, first, want)
+		}
+	}
+}
