@@ -285,7 +285,7 @@ func TestCorruptStateIsReported(t *testing.T) {
 func TestBrokenSpecDoesNotStopTheOthers(t *testing.T) {
 	dir := copySpecs(t, append(quick, [3]string{"inventory.nfr.yaml", "throughput: {minRPS: 120}", "throughput: {minRPS: lots}"})...)
 	out, errOut, code := runCLI(t, "plan", dir)
-	if code != 1 || !strings.Contains(errOut, "inventory.nfr.yaml:8:24: spec.throughput.minRPS") || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
+	if code != 1 || !strings.Contains(errOut, "inventory.nfr.yaml:9:24: spec.throughput.minRPS") || !strings.Contains(out, "spec.minReplicas: 2 → 3") {
 		t.Fatalf("%d\n%s\n%s", code, out, errOut)
 	}
 }
@@ -347,7 +347,7 @@ func TestWatchLiveEdits(t *testing.T) {
 	waitEdit("checkout.nfr.yaml", "address=sim:HorizontalPodAutoscaler/shop/checkout attribute=spec.minReplicas from=2 to=3")
 	edit("checkout.nfr.yaml", "minRPS: 400", "minRPS: [")
 	waitFor(`msg="edit rejected; the last good version keeps running"`)
-	if !strings.Contains(logs.String(), "checkout.nfr.yaml:8:") {
+	if !strings.Contains(logs.String(), "checkout.nfr.yaml:9:") {
 		t.Errorf("the rejection should give the position:\n%s", logs.String())
 	}
 	// An edit of another file still reconciles, next to the broken one.
