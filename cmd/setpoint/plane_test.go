@@ -377,10 +377,12 @@ spec:
 		if code != 0 || !strings.Contains(out, "requests.memory: 256Mi → 192Mi") {
 			t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
 		}
-		// 3000 req/s asks 2 → 3 (one step) whatever the rate reads
-		// while new pods' series start (a short series' rate over 30 s,
-		// in the peak, reads high).
-		both := strings.Replace(memory, "replicas: off", "replicas: enforce", 1) + "  policy: reference\n  throughput: {minRPS: 3000}\n  cpuPerPod: 500m\n"
+		// 100,000 req/s asks 2 → 3 (one step) whatever the rate reads
+		// while new pods' series start: the peak (a rate over 30 s, its
+		// short new series extrapolated) has read several times the load
+		// just after a rollout, which made a smaller target's lower bound
+		// fall under the count there is (no change at all).
+		both := strings.Replace(memory, "replicas: off", "replicas: enforce", 1) + "  policy: reference\n  throughput: {minRPS: 100000}\n  cpuPerPod: 500m\n"
 		out, errOut, code = c.plan(t, both)
 		if code != 0 || !strings.Contains(out, "spec.replicas") || !strings.Contains(out, "mid-rollout") {
 			t.Fatalf("plan during the rollout: want spec.replicas held mid-rollout; exit %d\n%s\n%s", code, out, errOut)
