@@ -29,6 +29,11 @@ import (
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
 
+// planeWait bounds every wait for what the controllers do: a bound, not a
+// verdict (a scale-down waits out the HPA's 30 s window after two
+// metrics-server scrapes 10 s apart, slower on a busy machine).
+const planeWait = 3 * time.Minute
+
 // planeScenario is one end-to-end case on the full control plane: its
 // objects and its app's load are set up first (every scenario's load
 // needs a minute of history before a rate over [1m] says it, so they warm
@@ -642,7 +647,7 @@ spec:
 		if err := cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(planeWait)
 		for {
 			if _, err := cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{}); err != nil {
 				break // gone, and everything in it
@@ -717,7 +722,7 @@ func waitQuery(t *testing.T, url, q string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	for {
 		r, err := src.Query(context.Background(), q, time.Now())
 		if err == nil && len(r.Samples) > 0 {
@@ -735,7 +740,7 @@ func waitQuery(t *testing.T, url, q string) {
 func waitHPAActive(t *testing.T, p *kubetest.Plane, ns, name string, want corev1.ConditionStatus) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	last := ""
 	for time.Now().Before(deadline) {
 		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -759,7 +764,7 @@ func waitHPAActive(t *testing.T, p *kubetest.Plane, ns, name string, want corev1
 func waitPausedSeen(t *testing.T, p *kubetest.Plane, ns, name string) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	for time.Now().Before(deadline) {
 		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil && d.Status.ObservedGeneration >= d.Generation {
@@ -866,7 +871,7 @@ func TestPlane(t *testing.T) {
 func waitDeployment(t *testing.T, p *kubetest.Plane, ns, name string, n int32) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	last := ""
 	for time.Now().Before(deadline) {
 		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -887,7 +892,7 @@ func waitDeployment(t *testing.T, p *kubetest.Plane, ns, name string, n int32) {
 func waitReplicaSets(t *testing.T, p *kubetest.Plane, ns, selector string, n int) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	got := -1
 	for time.Now().Before(deadline) {
 		rss, err := cs.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
@@ -906,7 +911,7 @@ func waitReplicaSets(t *testing.T, p *kubetest.Plane, ns, selector string, n int
 func waitPods(t *testing.T, p *kubetest.Plane, ns, selector string, n int) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(planeWait)
 	last := ""
 	for time.Now().Before(deadline) {
 		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})

@@ -85,7 +85,7 @@ spec:
 // Ready.
 func waitRunning(t *testing.T, p *Plane, cs kubernetes.Interface, ns, selector string, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	last := ""
 	for {
