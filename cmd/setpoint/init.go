@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +44,7 @@ init never overwrites: if any file it would write exists, it writes none.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Wrote a starting directory in %s:\n", dir)
-			for _, name := range slices.Sorted(mapsKeys(files)) {
+			for _, name := range slices.Sorted(maps.Keys(files)) {
 				fmt.Fprintf(out, "  %s\n", name)
 			}
 			fmt.Fprintf(out, "\nNext:\n  setpoint validate %[1]s\n  setpoint plan %[1]s\n", dir)
@@ -55,16 +56,6 @@ init never overwrites: if any file it would write exists, it writes none.`,
 	}
 	cmd.Flags().StringVar(&provider, "provider", "sim", "sim (the simulated world, replaying the shipped trace) or kubernetes (your cluster)")
 	return cmd
-}
-
-func mapsKeys(m map[string][]byte) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // writeNew writes the files under dir, creating what directories they
@@ -82,7 +73,7 @@ func writeNew(dir string, files map[string][]byte) error {
 		slices.Sort(there)
 		return fmt.Errorf("not writing over what is in %s: %s (init writes only into a directory without them)", dir, strings.Join(there, ", "))
 	}
-	for _, name := range slices.Sorted(mapsKeys(files)) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err

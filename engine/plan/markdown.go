@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -109,13 +110,7 @@ func (p *Plan) specIDs() []string {
 	for _, c := range append(slices.Clone(p.Changes), p.Held...) {
 		seen[specOf(c)] = true
 	}
-	return slices.Sorted(func(yield func(string) bool) {
-		for id := range seen {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func specOf(c Change) string {
