@@ -140,7 +140,8 @@ func TestHealthAddrServesMetrics(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	w := startProc(t, "watch", "--health-addr", addr, copySpecs(t))
+	dir := copySpecs(t)
+	w := startProc(t, "watch", "--health-addr", addr, dir)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
@@ -162,6 +163,37 @@ func TestHealthAddrServesMetrics(t *testing.T) {
 		if _, ok := metricValue(metrics, series); !ok {
 			t.Errorf("no %s in:\n%s", series, metrics)
 		}
+	}
+	specs := 0
+	yamls, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	cues, _ := filepath.Glob(filepath.Join(dir, "*.cue"))
+	for _, f := range append(yamls, cues...) {
+		b, _ := os.ReadFile(f)
+		if !strings.Contains(string(b), "kind: Environment") {
+			specs++
+		}
+	}
+	for series, want := range map[string]float64{
+		"setpoint_specs": float64(specs), "setpoint_specs_incomplete": 0,
+		"setpoint_shards": 0, "setpoint_shards_owned": 0, `setpoint_reconciles_total{result="failed"}`: 0,
+	} {
+		if v, ok := metricValue(metrics, series); !ok || v != want {
+			t.Errorf("%s = %v (served: %v), want %v", series, v, ok, want)
+		}
+	}
+	// A broken edit keeps the last good version running: only the gauge
+	// (and the SetpointSpecBroken alert on it) says so.
+	if err := os.WriteFile(filepath.Join(dir, "checkout.nfr.yaml"), []byte("kind: NFR\nspec: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "a broken spec file counted on /metrics", func() bool {
+		_, body := get("/metrics")
+		metrics = body
+		v, _ := metricValue(body, "setpoint_specs_incomplete")
+		return v == 1
+	})
+	if v, _ := metricValue(metrics, "setpoint_specs"); v != float64(specs) {
+		t.Errorf("setpoint_specs = %v with one file broken, want its last good version kept: %d", v, specs)
 	}
 	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)

@@ -29,6 +29,15 @@ type selfMetrics struct {
 	holds     *prometheus.CounterVec
 	reconcile prometheus.Histogram
 	calls     *prometheus.HistogramVec
+	// What the alerts in deploy/monitoring read: whether reconciles end
+	// well, whether a spec file fails to load (its last good version
+	// runs, so nothing else shows it), and whether every shard has a
+	// replica.
+	reconciles  *prometheus.CounterVec
+	specs       prometheus.Gauge
+	incomplete  prometheus.Gauge
+	shards      prometheus.Gauge
+	shardsOwned prometheus.Gauge
 }
 
 // watchMetrics are the running watch's, served by both its debug server
@@ -66,12 +75,34 @@ func newSelfMetrics() *selfMetrics {
 			Buckets: latencyBuckets,
 		}, []string{"provider", "method"}),
 	}
+	m.reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "setpoint_reconciles_total",
+		Help: "Reconciles, by result: failed when the state could not be locked or saved, a spec could not be planned, or an apply failed.",
+	}, []string{"result"})
+	m.specs = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_specs",
+		Help: "Specs in force at the last reconcile, the Environment excluded.",
+	})
+	m.incomplete = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_specs_incomplete",
+		Help: "1 while some spec file does not load: the last good version of it runs, and nothing is released.",
+	})
+	m.shards = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_shards",
+		Help: "Shards the specs are spread over when the state is in the cluster (0 with a local state: one writer).",
+	})
+	m.shardsOwned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_shards_owned",
+		Help: "Shards this replica holds the Lease of.",
+	})
 	m.reg.MustRegister(m.decisions, m.applies, m.holds, m.reconcile, m.calls,
+		m.reconciles, m.specs, m.incomplete, m.shards, m.shardsOwned,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start make rate() and absent() alerts
 	// work before the first apply or hold.
 	for _, r := range []string{"ok", "failed"} {
 		m.applies.WithLabelValues(r)
+		m.reconciles.WithLabelValues(r)
 	}
 	for k := plan.HoldPaused; k <= plan.HoldRollout; k++ {
 		m.holds.WithLabelValues(k.String())
@@ -117,6 +148,39 @@ func (m *selfMetrics) observeApplies(rs []engine.Result) {
 			m.applies.WithLabelValues("ok").Inc()
 		}
 	}
+}
+
+// observeSet records the specs in force.
+func (m *selfMetrics) observeSet(n int, incomplete bool) {
+	if m == nil {
+		return
+	}
+	m.specs.Set(float64(n))
+	m.incomplete.Set(0)
+	if incomplete {
+		m.incomplete.Set(1)
+	}
+}
+
+// observeResult counts a reconcile that ended, failed or not.
+func (m *selfMetrics) observeResult(failed bool) {
+	if m == nil {
+		return
+	}
+	if failed {
+		m.reconciles.WithLabelValues("failed").Inc()
+		return
+	}
+	m.reconciles.WithLabelValues("ok").Inc()
+}
+
+// observeShards records this replica's share of n shards.
+func (m *selfMetrics) observeShards(n, owned int) {
+	if m == nil {
+		return
+	}
+	m.shards.Set(float64(n))
+	m.shardsOwned.Set(float64(owned))
 }
 
 // observeReconcile records a reconcile that started at start; for defer.

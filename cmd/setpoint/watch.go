@@ -89,7 +89,7 @@ start at the sim speed (at least real time).`,
 			stateAt := ws.env.Spec.State
 			tickAt := w.Tick
 			holds := map[string]string{}
-			shards := startShards(ctx, ws, w, shardCount, healthAddr)
+			shards := startShards(ctx, ws, w, shardCount, healthAddr, dbg.selfMetrics())
 			// The directory is this process's until it stops: a second
 			// watch (with its own clock on the sim world) or an apply
 			// would record every change twice.
@@ -100,6 +100,8 @@ start at the sim speed (at least real time).`,
 				if shards != nil {
 					defer shards.h.Busy()()
 				}
+				// Every replica says what it loaded, with shards or not.
+				dbg.selfMetrics().observeSet(len(set.Specs), set.Incomplete)
 				keys = shards.mine(ws, set, keys)
 				if len(keys) == 0 {
 					return nil
@@ -183,7 +185,7 @@ type shardSet struct {
 // the cluster: it holds its share of the shard Leases, reconciles only the
 // specs of those, and reconciles every spec when its shards change (the
 // ones it gained are then its own). It serves health on addr.
-func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string) *shardSet {
+func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string, m *selfMetrics) *shardSet {
 	var ss *shardSet
 	if kb, ok := ws.state.(*kstate.Backend); ok {
 		kb.Shards = n
@@ -194,7 +196,11 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 			kb.LeaseDuration = 2 * time.Second
 		}
 		h := kb.NewHolder("setpoint watch")
-		h.OnChange = func([]int) { w.Trigger("shards changed") }
+		m.observeShards(n, 0)
+		h.OnChange = func(owned []int) {
+			m.observeShards(n, len(owned))
+			w.Trigger("shards changed")
+		}
 		go func() { _ = h.Run(ctx) }()
 		ss = &shardSet{h: h, n: n}
 		// Right before the provider applies, every spec of the plan must
@@ -349,6 +355,7 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 		}
 		return nil
 	})
+	m.observeResult(err != nil || len(failed) > 0)
 	if err != nil {
 		slog.Error("reconcile", "reason", reason, "error", err)
 		for _, k := range keys {
