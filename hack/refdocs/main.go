@@ -68,7 +68,13 @@ func run(docs, specs string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		page, err = between(page, "fields", Fields(it.Value()))
+		fields := Fields(it.Value())
+		for _, c := range providerConfigs[kind] {
+			var b strings.Builder
+			walk(&b, root.LookupPath(cue.MakePath(cue.Def(c.def))), c.prefix, 1)
+			fields += b.String()
+		}
+		page, err = between(page, "fields", fields)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -101,6 +107,17 @@ func writeTypes(root cue.Value, path string) error {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", it.Selector(), expr(n.Value), cell(comments(n)))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// providerConfigs are the configurations a provider's name selects (the
+// schema picks one by a comprehension on the name, which a walk of the
+// list's element does not see), listed on the kind's page under the path
+// a user writes them at.
+var providerConfigs = map[string][]struct{ prefix, def string }{
+	"Environment": {
+		{"spec.providers[name=sim].config.", "SimConfig"},
+		{"spec.providers[name=kubernetes].config.", "KubernetesConfig"},
+	},
 }
 
 // skeleton is a new page: the kind's own comment, then the generated parts.
@@ -184,8 +201,15 @@ func walk(b *strings.Builder, v cue.Value, prefix string, depth int) {
 			def = "`" + cell(fmt.Sprint(d)) + "`"
 		}
 		fmt.Fprintf(b, "| `%s`%s | %s | %s | %s |\n", name, req, typ, def, cell(doc))
-		if f.IncompleteKind() == cue.StructKind && depth < 6 {
+		switch {
+		case depth >= 8:
+		case f.IncompleteKind() == cue.StructKind:
 			walk(b, f, name+".", depth+1)
+		case f.IncompleteKind() == cue.ListKind:
+			// A list of structs: its element's fields, as name[].field.
+			if e := f.LookupPath(cue.MakePath(cue.AnyIndex)); e.Exists() {
+				walk(b, e, name+"[].", depth+1)
+			}
 		}
 	}
 }
