@@ -48,6 +48,11 @@ func (l *Loader) doc(path string, n ast.Node, emit func(spec.Document)) Diagnost
 	return ds
 }
 
+var (
+	_ = spec.RegisterCheck(spec.Check{What: "no key twice in a YAML mapping, no nesting deeper than 100 levels", Why: spec.WhySyntax})
+	_ = spec.RegisterCheck(spec.Check{What: "YAML aliases expand to at most 50,000 nodes (the decoder both tools share refuses an alias bomb)", Why: spec.WhySyntax, Example: "invalid/alias-bomb.yaml"})
+)
+
 // syntaxChecks walks a document once for duplicate keys (YAML only: in CUE
 // a field given twice is unified, by design) and for nesting deeper than
 // MaxDepth. A duplicate key would otherwise reach the schema as two values

@@ -614,6 +614,14 @@ func allowedFields(def cue.Value, path []string) string {
 	return "one of " + strings.Join(names, ", ")
 }
 
+var (
+	_ = spec.RegisterCheck(spec.Check{Path: "metadata.name", What: "each kind/namespace/name once across the files", Why: spec.WhySpans, Example: "checks/duplicate-name.yaml"})
+	_ = spec.RegisterCheck(spec.Check{Path: "spec.target", What: "one spec of a kind per target (two NFRs on one Deployment would fight)", Why: spec.WhySpans, Example: "checks/same-target.yaml"})
+	_ = spec.RegisterCheck(spec.Check{Path: "kind", What: "one Environment per directory", Why: spec.WhySpans, Example: "checks/two-environments.yaml"})
+	_ = spec.RegisterCheck(spec.Check{Path: "spec.target.provider", What: "an NFR's target.provider is one of the Environment's providers", Why: spec.WhySpans, Example: "checks/unknown-provider.yaml"})
+	_ = spec.RegisterCheck(spec.Check{Kind: "Schedule", Path: "spec.dependsOn", What: "no dependency cycle among a namespace's Schedules", Why: spec.WhySpans, Example: "sets/schedule-cycle.yaml"})
+)
+
 // CrossCheck runs the rules CUE cannot express because they span documents
 // (or need the Environment: a memory window within the embedded store's
 // retention) or the file system (the trace an Environment names exists).

@@ -28,6 +28,11 @@ import (
 	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
+var (
+	_ = spec.RegisterCheck(spec.Check{What: "spec files of at most 10 MiB (larger ones are refused unread); a walk reads at most 100,000 spec files and enters at most 100,000 directories", Why: spec.WhyFiles})
+	_ = spec.RegisterCheck(spec.Check{What: "symlinks followed inside the directory only; loops and second links to one directory reported; hidden directories (.setpoint, .git) skipped", Why: spec.WhyFiles})
+)
+
 // MaxFiles bounds the spec files one directory walk reads (ten times the
 // 10,000-document goal).
 const MaxFiles = 100_000

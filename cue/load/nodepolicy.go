@@ -10,6 +10,8 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
+var _ = spec.RegisterCheck(spec.Check{Kind: "NodePolicy", Path: "spec.nodeSelector", What: "no two NodePolicies whose selectors can take the same node (one without a selector takes every node)", Why: spec.WhySpans, Example: "sets/nodepolicy-overlap.yaml"})
+
 // nodePolicyOverlaps refuses a NodePolicy whose nodeSelector can take a
 // node an earlier NodePolicy's can (on the same provider), at its
 // nodeSelector, naming the earlier one: a node runs one policy, so the two

@@ -7,6 +7,8 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
+var _ = spec.RegisterCheck(spec.Check{Kind: "RouteGroup", Path: "spec.vip", What: "no two RouteGroups on one VIP (address, port and protocol, compared parsed)", Why: spec.WhySpans, Example: "sets/routegroup-vips.yaml"})
+
 // routeGroupVIPs refuses a RouteGroup whose VIP an earlier RouteGroup on
 // the same provider has, at its VIP, naming the earlier one: a VIP has one
 // slot table, and two loops writing it would each undo the other's every

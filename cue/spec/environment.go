@@ -372,6 +372,15 @@ const (
 	MaxTick = 24 * time.Hour
 )
 
+var (
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.tick", What: "a tick from 1s to 24h", Why: WhyParse, Example: "checks/environment-tick.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.default", What: "no Prometheus server with the sim world (it runs on the trace's virtual time)", Why: WhySpans, Example: "invalid/sim-prometheus.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.containers.*.limit", What: "each sim container's request ≤ its limit", Why: WhyQuantity, Example: "invalid/sim-quantities.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads", What: "sim workloads unique by namespace and name, their shares adding up to at most 1", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups", What: "the sim's route groups: addresses, each group, VIP and backend once, degrade windows in order", Why: WhyParse, Example: "checks/sim-routegroups.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.scrape", What: "scrape timeout ≤ interval, URLs as Go's HTTP client reads them (no credentials), label names, each target once", Why: WhyParse, Example: "invalid/scrape-errors.yaml"})
+)
+
 func (e *Environment) Check() []FieldError {
 	var errs []FieldError
 	// The tick paces every spec's reconcile (and the sim's steps): a tick
@@ -587,6 +596,8 @@ func checkScrapeURL(raw string) (msg, expected string) {
 func formatShare(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e6, 'f', -1, 64)
 }
+
+var _ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.trace", What: "the sim trace is a regular file inside the spec directory (or its .setpoint/), and state.path too", Why: WhyFiles})
 
 // CheckFiles checks that the files the Environment names exist: each sim
 // trace must be a regular file. Relative paths resolve against baseDir, the

@@ -177,6 +177,12 @@ type NFRSignals struct {
 	WorkingSet string `json:"workingSet,omitempty"`
 }
 
+var (
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.max", What: "memory.min ≤ memory.max ≤ 1Ti", Why: WhyQuantity, Example: "invalid/memory-bounds.yaml"})
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.limit", What: "a pinned memory.request ≤ memory.limit", Why: WhyQuantity, Example: "invalid/memory-bounds.yaml"})
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals", What: "each PromQL override parses to an instant vector or a scalar within the query bounds", Why: WhyPromQL, Example: "checks/nfr-signals.yaml"})
+)
+
 // Check: memory.min ≤ memory.max ≤ 1Ti, a pinned request ≤ limit, and each
 // PromQL override parses to an instant vector or a scalar.
 func (n *NFR) Check() []FieldError {
@@ -199,6 +205,8 @@ func (n *NFR) Check() []FieldError {
 	}
 	return errs
 }
+
+var _ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.window", What: "with the embedded signal store, a memory window within the 30 minutes of history it keeps", Why: WhySpans, Example: "checks/memory-window.yaml"})
 
 // CheckWindow refuses a memory window longer than the signal store keeps:
 // the query would silently average over less than the spec asks for. The

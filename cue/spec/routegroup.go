@@ -251,6 +251,18 @@ func nearestPrimes(n int) (below, above int) {
 	return below, above
 }
 
+var (
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.vip", What: "the VIP is an IPv4 address, a port from 1 to 65535 and tcp or udp", Why: WhyParse, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.backends", What: "a selector and a port, or endpoints, not both", Why: WhyCompare, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.backends.endpoints.*", What: "endpoints parse, are unique once normalised (09001 is 9001), and none is the VIP", Why: WhyParse, Example: "invalid/routegroup-backend-vip.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.table.slots", What: "a prime number of slots (Maglev needs one)", Why: WhyParse, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.tick", What: "a tick from 10ms to 10s, its jitter at most 50% of it", Why: WhyParse, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.pressure", What: "some pressure weight above 0, every reference above 0", Why: WhyCompare, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.regimes.crisisAbove", What: "crisisAbove > transitionAbove", Why: WhyCompare, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.failsafe.after", What: "the failsafe waits longer than two jittered ticks and a scrape, so a healthy loop never trips it", Why: WhyCompare, Example: "invalid/routegroup-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "RouteGroup", Path: "spec.admission.hardBudget", What: "the hard budget admits something", Why: WhyParse, Example: "invalid/routegroup-errors.yaml"})
+)
+
 // Check: the VIP parses; the backends are a selector and a port or
 // endpoints, not both, and the endpoints parse, are unique once
 // normalised and none is the VIP; the table's size is a prime; the tick
