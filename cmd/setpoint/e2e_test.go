@@ -562,4 +562,13 @@ func TestPlanMarkdown(t *testing.T) {
 	if _, errOut, code := runCLI(t, "plan", "--read-only", "--format", "yaml", dir); code != 1 || !strings.Contains(errOut, "want text, json or markdown") {
 		t.Fatalf("--format yaml: exit %d, %s", code, errOut)
 	}
+	// A spec that does not load is in the comment, where the reviewer
+	// reads, not only on stderr.
+	if err := os.WriteFile(filepath.Join(dir, "inventory.nfr.yaml"), []byte("apiVersion: setpoint.dev/v1alpha1\nkind: NFR\nmetadata: {name: inventory, namespace: shop}\nspec:\n  target: {kind: Deployment, name: inventory}\n  latency: {p99: 250}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = runCLI(t, "plan", "--read-only", "--format", "markdown", dir)
+	if want := "inventory.nfr.yaml:6:18): spec.latency.p99: wrong type: 250 (expected a duration"; code != 1 || !strings.Contains(out, want) || !strings.Contains(out, " 1 error.") {
+		t.Fatalf("plan --format markdown with a broken spec: exit %d, want %q in:\n%s", code, want, out)
+	}
 }

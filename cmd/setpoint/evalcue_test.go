@@ -57,7 +57,7 @@ func TestValidateBoundsCUEMemory(t *testing.T) {
 	dir := specsWith(t, map[string]string{"bomb.cue": cueBomb})
 	_, errOut, code := runCLI(t, "validate", "--cue-memory", "256Mi", dir)
 	want := []string{"bomb.cue:1:1: evaluating this file used more than 256 MiB of memory (limit: --cue-memory)"}
-	if got := errorLines(errOut, dir); code != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(errOut, "8 valid documents in 9 files") {
+	if got := errorLines(errOut, dir); code != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(errOut, "8 documents in 9 files pass their schemas") {
 		t.Fatalf("exit %d, want 1 and only %q:\n%s", code, want, errOut)
 	}
 }
@@ -75,7 +75,7 @@ func TestValidateBoundsCUETime(t *testing.T) {
 		"a-slow.cue:1:1: evaluating CUE files took longer than 1s; this file was being evaluated when the time ran out (limit: --cue-timeout)",
 		"fib.nfr.cue:1:1: not evaluated: CUE files had used up their 1s (limit: --cue-timeout)",
 	}
-	if got := errorLines(errOut, dir); code != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(errOut, "7 valid documents in 9 files") {
+	if got := errorLines(errOut, dir); code != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(errOut, "7 documents in 9 files pass their schemas") {
 		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, errOut)
 	}
 }

@@ -129,6 +129,8 @@ spec:
         rateScale: 60        # the trace averages 5.5 req/s: this makes it ~330
         start: 10m           # plan as of 10 minutes into the trace
         seed: 1
+        # Every workload a spec targets is declared here (an NFR on one
+        # that is not is noted "does not exist"); docs/sim.md has the fields.
         workloads:
           - kind: Deployment
             namespace: shop
@@ -138,7 +140,7 @@ spec:
             perPodRPS: 120       # what one pod serves before queueing
             cpuPerRequest: 4m
             startup: 20s
-            serviceTime: 40ms
+            serviceTime: 40ms    # an idle pod's p99 is about 40ms × ln 100 = 184ms: a lower target cannot be met
             containers:
               - {name: app, request: 256Mi, limit: 512Mi, workingSet: 110Mi}
   state: {backend: file, path: .setpoint/state.json}
@@ -171,15 +173,19 @@ kind: NFR
 metadata: {name: web, namespace: ` + ns + `}
 spec:
   target: {kind: Deployment, name: web}   # with an HPA, setpoint raises its minReplicas
-  throughput: {minRPS: 400}               # requests a second it must carry
+  # The rate sized for is the largest of the measured rate, the recent peak
+  # and half of minRPS (throughput.floor: 50%): a floor for quiet hours.
+  throughput: {minRPS: 400}
   cpuPerPod: 500m                         # what one pod may use
   latency: {p99: 250ms}                   # the 99th percentile it must stay under
   memory: {headroom: 1.2, limitFactor: 1.5, window: 30m}   # request = working set × 1.2; limit = request × 1.5
   enforcement:
     replicas: ` + mode + `                     # off | observe (plan only) | enforce (apply)
     memory: observe
-  # Safety: a change waits for its recommendation to hold 3 minutes, then
-  # another 2 after it; one apply moves replicas by at most 30%.
+  # Safety: one apply moves replicas by at most 30% ("2 → 3 (wanted 6)"
+  # is a step toward 6). An increase is applied at once, the next step as
+  # soon as the last is; a decrease waits for its recommendation to hold 3
+  # minutes, and 2 more after the last apply.
   safety: {stability: 3m, cooldown: 2m, maxReplicaStep: 30%, maxReplicas: 30}
 `
 }

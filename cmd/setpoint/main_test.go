@@ -66,7 +66,7 @@ func TestValidateErrorsGoToStderrWithExit1(t *testing.T) {
 	for _, want := range []string{
 		`testdata/invalid/enum.yaml:6:27: spec.enforcement.replicas: "enforcing" is not allowed (expected one of "enforce", "observe", "off")`,
 		`testdata/invalid/wrong-type.yaml:7:11: spec.paused: wrong type: "no" (expected bool)`,
-		"5 errors; 0 valid documents in 2 files",
+		"5 errors; 0 documents in 2 files pass their schemas",
 	} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)

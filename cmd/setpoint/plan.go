@@ -77,7 +77,22 @@ CI: see examples/ci).
 					return err
 				}
 			case "markdown":
-				if err := p.Markdown(cmd.OutOrStdout(), 0); err != nil {
+				// The comment is all a reviewer reads: a spec that does
+				// not load is an error in it, not only on stderr.
+				md := *p
+				md.Errors = nil
+				for _, d := range w.diags {
+					n := d
+					if n.Path != "" {
+						n.Message = n.Path + ": " + n.Message
+					}
+					if n.Expected != "" {
+						n.Message += " (expected " + n.Expected + ")"
+					}
+					md.Errors = append(md.Errors, n)
+				}
+				md.Errors = append(md.Errors, p.Errors...)
+				if err := md.Markdown(cmd.OutOrStdout(), 0); err != nil {
 					return err
 				}
 			default:

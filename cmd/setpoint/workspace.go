@@ -459,7 +459,7 @@ func (w *workspace) printDiags(out io.Writer) {
 		fmt.Fprintln(out, d.Error())
 	}
 	if len(w.diags) > 0 {
-		fmt.Fprintf(out, "%d spec errors: those specs are left out of the plan\n", len(w.diags))
+		fmt.Fprintf(out, "%s: those specs are left out of the plan\n", load.CountNoun(len(w.diags), "spec error"))
 	}
 }
 

@@ -349,7 +349,14 @@ func (r *Result) Summary() string {
 		}
 		return fmt.Sprintf("%s in %s %s valid", CountNoun(len(r.Documents), "document"), CountNoun(r.Files, "file"), verb)
 	}
-	return fmt.Sprintf("%s; %s in %s", CountNoun(len(r.Diags), "error"), CountNoun(len(r.Documents), "valid document"), CountNoun(r.Files, "file"))
+	// A document can pass its schema and still be in error (a duplicate
+	// across files): the count says which documents were read, not which
+	// are free of errors.
+	verb := "pass their schemas"
+	if len(r.Documents) == 1 {
+		verb = "passes its schema"
+	}
+	return fmt.Sprintf("%s; %s in %s %s", CountNoun(len(r.Diags), "error"), CountNoun(len(r.Documents), "document"), CountNoun(r.Files, "file"), verb)
 }
 
 // CountNoun says "1 error", "2 errors", "0 errors"; noun is singular and

@@ -347,8 +347,8 @@ func TestSummary(t *testing.T) {
 	}{
 		{1, 1, 0, "1 document in 1 file is valid"},
 		{2, 3, 0, "3 documents in 2 files are valid"},
-		{1, 0, 1, "1 error; 0 valid documents in 1 file"},
-		{3, 1, 2, "2 errors; 1 valid document in 3 files"},
+		{1, 0, 1, "1 error; 0 documents in 1 file pass their schemas"},
+		{3, 1, 2, "2 errors; 1 document in 3 files passes its schema"},
 	} {
 		r := &Result{Files: c.files, Documents: make([]spec.Document, c.docs), Diags: make(Diagnostics, c.errs)}
 		if got := r.Summary(); got != c.want {
