@@ -173,6 +173,9 @@ func TestHealthAddrServesMetrics(t *testing.T) {
 			specs++
 		}
 	}
+	if v, _ := metricValue(metrics, `setpoint_reconciles_total{result="ok"}`); v < 1 {
+		t.Errorf(`setpoint_reconciles_total{result="ok"} = %v after an apply, want at least 1: the alerts read it`, v)
+	}
 	for series, want := range map[string]float64{
 		"setpoint_specs": float64(specs), "setpoint_specs_incomplete": 0,
 		"setpoint_shards": 0, "setpoint_shards_owned": 0, `setpoint_reconciles_total{result="failed"}`: 0,

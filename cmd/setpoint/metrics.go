@@ -156,10 +156,12 @@ func (m *selfMetrics) observeSet(n int, incomplete bool) {
 		return
 	}
 	m.specs.Set(float64(n))
-	m.incomplete.Set(0)
+	// One Set: a scrape between two would reset the alert's pending time.
+	v := 0.0
 	if incomplete {
-		m.incomplete.Set(1)
+		v = 1
 	}
+	m.incomplete.Set(v)
 }
 
 // observeResult counts a reconcile that ended, failed or not.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
@@ -131,7 +131,7 @@ func TestMonitoringReadsServedMetrics(t *testing.T) {
 		for _, vs := range parser.ExtractSelectors(expr) {
 			for _, m := range vs {
 				switch {
-				case m.Name == labels.MetricName:
+				case m.Name == model.MetricNameLabel:
 					if !served[m.Value] {
 						t.Errorf("%q reads %s, which setpoint does not serve", e, m.Value)
 					}

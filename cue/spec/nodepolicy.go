@@ -82,7 +82,7 @@ var (
 	_ = RegisterCheck(Check{Kind: "NodePolicy", Path: "spec.reserved.cpus", What: "the reserved CPU list parses, each range from low to high", Why: WhyParse, Example: "invalid/nodepolicy-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "NodePolicy", Path: "spec.pools.*.minCPUs", What: "a pool's minCPUs ≤ its maxCPUs", Why: WhyCompare, Example: "invalid/nodepolicy-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "NodePolicy", Path: "spec.pools.*.name", What: "each pool named once, and not default (the pool of what no pool matches)", Why: WhyCompare, Example: "invalid/nodepolicy-errors.yaml"})
-	_ = RegisterCheck(Check{Kind: "NodePolicy", Path: "spec.pools.*", What: "no pool that an earlier one shadows (the same match rules, or after one that matches everything)", Why: WhyCompare, Example: "invalid/nodepolicy-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "NodePolicy", Path: "spec.pools.*", What: "no pool with the same match rules as an earlier one (it would never match), and none that matches every container (the default pool would get none)", Why: WhyCompare, Example: "invalid/nodepolicy-errors.yaml"})
 )
 
 // Check: the reserved list parses; each pool is named once, has a match

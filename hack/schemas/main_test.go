@@ -92,7 +92,7 @@ func check(t *testing.T, c *jsonschema.Compiler, doc any) error {
 // docs/kinds/checks.md), which the schemas cannot see.
 func TestSchemasAcceptValid(t *testing.T) {
 	var files []string
-	for _, g := range []string{"../../testdata/valid/*.yaml", "../../testdata/sets/*/*.yaml", "../../specs/*.yaml", "../../testdata/scenarios/*/*.yaml", "../../testdata/checks/*.yaml"} {
+	for _, g := range []string{"../../testdata/valid/*.yaml", "../../testdata/sets/*.yaml", "../../specs/*.yaml", "../../testdata/scenarios/*/*.yaml", "../../testdata/checks/*.yaml"} {
 		m, _ := filepath.Glob(g)
 		files = append(files, m...)
 	}
