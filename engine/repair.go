@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
@@ -44,7 +43,7 @@ func (e *Engine) repairs(p *plan.Plan, st *state.State, obs Observation, intents
 		if _, failed := obs.Failed[a]; failed {
 			continue
 		}
-		why := capText(o.Repair)
+		why := diag.Cut(o.Repair, maxRepairText)
 		c, it, ok := repairOf(a, why, st, intents)
 		if !ok {
 			p.Notes = append(p.Notes, plan.Note{Severity: diag.Warning,
@@ -94,16 +93,4 @@ func repairOf(a addrs.Object, why string, st *state.State, intents []intent.Inte
 			Spec: it.Source, SpecPos: it.SourcePos.String(), Reason: "repair: " + why}, it, true
 	}
 	return plan.Change{}, intent.Intent{}, false
-}
-
-// capText cuts a provider's text to maxRepairText bytes, on a rune.
-func capText(s string) string {
-	if len(s) <= maxRepairText {
-		return s
-	}
-	cut := maxRepairText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

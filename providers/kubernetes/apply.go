@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/setpoint-dev/setpoint/providers/workload"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,9 +20,11 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/cluster"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
 // applyWorkers is how many objects' changes are sent at once.
@@ -172,7 +172,7 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 		if interruptedResize(live, now, resizeGrace*p.timeout) == "" {
 			// Another process's resize, still running (the state's lock
 			// does not span two backends): nothing is changed meanwhile.
-			return fail(fmt.Errorf("%s: an in-place resize of it is in progress (paused for it at %q): not changed meanwhile", c.Address, shortText(live.GetAnnotations()[ResizePausedAnnotation])))
+			return fail(fmt.Errorf("%s: an in-place resize of it is in progress (paused for it at %q): not changed meanwhile", c.Address, diag.Cut(live.GetAnnotations()[ResizePausedAnnotation], maxQuoted)))
 		}
 		if !dryRun {
 			// A resize paused this Deployment and did not live to finish:
@@ -481,13 +481,7 @@ func (p *Provider) event(ctx context.Context, core k8s.Interface, now time.Time,
 	if !p.events {
 		return
 	}
-	if len(msg) > maxEventMessage {
-		cut := maxEventMessage - 3
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut] + "..."
-	}
+	msg = diag.Cut(msg, maxEventMessage-len("…"))
 	if now.IsZero() {
 		now = time.Now()
 	}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -150,19 +149,8 @@ func annotationsOf(u *unstructured.Unstructured) map[string]string {
 	return u.GetAnnotations()
 }
 
-// shortText is a value read from the cluster made fit for a message: at
-// most 64 bytes (cut on a rune), quoted by the caller.
-func shortText(v string) string {
-	const max = 64
-	if len(v) <= max {
-		return v
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return v[:cut] + "…"
-}
+// maxQuoted bounds a value read from the cluster that a message quotes.
+const maxQuoted = 64
 
 // resizeHold is a Deployment held still while its template follows an
 // in-place resize (see holdRollout).

@@ -23,6 +23,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	pb "github.com/setpoint-dev/setpoint/providers/proto"
@@ -259,7 +260,7 @@ func fromValue(v *pb.Value) (values.Value, error) {
 	}
 	if t.Numeric() {
 		if v.Str != "" {
-			return values.Value{}, fmt.Errorf("a %s value with text %q", t, clip(v.Str))
+			return values.Value{}, fmt.Errorf("a %s value with text %q", t, diag.Cut(v.Str, 64))
 		}
 		return values.Numeric(t, v.Int), nil
 	}
@@ -274,13 +275,6 @@ func fromValue(v *pb.Value) (values.Value, error) {
 		return x, nil
 	}
 	return values.Parse(t, v.Str)
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // fromValues reads a map of typed values by path text; what cannot be read

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
@@ -120,14 +119,7 @@ func parseChanges(path string, b []byte) ([]Change, error) {
 // corrupt says what is wrong with the state file at path, and what to do.
 // The detail is cut short: it may quote a value of any length.
 func corrupt(path, detail string) error {
-	const most = 300
-	if len(detail) > most {
-		cut := most
-		for cut > 0 && !utf8.RuneStart(detail[cut]) {
-			cut--
-		}
-		detail = detail[:cut] + "…"
-	}
+	detail = diag.Cut(detail, 300)
 	return fmt.Errorf("sim state %s is corrupt: %s; it is a cache of the changes applied to the sim world: delete it and the world starts again from its config", path, detail)
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"github.com/setpoint-dev/setpoint/internal/confine"
 	"io"
 	"math"
 	"os"
@@ -13,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
 // Trace is a request trace on virtual time, from Start: the arrivals of
@@ -345,11 +346,7 @@ func quote(s string) string {
 	if len(s) <= most {
 		return strconv.Quote(s)
 	}
-	cut := most
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "…"
+	return strconv.Quote(strings.TrimSuffix(diag.Cut(s, most), "…")) + "…"
 }
 
 // errLineTooLong is what lineLimit returns when a line exceeds its bound.
