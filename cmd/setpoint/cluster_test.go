@@ -163,14 +163,9 @@ func waitSplit(t *testing.T, cs k8s.Interface, ns, env string, n int, dump func(
 		}
 		return len(h) == n && total == kstate.DefaultShards
 	}
-	start := time.Now()
-	for !split() {
-		if time.Since(start) > 60*time.Second {
-			t.Fatalf("%d replicas never split the %d shards within 60s; holders %v\n%s", n, kstate.DefaultShards, shardHolders(t, cs, ns, env), dump())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.Poll(t, 60*time.Second, 50*time.Millisecond, fmt.Sprintf("%d replicas splitting the %d shards", n, kstate.DefaultShards),
+		func() (bool, string) { return split(), "" },
+		func() string { return fmt.Sprintf("holders %v\n%s", shardHolders(t, cs, ns, env), dump()) })
 }
 
 // clusterSpecs is the shipped specs/ against a real API server: the
@@ -302,13 +297,7 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 	}
 	waitLog := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 60s\n%s", what, log.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testutil.Poll(t, 60*time.Second, 50*time.Millisecond, what, func() (bool, string) { return cond(), "" }, log.String)
 	}
 	waitLog("the first apply", func() bool { return applied() == 1 })
 	if err := env.StopAPIServer(); err != nil {
@@ -393,17 +382,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Poll(t, 30*time.Second, 100*time.Millisecond, "prometheus scraping the endpoint", func() (bool, string) {
 		r, err := src.Query(context.Background(), "kube_pod_labels", time.Now())
-		if err == nil && len(r.Samples) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus never scraped the endpoint: %v %+v", err, r)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && len(r.Samples) == 1, fmt.Sprintf("%v %+v", err, r)
+	}, nil)
 	dir := t.TempDir()
 	files := map[string]string{
 		"env.yaml":      fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: prod}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n", prom.URL),

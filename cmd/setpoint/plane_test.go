@@ -647,16 +647,10 @@ spec:
 		if err := cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(planeWait)
-		for {
-			if _, err := cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{}); err != nil {
-				break // gone, and everything in it
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("namespace %s never went\n%s", c.ns, c.p.PlaneLogs())
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		testutil.Poll(t, planeWait, 200*time.Millisecond, "namespace "+c.ns+" gone, and everything in it", func() (bool, string) {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{})
+			return err != nil, ""
+		}, c.p.PlaneLogs)
 		out, errOut, code = c.apply(t, webNFR)
 		if code != 0 || !strings.Contains(out+errOut, "does not exist") || strings.Contains(out, "→") {
 			t.Fatalf("apply with the namespace gone: want the target said gone, nothing changed; exit %d\n%s\n%s", code, out, errOut)
@@ -722,17 +716,10 @@ func waitQuery(t *testing.T, url, q string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(planeWait)
-	for {
+	testutil.Poll(t, planeWait, 200*time.Millisecond, "prometheus answering "+q, func() (bool, string) {
 		r, err := src.Query(context.Background(), q, time.Now())
-		if err == nil && len(r.Samples) > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus never answered %s: %v", q, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && len(r.Samples) > 0, fmt.Sprint(err)
+	}, nil)
 }
 
 // waitHPAActive waits until the HPA's controller says whether it scales
@@ -740,23 +727,18 @@ func waitQuery(t *testing.T, url, q string) {
 func waitHPAActive(t *testing.T, p *kubetest.Plane, ns, name string, want corev1.ConditionStatus) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(planeWait)
-	last := ""
-	for time.Now().Before(deadline) {
+	testutil.Poll(t, planeWait, 100*time.Millisecond, fmt.Sprintf("HPA %s/%s ScalingActive %s", ns, name, want), func() (bool, string) {
 		h, err := cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			for _, c := range h.Status.Conditions {
-				if c.Type == autoscalingv2.ScalingActive {
-					if c.Status == want {
-						return
-					}
-					last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
-				}
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range h.Status.Conditions {
+			if c.Type == autoscalingv2.ScalingActive {
+				return c.Status == want, fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("HPA %s/%s: ScalingActive never %s (last %s)\n%s", ns, name, want, last, p.PlaneLogs())
+		return false, "no ScalingActive condition"
+	}, p.PlaneLogs)
 }
 
 // waitPausedSeen waits until the deployment controller has seen the
@@ -764,19 +746,18 @@ func waitHPAActive(t *testing.T, p *kubetest.Plane, ns, name string, want corev1
 func waitPausedSeen(t *testing.T, p *kubetest.Plane, ns, name string) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(planeWait)
-	for time.Now().Before(deadline) {
+	testutil.Poll(t, planeWait, 100*time.Millisecond, fmt.Sprintf("Deployment %s/%s seen paused", ns, name), func() (bool, string) {
 		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && d.Status.ObservedGeneration >= d.Generation {
-			for _, c := range d.Status.Conditions {
-				if c.Type == appsv1.DeploymentProgressing && c.Reason == "DeploymentPaused" {
-					return
-				}
+		if err != nil || d.Status.ObservedGeneration < d.Generation {
+			return false, fmt.Sprint(err)
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Reason == "DeploymentPaused" {
+				return true, ""
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("Deployment %s/%s never seen paused\n%s", ns, name, p.PlaneLogs())
+		return false, "not DeploymentPaused"
+	}, p.PlaneLogs)
 }
 
 // guaranteedDeployment is webDeployment with request = limit for CPU and
@@ -843,17 +824,10 @@ func TestPlane(t *testing.T) {
 			continue
 		}
 		q := fmt.Sprintf(`sum(rate(http_requests_total{namespace=%q}[1m])) > %g`, cases[i].ns, 0.9*s.load.RPS)
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		testutil.Poll(t, 2*time.Minute, 500*time.Millisecond, "prometheus seeing "+s.name+"'s load", func() (bool, string) {
 			r, err := src.Query(context.Background(), q, time.Now())
-			if err == nil && len(r.Samples) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("prometheus never saw %s's load: %v %+v", s.name, err, r)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
+			return err == nil && len(r.Samples) == 1, fmt.Sprintf("%v %+v", err, r)
+		}, nil)
 	}
 	t.Logf("the load is in Prometheus's rates after %s", time.Since(t0).Round(time.Millisecond))
 	for i, s := range planeScenarios {
@@ -871,39 +845,29 @@ func TestPlane(t *testing.T) {
 func waitDeployment(t *testing.T, p *kubetest.Plane, ns, name string, n int32) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(planeWait)
-	last := ""
-	for time.Now().Before(deadline) {
+	testutil.Poll(t, planeWait, 100*time.Millisecond, fmt.Sprintf("Deployment %s/%s at %d", ns, name, n), func() (bool, string) {
 		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			st := d.Status
-			if d.Spec.Replicas != nil && *d.Spec.Replicas == n && st.ObservedGeneration >= d.Generation &&
-				st.UpdatedReplicas == n && st.ReadyReplicas == n && st.AvailableReplicas == n && st.Replicas == n {
-				return
-			}
-			last = fmt.Sprintf("spec %v, status %+v", d.Spec.Replicas, st)
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("Deployment %s/%s never reached %d: %s\n%s", ns, name, n, last, p.PlaneLogs())
+		st := d.Status
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == n && st.ObservedGeneration >= d.Generation &&
+				st.UpdatedReplicas == n && st.ReadyReplicas == n && st.AvailableReplicas == n && st.Replicas == n,
+			fmt.Sprintf("spec %v, status %+v", d.Spec.Replicas, st)
+	}, p.PlaneLogs)
 }
 
 // waitReplicaSets waits until the selector has exactly n ReplicaSets.
 func waitReplicaSets(t *testing.T, p *kubetest.Plane, ns, selector string, n int) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(planeWait)
-	got := -1
-	for time.Now().Before(deadline) {
+	testutil.Poll(t, planeWait, 100*time.Millisecond, fmt.Sprintf("%d ReplicaSets of %s", n, selector), func() (bool, string) {
 		rss, err := cs.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-		if err == nil {
-			if got = len(rss.Items); got == n {
-				return
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("want %d ReplicaSets of %s, have %d\n%s", n, selector, got, p.PlaneLogs())
+		return len(rss.Items) == n, fmt.Sprintf("%d ReplicaSets", len(rss.Items))
+	}, p.PlaneLogs)
 }
 
 // waitPods waits until exactly n pods of the selector are Running and
@@ -911,25 +875,19 @@ func waitReplicaSets(t *testing.T, p *kubetest.Plane, ns, selector string, n int
 func waitPods(t *testing.T, p *kubetest.Plane, ns, selector string, n int) {
 	t.Helper()
 	cs := p.Clientset(t)
-	deadline := time.Now().Add(planeWait)
-	last := ""
-	for time.Now().Before(deadline) {
+	testutil.Poll(t, planeWait, 100*time.Millisecond, fmt.Sprintf("%d pods of %s Running and Ready", n, selector), func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
-		if err == nil {
-			ready := 0
-			for _, pod := range pods.Items {
-				for _, c := range pod.Status.Conditions {
-					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
-						ready++
-					}
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, pod := range pods.Items {
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+					ready++
 				}
 			}
-			if ready == n && len(pods.Items) == n {
-				return
-			}
-			last = fmt.Sprintf("%d pods, %d Running and Ready", len(pods.Items), ready)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("want %d pods of %s Running and Ready: %s\n%s", n, selector, last, p.PlaneLogs())
+		return ready == n && len(pods.Items) == n, fmt.Sprintf("%d pods, %d Running and Ready", len(pods.Items), ready)
+	}, p.PlaneLogs)
 }
