@@ -619,6 +619,7 @@ var (
 	_ = spec.RegisterCheck(spec.Check{Path: "spec.target", What: "one spec of a kind per target (two NFRs on one Deployment would fight)", Why: spec.WhySpans, Example: "checks/same-target.yaml"})
 	_ = spec.RegisterCheck(spec.Check{Path: "kind", What: "one Environment per directory", Why: spec.WhySpans, Example: "checks/two-environments.yaml"})
 	_ = spec.RegisterCheck(spec.Check{Path: "spec.target.provider", What: "an NFR's target.provider is one of the Environment's providers", Why: spec.WhySpans, Example: "checks/unknown-provider.yaml"})
+	_ = spec.RegisterCheck(spec.Check{Kind: "Environment", Path: "spec.providers.*.name", What: "each provider listed once", Why: spec.WhyCompare, Example: "checks/provider-twice.yaml"})
 	_ = spec.RegisterCheck(spec.Check{Kind: "Schedule", Path: "spec.dependsOn", What: "no dependency cycle among a namespace's Schedules", Why: spec.WhySpans, Example: "sets/schedule-cycle.yaml"})
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
-var _ = spec.RegisterCheck(spec.Check{Kind: "Schedule", Path: "spec.dependsOn", What: "against the sim world, dependsOn names a workload it declares", Why: spec.WhySpans, Example: "checks/depends-on-unknown.yaml"})
+var _ = spec.RegisterCheck(spec.Check{Kind: "Schedule", Path: "spec.dependsOn.*", What: "against the sim world, dependsOn names a workload it declares", Why: spec.WhySpans, Example: "checks/depends-on-unknown.yaml"})
 
 // scheduleDependencies refuses, at its position, a dependsOn entry of a
 // Schedule run against the sim world that names no workload the world

@@ -376,9 +376,11 @@ var (
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.tick", What: "a tick from 1s to 24h", Why: WhyParse, Example: "checks/environment-tick.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.default", What: "no Prometheus server with the sim world (it runs on the trace's virtual time)", Why: WhySpans, Example: "invalid/sim-prometheus.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.containers.*.limit", What: "each sim container's request ≤ its limit", Why: WhyQuantity, Example: "invalid/sim-quantities.yaml"})
-	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads", What: "sim workloads unique by namespace and name, their shares adding up to at most 1", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})
-	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups", What: "the sim's route groups: addresses, each group, VIP and backend once, degrade windows in order", Why: WhyParse, Example: "checks/sim-routegroups.yaml"})
-	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.scrape", What: "scrape timeout ≤ interval, URLs as Go's HTTP client reads them (no credentials), label names, each target once", Why: WhyParse, Example: "invalid/scrape-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.name", What: "each sim workload once by namespace and name", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.share", What: "the sim workloads' shares of the trace add up to at most 1", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups.*.backends.*.address", What: "each sim route group's backend once", Why: WhyParse, Example: "checks/sim-routegroups.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups.*.backends.*.degrade.*.from", What: "each sim backend's degrade windows in time order, none overlapping", Why: WhyCompare, Example: "checks/sim-routegroups.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.scrape.*", What: "scrape timeout ≤ interval, URLs as Go's HTTP client reads them (no credentials), label names, each target once", Why: WhyParse, Example: "invalid/scrape-errors.yaml"})
 )
 
 func (e *Environment) Check() []FieldError {

@@ -66,9 +66,9 @@ type FleetDimension struct {
 
 var (
 	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.capacity.*.name", What: "capacity dimensions named once, each with a query under spec.remaining", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
-	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.remaining", What: "remaining names only the declared dimensions, and each query parses", Why: WhyPromQL, Example: "invalid/fleet-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.remaining.*", What: "remaining names only the declared dimensions, and each query parses", Why: WhyPromQL, Example: "invalid/fleet-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.instances", What: "the instances and reporter queries parse", Why: WhyPromQL, Example: "invalid/fleet-errors.yaml"})
-	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.nodes", What: "floor, step and workloadMinimum ≤ ceiling, once rounded to the zones when multi-AZ", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.nodes.*", What: "floor, step and workloadMinimum ≤ ceiling, once rounded to the zones when multi-AZ", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.nodes.ceiling", What: "a multi-AZ ceiling of at least the zones (rounded down, it would leave no node)", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
 )
 

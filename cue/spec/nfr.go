@@ -180,7 +180,7 @@ type NFRSignals struct {
 var (
 	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.max", What: "memory.min ≤ memory.max ≤ 1Ti", Why: WhyQuantity, Example: "invalid/memory-bounds.yaml"})
 	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.limit", What: "a pinned memory.request ≤ memory.limit", Why: WhyQuantity, Example: "invalid/memory-bounds.yaml"})
-	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals", What: "each PromQL override parses to an instant vector or a scalar within the query bounds", Why: WhyPromQL, Example: "checks/nfr-signals.yaml"})
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals.*", What: "each PromQL override parses to an instant vector or a scalar within the query bounds", Why: WhyPromQL, Example: "checks/nfr-signals.yaml"})
 )
 
 // Check: memory.min ≤ memory.max ≤ 1Ti, a pinned request ≤ limit, and each

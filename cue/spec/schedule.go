@@ -114,11 +114,11 @@ func LoadLocation(name string) (*time.Location, error) {
 }
 
 var (
-	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.replicas", What: "replicas min ≤ atStart ≤ max", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.replicas.*", What: "replicas min ≤ atStart ≤ max", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.timeZone", What: "the time zone exists (IANA)", Why: WhyParse, Example: "invalid/schedule-errors.yaml"})
-	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idleAfterByTime", What: "one idle timeout per time of day, each at most 24h", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idleAfterByTime.*.*", What: "one idle timeout per time of day, each at most 24h", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idle.activity", What: "the activity query parses", Why: WhyPromQL, Example: "invalid/schedule-errors.yaml"})
-	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.triggers", What: "trigger names unique, every trigger's query parses", Why: WhyPromQL, Example: "invalid/schedule-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.triggers.*.*", What: "trigger names unique, every trigger's query parses", Why: WhyPromQL, Example: "invalid/schedule-errors.yaml"})
 )
 
 // Check: the time zone exists, min ≤ atStart ≤ max, no two time-of-day
