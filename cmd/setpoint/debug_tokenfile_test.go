@@ -141,6 +141,7 @@ func TestHealthAddrServesMetrics(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	dir := copySpecs(t)
+	start := time.Now()
 	w := startProc(t, "watch", "--health-addr", addr, dir)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
@@ -176,12 +177,15 @@ func TestHealthAddrServesMetrics(t *testing.T) {
 		}
 	}
 	for series, want := range map[string]float64{
-		"setpoint_specs": float64(specs), "setpoint_specs_incomplete": 0,
+		"setpoint_specs": float64(specs), "setpoint_specs_incomplete": 0, "setpoint_tick_seconds": 5, // specs/setpoint.yaml's
 		"setpoint_shards": 0, "setpoint_shards_owned": 0, `setpoint_reconciles_total{result="failed"}`: 0,
 	} {
 		if v, ok := metricValue(metrics, series); !ok || v != want {
 			t.Errorf("%s = %v (served: %v), want %v", series, v, ok, want)
 		}
+	}
+	if v, _ := metricValue(metrics, "setpoint_last_reconcile_success_timestamp_seconds"); v < float64(start.Unix()) {
+		t.Errorf("setpoint_last_reconcile_success_timestamp_seconds = %v after a good reconcile, want at least the test's start %d", v, start.Unix())
 	}
 	// A broken edit keeps the last good version running: only the gauge
 	// (and the SetpointSpecBroken alert on it) says so.

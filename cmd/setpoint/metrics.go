@@ -34,10 +34,15 @@ type selfMetrics struct {
 	// runs, so nothing else shows it), and whether every shard has a
 	// replica.
 	reconciles  *prometheus.CounterVec
+	lastOK      prometheus.Gauge
+	tick        prometheus.Gauge
 	specs       prometheus.Gauge
 	incomplete  prometheus.Gauge
 	shards      prometheus.Gauge
 	shardsOwned prometheus.Gauge
+	// own is every collector above, registered from this list (which the
+	// monitoring test reads), beside the Go and process collectors.
+	own []prometheus.Collector
 }
 
 // watchMetrics are the running watch's, served by both its debug server
@@ -79,6 +84,14 @@ func newSelfMetrics() *selfMetrics {
 		Name: "setpoint_reconciles_total",
 		Help: "Reconciles, by result: failed when the state could not be locked or saved, a spec could not be planned, or an apply failed.",
 	}, []string{"result"})
+	m.lastOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_last_reconcile_success_timestamp_seconds",
+		Help: "When a reconcile last ended without failing (Unix seconds; 0 before the first).",
+	})
+	m.tick = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "setpoint_tick_seconds",
+		Help: "The Environment's tick: every spec is reconciled at least this often.",
+	})
 	m.specs = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "setpoint_specs",
 		Help: "Specs in force at the last reconcile, the Environment excluded.",
@@ -95,9 +108,10 @@ func newSelfMetrics() *selfMetrics {
 		Name: "setpoint_shards_owned",
 		Help: "Shards this replica holds the Lease of.",
 	})
-	m.reg.MustRegister(m.decisions, m.applies, m.holds, m.reconcile, m.calls,
-		m.reconciles, m.specs, m.incomplete, m.shards, m.shardsOwned,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.own = []prometheus.Collector{m.decisions, m.applies, m.holds, m.reconcile, m.calls,
+		m.reconciles, m.lastOK, m.tick, m.specs, m.incomplete, m.shards, m.shardsOwned}
+	m.reg.MustRegister(m.own...)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series that exist from the start make rate() and absent() alerts
 	// work before the first apply or hold.
 	for _, r := range []string{"ok", "failed"} {
@@ -174,6 +188,16 @@ func (m *selfMetrics) observeResult(failed bool) {
 		return
 	}
 	m.reconciles.WithLabelValues("ok").Inc()
+	m.lastOK.SetToCurrentTime()
+}
+
+// observeTick records the tick in force, which the alert on reconciles
+// that stopped measures against.
+func (m *selfMetrics) observeTick(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.tick.Set(d.Seconds())
 }
 
 // observeShards records this replica's share of n shards.

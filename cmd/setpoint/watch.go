@@ -73,6 +73,7 @@ start at the sim speed (at least real time).`,
 			defer ws.close()
 			dbg.selfMetrics().instrument(ws.eng.Providers)
 			w.Tick = ws.env.Spec.Tick.D()
+			dbg.selfMetrics().observeTick(w.Tick)
 			var clk watch.Clock = watch.RealClock{}
 			if ws.virtual() {
 				cfg, _ := sim.Config(ws.env)
@@ -120,6 +121,7 @@ start at the sim speed (at least real time).`,
 				if set.Env != nil && set.Env.Spec.Tick.D() != tickAt {
 					tickAt = set.Env.Spec.Tick.D()
 					w.SetTick(tickAt)
+					dbg.selfMetrics().observeTick(tickAt)
 				}
 				return reconcileKeysMetered(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, holds, dbg.selfMetrics())
 			}
