@@ -136,6 +136,17 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// --shards out of range is refused before anything starts: 0 would divide
+// by zero when a spec's shard is taken.
+func TestWatchShardsBounds(t *testing.T) {
+	for _, n := range []string{"0", "-1", "1025"} {
+		_, errOut, code := runCLI(t, "watch", "--shards", n, "specs")
+		if want := "--shards " + n + ": want 1 to 1024"; code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("--shards %s: exit %d, want %q in %q", n, code, want, errOut)
+		}
+	}
+}
+
 // The node agent's flags: each refusal says what is missing.
 func TestAgentUsageErrors(t *testing.T) {
 	for _, c := range []struct {

@@ -42,6 +42,11 @@ the wall clock; with the sim world, virtual time runs from the sim config's
 start at the sim speed (at least real time).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A shard is a Lease and a spec's shard a hash modulo their
+			// count: none would divide by zero.
+			if shardCount < 1 || shardCount > maxShards {
+				return fmt.Errorf("--shards %d: want 1 to %d", shardCount, maxShards)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			dbg, err := newDebugConfig(debugAddr, debugTokenFile)
@@ -166,6 +171,10 @@ start at the sim speed (at least real time).`,
 	cmd.Flags().StringVar(&debugTokenFile, "debug-token-file", "", "require \"Authorization: Bearer TOKEN\" on the debug endpoints, TOKEN read from this file; needed to bind --debug-addr beyond loopback")
 	return cmd
 }
+
+// maxShards bounds --shards: each shard is a Lease every replica looks at
+// each second.
+const maxShards = 1024
 
 var (
 	shardCount    int
