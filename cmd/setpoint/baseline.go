@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/internal/controlgoals"
-	"github.com/setpoint-dev/setpoint/internal/simreport"
+	"github.com/setpoint-dev/setpoint/internal/simtable"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
@@ -46,7 +45,7 @@ const maxFixed = 200
 // runBaselines replays the world for each baseline, then searches the
 // smallest fixed replica count of each workload whose time over target is
 // at most setpoint's, and adds them to sum.
-func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace, end time.Time, sum *Summary, progress io.Writer) error {
+func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace, end time.Time, sum *simtable.Summary, progress io.Writer) error {
 	for _, b := range baselines {
 		fmt.Fprintf(progress, "baseline: %s…\n", b.name)
 		w, err := openWorkspace(dir, o)
@@ -72,7 +71,7 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 		if err != nil {
 			return fmt.Errorf("baseline %s: %w", b.name, err)
 		}
-		sum.Baselines = append(sum.Baselines, Variant{Name: b.name, Workloads: res.Workloads})
+		sum.Baselines = append(sum.Baselines, simtable.Variant{Name: b.name, Workloads: res.Workloads})
 	}
 	fmt.Fprintf(progress, "baseline: fixed replica counts…\n")
 	fixed, curve, err := fixedBaseline(ctx, main, end, sum.Workloads)
@@ -91,11 +90,11 @@ func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace
 // requests; a workload without one, whose target no schedule up to
 // maxFixed pods meets, or whose oracle could not be searched (said on
 // progress) has an empty row.
-func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult, progress io.Writer) Variant {
+func oracleBaseline(w *workspace, end time.Time, mine []simtable.WorkloadResult, progress io.Writer) simtable.Variant {
 	seconds := int(end.Sub(w.trace.Start) / time.Second)
-	v := Variant{Name: controlgoals.BaselineOracle}
+	v := simtable.Variant{Name: controlgoals.BaselineOracle}
 	for i, wl := range w.simWorkloads() {
-		res := WorkloadResult{Workload: mine[i].Workload, Target: mine[i].Target}
+		res := simtable.WorkloadResult{Workload: mine[i].Workload, Target: mine[i].Target}
 		if wl.target > 0 {
 			o, ok, err := sim.FindOracle(w.simCfg, w.trace, sim.Options{}, wl.addr.Namespace, wl.addr.Name, wl.target, maxFixed, seconds)
 			switch {
@@ -107,10 +106,10 @@ func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult, progress
 				res.Oracle = &o
 				res.ReplicaHours = o.ReplicaHours()
 				// Point j is the world's second (j+1)·step − 1.
-				step := mine[i].report.Step
-				for j := range mine[i].report.Points.Ready {
+				step := mine[i].Report.Step
+				for j := range mine[i].Report.Points.Ready {
 					m := min(((j+1)*step-1)/60, len(o.Replicas)-1)
-					res.report.Points.Ready = append(res.report.Points.Ready, float64(o.Replicas[m]))
+					res.Report.Points.Ready = append(res.Report.Points.Ready, float64(o.Replicas[m]))
 				}
 			}
 		}
@@ -126,11 +125,11 @@ func oracleBaseline(w *workspace, end time.Time, mine []WorkloadResult, progress
 // round with only the workloads still searching, each at its probe: a
 // workload's requests do not depend on the others (sim seeds each by its
 // name). A workload without a target is run once, at 1 pod.
-func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []WorkloadResult) (Variant, map[string][]FixedPoint, error) {
+func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []simtable.WorkloadResult) (simtable.Variant, map[string][]simtable.FixedPoint, error) {
 	type search struct {
 		cfg             int // index in the sim config
 		lo, hi, probe   int // largest count over, smallest within (0: none yet), next
-		best            WorkloadResult
+		best            simtable.WorkloadResult
 		done, hasTarget bool
 	}
 	wls := w.simWorkloads()
@@ -142,11 +141,11 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 		})
 		ss[i].done = ss[i].cfg < 0
 	}
-	curve := map[string][]FixedPoint{}
+	curve := map[string][]simtable.FixedPoint{}
 	traces := map[string]*sim.Trace{}
 	for {
 		if ctx.Err() != nil {
-			return Variant{}, nil, ctx.Err()
+			return simtable.Variant{}, nil, ctx.Err()
 		}
 		cfg := w.simCfg
 		// Route groups serve none of the workloads, and nodes do not
@@ -170,7 +169,7 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 		}
 		world, err := sim.NewWithTrace(cfg, w.trace, sim.Options{Traces: traces})
 		if err != nil {
-			return Variant{}, nil, err
+			return simtable.Variant{}, nil, err
 		}
 		world.AdvanceTo(end)
 		for i, wl := range wls {
@@ -179,9 +178,9 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 				continue
 			}
 			r, _ := world.Report(wl.addr.Namespace, wl.addr.Name)
-			res := result(r, wl.target)
+			res := simtable.Result(r, wl.target)
 			res.Fixed = s.probe
-			curve[res.Workload] = append(curve[res.Workload], FixedPoint{Replicas: s.probe, OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
+			curve[res.Workload] = append(curve[res.Workload], simtable.FixedPoint{Replicas: s.probe, OverExact: res.OverExact, ReplicaHours: res.ReplicaHours})
 			if !s.hasTarget || res.OverExact <= mine[i].OverExact+1e-9 {
 				s.hi, s.best = s.probe, res
 			} else {
@@ -202,65 +201,12 @@ func fixedBaseline(ctx context.Context, w *workspace, end time.Time, mine []Work
 			}
 		}
 	}
-	best := make([]WorkloadResult, len(ss))
+	best := make([]simtable.WorkloadResult, len(ss))
 	for i := range ss {
 		best[i] = ss[i].best
 	}
 	for k := range curve {
-		slices.SortFunc(curve[k], func(a, b FixedPoint) int { return a.Replicas - b.Replicas })
+		slices.SortFunc(curve[k], func(a, b simtable.FixedPoint) int { return a.Replicas - b.Replicas })
 	}
-	return Variant{Name: controlgoals.BaselineFixed, Workloads: best}, curve, nil
-}
-
-// writeReport draws the run and its baselines.
-func writeReport(dir string, w *workspace, sum *Summary) ([]string, error) {
-	r := simreport.Report{Title: "setpoint sim " + w.dir, Table: sum.table()}
-	variants := append([]Variant{{Name: "setpoint", Workloads: sum.Workloads}}, sum.Baselines...)
-	for i, wl := range sum.Workloads {
-		rep := wl.report
-		out := simreport.Workload{Name: wl.Workload, Start: w.trace.Start, Step: time.Duration(rep.Step) * time.Second, Markers: wl.markers}
-		if d, err := time.ParseDuration(wl.Target); err == nil {
-			out.Target = d
-		}
-		for _, v := range variants {
-			if i >= len(v.Workloads) || len(v.Workloads[i].report.Points.Ready) == 0 {
-				continue
-			}
-			p := v.Workloads[i].report.Points
-			s := simreport.Series{Variant: v.Name, Replicas: p.Ready, RPS: p.RPS, P99: finite(p.P99), P99Exact: finite(p.P99Exact)}
-			if v.Workloads[i].Oracle != nil {
-				// Its pods only: its requests are the world's, its p99 within
-				// the target by construction.
-				s.RPS, s.P99 = nanOf(len(p.Ready)), nanOf(len(p.Ready))
-			}
-			out.Series = append(out.Series, s)
-		}
-		if env := rep.Points.Envelope; len(env) > 0 {
-			// The trace's per-minute rate, drawn on the RPS panel only.
-			nan := nanOf(len(env))
-			out.Series = append(out.Series, simreport.Series{Variant: "trace (per minute)", Replicas: nan, RPS: env, P99: nan})
-		}
-		r.Workloads = append(r.Workloads, out)
-	}
-	return simreport.Write(dir, r)
-}
-
-func nanOf(n int) []float64 {
-	xs := make([]float64, n)
-	for i := range xs {
-		xs[i] = math.NaN()
-	}
-	return xs
-}
-
-// finite turns +Inf (everything refused) into a gap: a plot has no room
-// for it, and the table counts it.
-func finite(xs []float64) []float64 {
-	out := slices.Clone(xs)
-	for i, x := range out {
-		if math.IsInf(x, 0) {
-			out[i] = math.NaN()
-		}
-	}
-	return out
+	return simtable.Variant{Name: controlgoals.BaselineFixed, Workloads: best}, curve, nil
 }

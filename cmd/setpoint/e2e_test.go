@@ -19,6 +19,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/engine/watch"
+	"github.com/setpoint-dev/setpoint/internal/simtable"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -500,7 +501,7 @@ func TestSimScheduleSleepsAndWakes(t *testing.T) {
 		t.Fatalf("%d sleeps, %d wakes; want several of each:\n%s", sleeps, wakes, out)
 	}
 	out, _, code = runCLI(t, "sim", "--json", "specs")
-	var s Summary
+	var s simtable.Summary
 	if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
 		t.Fatalf("json: %d %s", code, out)
 	}

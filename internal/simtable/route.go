@@ -1,4 +1,4 @@
-package main
+package simtable
 
 import (
 	"fmt"
@@ -13,11 +13,11 @@ import (
 // sparkWidth is the columns of a backend's share over the run.
 const sparkWidth = 40
 
-// routeTable is a route group's part of the sim summary: per backend its
+// RouteTable is a route group's part of the sim summary: per backend its
 // share of the requests before, during and after the degrade windows, its
 // share over the run, how far its slot count ranged and how often it
 // turned; then what the windows were and how the requests fared.
-func routeTable(r sim.RouteReport) string {
+func RouteTable(r sim.RouteReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "route group %s/%s on %s ", r.Namespace, r.Name, r.VIP)
 	if r.ConfiguredAt < 0 {
