@@ -35,6 +35,14 @@ func TestKindPagesCurrent(t *testing.T) {
 	if err := run(dir, "../../specs"); err != nil {
 		t.Fatal(err)
 	}
+	// A page the generator writes that is not committed (checks.md
+	// deleted) is stale too.
+	made, _ := filepath.Glob(filepath.Join(dir, "*.md"))
+	for _, f := range made {
+		if _, err := os.Stat(filepath.Join("../../docs/kinds", filepath.Base(f))); err != nil {
+			t.Errorf("docs/kinds/%s is not committed: run make docs", filepath.Base(f))
+		}
+	}
 	for _, f := range committed {
 		want, _ := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
 		got, _ := os.ReadFile(f)
@@ -50,27 +58,27 @@ func TestKindPagesCurrent(t *testing.T) {
 	}
 }
 
-// TestEveryFieldDocumented: every field of every struct the schemas define
-// (a kind's, a list element's, a provider's configuration) is a row of a
-// kind's page. A field the walk cannot reach (behind a comprehension, in a
-// list it does not descend) fails here.
+// TestEveryFieldDocumented: every struct the schemas define (a kind's, a
+// list element's, a provider's configuration) has all its fields as rows
+// of a kind's page, together under one path: for #NodePool, some P with
+// P.name, P.minCPUs, … all rows. A struct the walk cannot reach (behind a
+// comprehension, in a list it does not descend) fails here.
 func TestEveryFieldDocumented(t *testing.T) {
 	root, err := schema.CompileWithComments(cuecontext.New())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows strings.Builder
+	rows := map[string]bool{}
 	pages, _ := filepath.Glob("../../docs/kinds/*.md")
 	for _, f := range pages {
 		b, _ := os.ReadFile(f)
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(l, "| `") {
 				name, _, _ := strings.Cut(strings.TrimPrefix(l, "| `"), "`")
-				rows.WriteString("." + name + "\n")
+				rows[name] = true
 			}
 		}
 	}
-	documented := rows.String()
 	defs, err := root.Fields(cue.Definitions(true))
 	if err != nil {
 		t.Fatal(err)
@@ -85,15 +93,35 @@ func TestEveryFieldDocumented(t *testing.T) {
 		if err != nil {
 			continue
 		}
+		var names []string
 		for fields.Next() {
-			name := strings.TrimRight(fields.Selector().String(), "?!")
-			checked++
-			if !strings.Contains(documented, "."+name+"\n") {
-				t.Errorf("%s.%s is on no page of docs/kinds", defs.Selector(), name)
+			names = append(names, strings.TrimRight(fields.Selector().String(), "?!"))
+		}
+		if len(names) == 0 {
+			continue
+		}
+		checked++
+		// Where the first field is a row, the prefix is a candidate.
+		found := false
+		for row := range rows {
+			prefix, ok := strings.CutSuffix(row, names[0])
+			if !ok || (prefix != "" && !strings.HasSuffix(prefix, ".")) {
+				continue
+			}
+			all := true
+			for _, n := range names[1:] {
+				all = all && rows[prefix+n]
+			}
+			if all {
+				found = true
+				break
 			}
 		}
+		if !found {
+			t.Errorf("%s: no path on the pages of docs/kinds has all its fields %v", defs.Selector(), names)
+		}
 	}
-	if checked < 100 {
-		t.Fatalf("only %d fields checked", checked)
+	if checked < 20 {
+		t.Fatalf("only %d structs checked", checked)
 	}
 }
