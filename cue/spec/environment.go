@@ -374,6 +374,9 @@ const (
 
 var (
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.tick", What: "a tick from 1s to 24h", Why: WhyParse, Example: "checks/environment-tick.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.nodes.*.name", What: "each sim node once", Why: WhyCompare, Example: "checks/sim-nodes.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.nodes.*.topology", What: "a sim node's topology at most 4096 CPUs and 8 threads a core", Why: WhyParse, Example: "checks/sim-nodes.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.nodes.*.workloads.*", What: "a sim node runs workloads the world declares, each once", Why: WhyCompare, Example: "checks/sim-nodes.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.default", What: "no Prometheus server with the sim world (it runs on the trace's virtual time)", Why: WhySpans, Example: "invalid/sim-prometheus.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.containers.*.limit", What: "each sim container's request ≤ its limit", Why: WhyQuantity, Example: "invalid/sim-quantities.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.name", What: "each sim workload once by namespace and name", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})

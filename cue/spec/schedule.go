@@ -115,6 +115,8 @@ func LoadLocation(name string) (*time.Location, error) {
 
 var (
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.replicas.*", What: "replicas min ≤ atStart ≤ max", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
+	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idle.after", What: "the idle timeout at most 24h", Why: WhyParse, Example: "checks/schedule-self.yaml"})
+	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.dependsOn", What: "a workload does not depend on itself", Why: WhyCompare, Example: "checks/schedule-self.yaml"})
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.timeZone", What: "the time zone exists (IANA)", Why: WhyParse, Example: "invalid/schedule-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idleAfterByTime.*.*", What: "one idle timeout per time of day, each at most 24h", Why: WhyCompare, Example: "invalid/schedule-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.idle.activity", What: "the activity query parses", Why: WhyPromQL, Example: "invalid/schedule-errors.yaml"})
