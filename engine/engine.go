@@ -637,6 +637,20 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 			// above, and none is taken from anyone.
 			continue
 		}
+		if c.Restore {
+			// Written with the user's value and handed back in one change:
+			// left setpoint's, the next apply that no longer names it
+			// would drop it (server-side apply removes a field nobody
+			// else manages) or carry a stale record over it.
+			delete(oc.Attributes, c.Attribute)
+			if oc.Restored == nil {
+				oc.Restored = map[addrs.Path]values.Value{}
+			}
+			oc.Restored[c.Attribute] = c.Value
+			oc.Force = oc.Force || c.Force
+			oc.Reason = joinReason(oc.Reason, fmt.Sprintf("%s %s → %s (restored, handed back)", c.Attribute, orUnset(c.From), c.To), c.Reason)
+			continue
+		}
 		oc.Attributes[c.Attribute] = c.Value
 		oc.Changed = append(oc.Changed, c.Attribute)
 		if c.Seen != nil {
@@ -649,16 +663,20 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 		if c.InPlace != "" {
 			oc.InPlace = c.InPlace
 		}
-		why := fmt.Sprintf("%s %s → %s", c.Attribute, orUnset(c.From), c.To)
-		if c.Reason != "" {
-			why += ": " + c.Reason
-		}
-		if oc.Reason != "" {
-			oc.Reason += "; "
-		}
-		oc.Reason += why
+		oc.Reason = joinReason(oc.Reason, fmt.Sprintf("%s %s → %s", c.Attribute, orUnset(c.From), c.To), c.Reason)
 	}
 	return byProv, members, bad
+}
+
+// joinReason adds one change's what and why to an object's reason.
+func joinReason(all, what, why string) string {
+	if why != "" {
+		what += ": " + why
+	}
+	if all != "" {
+		all += "; "
+	}
+	return all + what
 }
 
 func orUnset(s string) string {

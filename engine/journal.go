@@ -176,8 +176,20 @@ func settleEntry(st *state.State, o addrs.Object, k string, en *state.Entry, x p
 		tombstone(en, pd.At)
 		return "a release cut off before it was recorded had happened: recorded"
 	case state.IntentRestore:
-		if ours || !has || cur != pd.Value {
+		// Done when the user's value reads back, whoever owns the field
+		// now (a restore hands it back; a provider that wrote it as
+		// setpoint's before it gave it up still restored it). Judged "did
+		// not happen", the stale applied record would be carried into the
+		// object's next apply and cut the value again.
+		if !x.Exists || !has || cur != pd.Value {
 			return ""
+		}
+		if ours {
+			// Still setpoint's: dropped from the state, the next apply
+			// that does not name it would remove it. The record says what
+			// the world has, the user's value.
+			en.Applied = &state.Applied{Value: pd.Value, At: pd.At, By: pd.By}
+			return fmt.Sprintf("a restore cut off before it was recorded had happened: %s is back, still setpoint's (recorded as applied)", brief(pd.Value))
 		}
 		st.Delete(addrs.Attr{Object: o, Path: path})
 		return "a restore cut off before it was recorded had happened: recorded"

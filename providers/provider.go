@@ -112,6 +112,13 @@ type ObjectChange struct {
 	// (absent: not read, or not set). A provider that can write
 	// conditionally tests it, so a change made since is not overwritten.
 	Seen map[addrs.Path]values.Value
+	// Restored are fields handed back with the user's value setpoint
+	// recorded (enforcement turned off): the provider writes each value
+	// and gives the field up in the same change, as a release does. A
+	// restore left owned by Manager would be dropped by its next apply
+	// that no longer names it, or carried with a stale value. Neither in
+	// Attributes nor in Released.
+	Restored map[addrs.Path]values.Value
 }
 
 // What a refused in-place resize does.

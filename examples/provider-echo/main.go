@@ -159,6 +159,20 @@ func (e *echo) plan(c providers.ObjectChange) (providers.ObjectResult, *provider
 		}
 		o.Managers[p] = c.Manager
 	}
+	// Released fields keep their value; restored ones get the user's value
+	// back. Either way the manager gives them up in this same change.
+	for _, p := range c.Released {
+		if o.Managers[p] == c.Manager {
+			delete(o.Managers, p)
+		}
+	}
+	for p, v := range c.Restored {
+		if o.Attributes[p] != v {
+			o.Attributes[p] = v
+			moved = true
+		}
+		delete(o.Managers, p)
+	}
 	if moved {
 		o.Generation++
 	}

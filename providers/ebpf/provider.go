@@ -255,6 +255,10 @@ func (p *Provider) check(c providers.ObjectChange) (route.Config, values.Value, 
 	if c.Address.Kind != route.Kind {
 		return route.Config{}, values.Value{}, fmt.Errorf("the ebpf provider serves %s objects, not %s", route.Kind, c.Address.Kind)
 	}
+	if len(c.Restored) > 0 {
+		// A route group's config is setpoint's own: no user's value.
+		return route.Config{}, values.Value{}, fmt.Errorf("%s: the ebpf provider has no user's value to restore", c.Address)
+	}
 	v, ok := c.Attributes[route.AttrConfig]
 	if !ok || v.Type() != values.Structured {
 		return route.Config{}, values.Value{}, fmt.Errorf("%s: no config attribute", c.Address)
@@ -461,7 +465,7 @@ func vipKey(conf route.Config) dataplane.VIP {
 
 // released says the change gives up the config without a new one.
 func released(c providers.ObjectChange) bool {
-	if _, ok := c.Attributes[route.AttrConfig]; ok {
+	if _, ok := c.Attributes[route.AttrConfig]; ok || len(c.Restored) > 0 {
 		return false
 	}
 	for _, p := range c.Released {

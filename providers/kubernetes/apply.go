@@ -106,6 +106,27 @@ func validate(k *kind, c providers.ObjectChange) error {
 			return fmt.Errorf("%s is both set and released", path)
 		}
 	}
+	for _, path := range restoredPaths(c) {
+		at, ok := k.attrOf(path)
+		v := c.Restored[path]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
+		case at.readOnly:
+			return fmt.Errorf("%s: read only", path)
+		case v.Type() != at.typ:
+			return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
+		case v.Int() < 0:
+			return fmt.Errorf("%s: %s is negative", path, v)
+		case slices.Contains(c.Released, path):
+			return fmt.Errorf("%s is both restored and released", path)
+		case c.Action != action.Update:
+			return fmt.Errorf("%s: a restore is an update of an object that exists", path)
+		}
+		if _, set := c.Attributes[path]; set {
+			return fmt.Errorf("%s is both set and restored", path)
+		}
+	}
 	return nil
 }
 
@@ -228,7 +249,10 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 			}()
 		}
 	}
-	if len(c.Released) > 0 && live != nil {
+	if live == nil && len(c.Restored) > 0 {
+		return fail(fmt.Errorf("%s does not exist: nothing to restore", c.Address))
+	}
+	if (len(c.Released) > 0 || len(c.Restored) > 0) && live != nil {
 		if err := handBack(call(), rc, k, c, live, dryRun); err != nil {
 			return fail(fmt.Errorf("handing back %s: %w", c.Address, err))
 		}
@@ -339,9 +363,23 @@ func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructu
 	return obj, nil
 }
 
-// handBack gives the released fields, with the values they have, to
-// HandbackManager: the following apply no longer names them, and since
-// setpoint then owns none of them the API server keeps their values.
+// restoredPaths lists a change's restored fields in a stable order.
+func restoredPaths(c providers.ObjectChange) []addrs.Path {
+	out := make([]addrs.Path, 0, len(c.Restored))
+	for p := range c.Restored {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b addrs.Path) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// handBack gives the released fields, with the values they have, and the
+// restored ones, with the user's values, to HandbackManager: the following
+// apply no longer names them, and since setpoint then owns none of them
+// the API server keeps their values. A process killed between the two
+// requests leaves the restored value in place and handed back (a forced
+// apply of another value takes the field from setpoint).
+
 func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c providers.ObjectChange, live *unstructured.Unstructured, dryRun bool) error {
 	obj := map[string]any{}
 	// What it was handed before stays in its applied configuration, or
@@ -361,6 +399,16 @@ func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c prov
 			}
 			n++
 		}
+	}
+	for _, path := range restoredPaths(c) {
+		at, _ := k.attrOf(path)
+		if name, ok := path.Selected("name"); ok && !slices.Contains(containerNames(live.Object, k.containers), name) {
+			return fmt.Errorf("%s: no container %q", path, name)
+		}
+		if err := at.encode(obj, c.Restored[path]); err != nil {
+			return err
+		}
+		n++
 	}
 	if n == 0 {
 		return nil
@@ -447,6 +495,9 @@ func summary(c providers.ObjectChange, live *unstructured.Unstructured, k *kind)
 	}
 	for _, path := range c.Released {
 		parts = append(parts, fmt.Sprintf("%s released (value kept)", path))
+	}
+	for path, v := range c.Restored {
+		parts = append(parts, fmt.Sprintf("%s restored to %s and released", path, v))
 	}
 	sort.Strings(parts)
 	verb := "applied"

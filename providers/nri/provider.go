@@ -335,6 +335,11 @@ func Observed(a addrs.Object, snap Snapshot) providers.Object {
 
 // check parses a change for the node.
 func check(c providers.ObjectChange) (*PolicyState, map[string]int64, error) {
+	if len(c.Restored) > 0 {
+		// What the node agent holds is setpoint's own (a policy, limits
+		// it set): there is no user's value under it to write back.
+		return nil, nil, fmt.Errorf("%s: the nri provider has no user's value to restore", c.Address)
+	}
 	switch c.Address.Kind {
 	case noderes.Kind:
 		v, ok := c.Attributes[noderes.AttrConfig]
@@ -362,7 +367,7 @@ func check(c providers.ObjectChange) (*PolicyState, map[string]int64, error) {
 
 // released says the change gives up every attribute without a new one.
 func released(c providers.ObjectChange) bool {
-	return c.Action == action.Delete || (len(c.Attributes) == 0 && len(c.Released) > 0)
+	return c.Action == action.Delete || (len(c.Attributes) == 0 && len(c.Released) > 0 && len(c.Restored) == 0)
 }
 
 // PlanChange says whether each change would be accepted, and warns of

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,8 +32,9 @@ import (
 
 // ProtocolVersion of the provider protocol this build speaks. Version 2:
 // typed values, attribute paths, List, PlanChange, changes grouped per
-// object.
-const ProtocolVersion = 2
+// object. Version 3: restored fields (a provider of version 2 would drop
+// them unseen and report the restore done).
+const ProtocolVersion = 3
 
 // pluginName is the one plugin a provider binary serves.
 const pluginName = "provider"
@@ -161,6 +163,9 @@ func toChange(c providers.ObjectChange) *pb.ObjectChange {
 		Manager: c.Manager, Force: c.Force, Reason: c.Reason, InPlace: c.InPlace}
 	if len(c.Seen) > 0 {
 		x.Seen = toValues(c.Seen)
+	}
+	if len(c.Restored) > 0 {
+		x.Restored = toValues(c.Restored)
 	}
 	if len(c.Changed) > 0 {
 		x.Changed = make([]string, len(c.Changed))
@@ -387,6 +392,18 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 			return providers.ObjectChange{Address: a}, fmt.Errorf("released %s is also set", p)
 		}
 		out.Released = append(out.Released, p)
+	}
+	if len(c.Restored) > 0 {
+		restored, errs := fromValues(c.Restored)
+		if len(errs) > 0 {
+			return providers.ObjectChange{Address: a}, fmt.Errorf("restored: %w", joinErrs(errs))
+		}
+		for p := range restored {
+			if _, set := out.Attributes[p]; set || slices.Contains(out.Released, p) {
+				return providers.ObjectChange{Address: a}, fmt.Errorf("restored %s is also set or released", p)
+			}
+		}
+		out.Restored = restored
 	}
 	return out, nil
 }

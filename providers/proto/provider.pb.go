@@ -737,7 +737,12 @@ type ObjectChange struct {
 	// The value each changed attribute had when the plan read it: a provider
 	// that can write conditionally (a JSON patch test) refuses a change
 	// another writer made since, instead of overwriting it.
-	Seen          map[string]*Value `protobuf:"bytes,10,rep,name=seen,proto3" json:"seen,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Seen map[string]*Value `protobuf:"bytes,10,rep,name=seen,proto3" json:"seen,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Fields given back with the user's value setpoint recorded (its
+	// enforcement turned off): the provider writes each value and gives the
+	// field up in the same change, so no later apply of setpoint's drops or
+	// takes it. Neither in attributes nor in released.
+	Restored      map[string]*Value `protobuf:"bytes,11,rep,name=restored,proto3" json:"restored,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -838,6 +843,13 @@ func (x *ObjectChange) GetInPlace() string {
 func (x *ObjectChange) GetSeen() map[string]*Value {
 	if x != nil {
 		return x.Seen
+	}
+	return nil
+}
+
+func (x *ObjectChange) GetRestored() map[string]*Value {
+	if x != nil {
+		return x.Restored
 	}
 	return nil
 }
@@ -1703,7 +1715,7 @@ type PlanChange_Request struct {
 
 func (x *PlanChange_Request) Reset() {
 	*x = PlanChange_Request{}
-	mi := &file_providers_proto_provider_proto_msgTypes[33]
+	mi := &file_providers_proto_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1727,7 @@ func (x *PlanChange_Request) String() string {
 func (*PlanChange_Request) ProtoMessage() {}
 
 func (x *PlanChange_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[33]
+	mi := &file_providers_proto_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1768,7 @@ type PlanChange_Response struct {
 
 func (x *PlanChange_Response) Reset() {
 	*x = PlanChange_Response{}
-	mi := &file_providers_proto_provider_proto_msgTypes[34]
+	mi := &file_providers_proto_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1780,7 @@ func (x *PlanChange_Response) String() string {
 func (*PlanChange_Response) ProtoMessage() {}
 
 func (x *PlanChange_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[34]
+	mi := &file_providers_proto_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1820,7 @@ type Apply_Request struct {
 
 func (x *Apply_Request) Reset() {
 	*x = Apply_Request{}
-	mi := &file_providers_proto_provider_proto_msgTypes[35]
+	mi := &file_providers_proto_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1832,7 @@ func (x *Apply_Request) String() string {
 func (*Apply_Request) ProtoMessage() {}
 
 func (x *Apply_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[35]
+	mi := &file_providers_proto_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1873,7 @@ type Apply_Response struct {
 
 func (x *Apply_Response) Reset() {
 	*x = Apply_Response{}
-	mi := &file_providers_proto_provider_proto_msgTypes[36]
+	mi := &file_providers_proto_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1885,7 @@ func (x *Apply_Response) String() string {
 func (*Apply_Response) ProtoMessage() {}
 
 func (x *Apply_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[36]
+	mi := &file_providers_proto_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1930,7 @@ type Signals_Request struct {
 
 func (x *Signals_Request) Reset() {
 	*x = Signals_Request{}
-	mi := &file_providers_proto_provider_proto_msgTypes[37]
+	mi := &file_providers_proto_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1930,7 +1942,7 @@ func (x *Signals_Request) String() string {
 func (*Signals_Request) ProtoMessage() {}
 
 func (x *Signals_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[37]
+	mi := &file_providers_proto_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2003,7 @@ type Signals_Series struct {
 
 func (x *Signals_Series) Reset() {
 	*x = Signals_Series{}
-	mi := &file_providers_proto_provider_proto_msgTypes[38]
+	mi := &file_providers_proto_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2015,7 @@ func (x *Signals_Series) String() string {
 func (*Signals_Series) ProtoMessage() {}
 
 func (x *Signals_Series) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[38]
+	mi := &file_providers_proto_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2056,7 @@ type Signals_Sample struct {
 
 func (x *Signals_Sample) Reset() {
 	*x = Signals_Sample{}
-	mi := &file_providers_proto_provider_proto_msgTypes[39]
+	mi := &file_providers_proto_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2068,7 @@ func (x *Signals_Sample) String() string {
 func (*Signals_Sample) ProtoMessage() {}
 
 func (x *Signals_Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[39]
+	mi := &file_providers_proto_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2121,7 @@ type Signals_Response struct {
 
 func (x *Signals_Response) Reset() {
 	*x = Signals_Response{}
-	mi := &file_providers_proto_provider_proto_msgTypes[40]
+	mi := &file_providers_proto_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2133,7 @@ func (x *Signals_Response) String() string {
 func (*Signals_Response) ProtoMessage() {}
 
 func (x *Signals_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[40]
+	mi := &file_providers_proto_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2200,7 @@ type Events_Request struct {
 
 func (x *Events_Request) Reset() {
 	*x = Events_Request{}
-	mi := &file_providers_proto_provider_proto_msgTypes[42]
+	mi := &file_providers_proto_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2212,7 @@ func (x *Events_Request) String() string {
 func (*Events_Request) ProtoMessage() {}
 
 func (x *Events_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[42]
+	mi := &file_providers_proto_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2246,7 @@ type Events_Event struct {
 
 func (x *Events_Event) Reset() {
 	*x = Events_Event{}
-	mi := &file_providers_proto_provider_proto_msgTypes[43]
+	mi := &file_providers_proto_provider_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2258,7 @@ func (x *Events_Event) String() string {
 func (*Events_Event) ProtoMessage() {}
 
 func (x *Events_Event) ProtoReflect() protoreflect.Message {
-	mi := &file_providers_proto_provider_proto_msgTypes[43]
+	mi := &file_providers_proto_provider_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2411,7 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a\x86\x01\n" +
 	"\bResponse\x126\n" +
 	"\aobjects\x18\x01 \x03(\v2\x1c.setpoint.provider.v2.ObjectR\aobjects\x12B\n" +
-	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xa4\x05\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2 .setpoint.provider.v2.DiagnosticR\vdiagnostics\"\xcc\x06\n" +
 	"\fObjectChange\x127\n" +
 	"\aaddress\x18\x01 \x01(\v2\x1d.setpoint.provider.v2.AddressR\aaddress\x12A\n" +
 	"\x06action\x18\x02 \x01(\x0e2).setpoint.provider.v2.ObjectChange.ActionR\x06action\x12R\n" +
@@ -2413,11 +2425,15 @@ const file_providers_proto_provider_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x19\n" +
 	"\bin_place\x18\t \x01(\tR\ainPlace\x12@\n" +
 	"\x04seen\x18\n" +
-	" \x03(\v2,.setpoint.provider.v2.ObjectChange.SeenEntryR\x04seen\x1aZ\n" +
+	" \x03(\v2,.setpoint.provider.v2.ObjectChange.SeenEntryR\x04seen\x12L\n" +
+	"\brestored\x18\v \x03(\v20.setpoint.provider.v2.ObjectChange.RestoredEntryR\brestored\x1aZ\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\x1aT\n" +
 	"\tSeenEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\x1aX\n" +
+	"\rRestoredEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.setpoint.provider.v2.ValueR\x05value:\x028\x01\"7\n" +
 	"\x06Action\x12\t\n" +
@@ -2510,7 +2526,7 @@ func file_providers_proto_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_providers_proto_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_providers_proto_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_providers_proto_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_providers_proto_provider_proto_goTypes = []any{
 	(Diagnostic_Severity)(0),    // 0: setpoint.provider.v2.Diagnostic.Severity
 	(Value_Type)(0),             // 1: setpoint.provider.v2.Value.Type
@@ -2547,18 +2563,19 @@ var file_providers_proto_provider_proto_goTypes = []any{
 	nil,                         // 32: setpoint.provider.v2.List.Request.SelectorEntry
 	nil,                         // 33: setpoint.provider.v2.ObjectChange.AttributesEntry
 	nil,                         // 34: setpoint.provider.v2.ObjectChange.SeenEntry
-	nil,                         // 35: setpoint.provider.v2.ObjectResult.AfterEntry
-	(*PlanChange_Request)(nil),  // 36: setpoint.provider.v2.PlanChange.Request
-	(*PlanChange_Response)(nil), // 37: setpoint.provider.v2.PlanChange.Response
-	(*Apply_Request)(nil),       // 38: setpoint.provider.v2.Apply.Request
-	(*Apply_Response)(nil),      // 39: setpoint.provider.v2.Apply.Response
-	(*Signals_Request)(nil),     // 40: setpoint.provider.v2.Signals.Request
-	(*Signals_Series)(nil),      // 41: setpoint.provider.v2.Signals.Series
-	(*Signals_Sample)(nil),      // 42: setpoint.provider.v2.Signals.Sample
-	(*Signals_Response)(nil),    // 43: setpoint.provider.v2.Signals.Response
-	nil,                         // 44: setpoint.provider.v2.Signals.Series.LabelsEntry
-	(*Events_Request)(nil),      // 45: setpoint.provider.v2.Events.Request
-	(*Events_Event)(nil),        // 46: setpoint.provider.v2.Events.Event
+	nil,                         // 35: setpoint.provider.v2.ObjectChange.RestoredEntry
+	nil,                         // 36: setpoint.provider.v2.ObjectResult.AfterEntry
+	(*PlanChange_Request)(nil),  // 37: setpoint.provider.v2.PlanChange.Request
+	(*PlanChange_Response)(nil), // 38: setpoint.provider.v2.PlanChange.Response
+	(*Apply_Request)(nil),       // 39: setpoint.provider.v2.Apply.Request
+	(*Apply_Response)(nil),      // 40: setpoint.provider.v2.Apply.Response
+	(*Signals_Request)(nil),     // 41: setpoint.provider.v2.Signals.Request
+	(*Signals_Series)(nil),      // 42: setpoint.provider.v2.Signals.Series
+	(*Signals_Sample)(nil),      // 43: setpoint.provider.v2.Signals.Sample
+	(*Signals_Response)(nil),    // 44: setpoint.provider.v2.Signals.Response
+	nil,                         // 45: setpoint.provider.v2.Signals.Series.LabelsEntry
+	(*Events_Request)(nil),      // 46: setpoint.provider.v2.Events.Request
+	(*Events_Event)(nil),        // 47: setpoint.provider.v2.Events.Event
 }
 var file_providers_proto_provider_proto_depIdxs = []int32{
 	0,  // 0: setpoint.provider.v2.Diagnostic.severity:type_name -> setpoint.provider.v2.Diagnostic.Severity
@@ -2573,55 +2590,57 @@ var file_providers_proto_provider_proto_depIdxs = []int32{
 	2,  // 9: setpoint.provider.v2.ObjectChange.action:type_name -> setpoint.provider.v2.ObjectChange.Action
 	33, // 10: setpoint.provider.v2.ObjectChange.attributes:type_name -> setpoint.provider.v2.ObjectChange.AttributesEntry
 	34, // 11: setpoint.provider.v2.ObjectChange.seen:type_name -> setpoint.provider.v2.ObjectChange.SeenEntry
-	12, // 12: setpoint.provider.v2.ObjectResult.conflicts:type_name -> setpoint.provider.v2.Conflict
-	35, // 13: setpoint.provider.v2.ObjectResult.after:type_name -> setpoint.provider.v2.ObjectResult.AfterEntry
-	1,  // 14: setpoint.provider.v2.GetSchema.Attribute.type:type_name -> setpoint.provider.v2.Value.Type
-	19, // 15: setpoint.provider.v2.GetSchema.Kind.attributes:type_name -> setpoint.provider.v2.GetSchema.Attribute
-	20, // 16: setpoint.provider.v2.GetSchema.Response.kinds:type_name -> setpoint.provider.v2.GetSchema.Kind
-	3,  // 17: setpoint.provider.v2.GetSchema.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	3,  // 18: setpoint.provider.v2.Configure.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	5,  // 19: setpoint.provider.v2.Object.AttributesEntry.value:type_name -> setpoint.provider.v2.Value
-	4,  // 20: setpoint.provider.v2.Read.Request.addresses:type_name -> setpoint.provider.v2.Address
-	8,  // 21: setpoint.provider.v2.Read.Response.objects:type_name -> setpoint.provider.v2.Object
-	3,  // 22: setpoint.provider.v2.Read.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	32, // 23: setpoint.provider.v2.List.Request.selector:type_name -> setpoint.provider.v2.List.Request.SelectorEntry
-	8,  // 24: setpoint.provider.v2.List.Response.objects:type_name -> setpoint.provider.v2.Object
-	3,  // 25: setpoint.provider.v2.List.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	5,  // 26: setpoint.provider.v2.ObjectChange.AttributesEntry.value:type_name -> setpoint.provider.v2.Value
-	5,  // 27: setpoint.provider.v2.ObjectChange.SeenEntry.value:type_name -> setpoint.provider.v2.Value
-	5,  // 28: setpoint.provider.v2.ObjectResult.AfterEntry.value:type_name -> setpoint.provider.v2.Value
-	11, // 29: setpoint.provider.v2.PlanChange.Request.changes:type_name -> setpoint.provider.v2.ObjectChange
-	13, // 30: setpoint.provider.v2.PlanChange.Response.results:type_name -> setpoint.provider.v2.ObjectResult
-	3,  // 31: setpoint.provider.v2.PlanChange.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	11, // 32: setpoint.provider.v2.Apply.Request.changes:type_name -> setpoint.provider.v2.ObjectChange
-	13, // 33: setpoint.provider.v2.Apply.Response.results:type_name -> setpoint.provider.v2.ObjectResult
-	3,  // 34: setpoint.provider.v2.Apply.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	44, // 35: setpoint.provider.v2.Signals.Series.labels:type_name -> setpoint.provider.v2.Signals.Series.LabelsEntry
-	41, // 36: setpoint.provider.v2.Signals.Response.series:type_name -> setpoint.provider.v2.Signals.Series
-	42, // 37: setpoint.provider.v2.Signals.Response.samples:type_name -> setpoint.provider.v2.Signals.Sample
-	3,  // 38: setpoint.provider.v2.Signals.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
-	4,  // 39: setpoint.provider.v2.Events.Event.address:type_name -> setpoint.provider.v2.Address
-	18, // 40: setpoint.provider.v2.Provider.GetSchema:input_type -> setpoint.provider.v2.GetSchema.Request
-	22, // 41: setpoint.provider.v2.Provider.Configure:input_type -> setpoint.provider.v2.Configure.Request
-	28, // 42: setpoint.provider.v2.Provider.Read:input_type -> setpoint.provider.v2.Read.Request
-	30, // 43: setpoint.provider.v2.Provider.List:input_type -> setpoint.provider.v2.List.Request
-	36, // 44: setpoint.provider.v2.Provider.PlanChange:input_type -> setpoint.provider.v2.PlanChange.Request
-	38, // 45: setpoint.provider.v2.Provider.Apply:input_type -> setpoint.provider.v2.Apply.Request
-	40, // 46: setpoint.provider.v2.Provider.Signals:input_type -> setpoint.provider.v2.Signals.Request
-	45, // 47: setpoint.provider.v2.Provider.Events:input_type -> setpoint.provider.v2.Events.Request
-	21, // 48: setpoint.provider.v2.Provider.GetSchema:output_type -> setpoint.provider.v2.GetSchema.Response
-	23, // 49: setpoint.provider.v2.Provider.Configure:output_type -> setpoint.provider.v2.Configure.Response
-	29, // 50: setpoint.provider.v2.Provider.Read:output_type -> setpoint.provider.v2.Read.Response
-	31, // 51: setpoint.provider.v2.Provider.List:output_type -> setpoint.provider.v2.List.Response
-	37, // 52: setpoint.provider.v2.Provider.PlanChange:output_type -> setpoint.provider.v2.PlanChange.Response
-	39, // 53: setpoint.provider.v2.Provider.Apply:output_type -> setpoint.provider.v2.Apply.Response
-	43, // 54: setpoint.provider.v2.Provider.Signals:output_type -> setpoint.provider.v2.Signals.Response
-	46, // 55: setpoint.provider.v2.Provider.Events:output_type -> setpoint.provider.v2.Events.Event
-	48, // [48:56] is the sub-list for method output_type
-	40, // [40:48] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	35, // 12: setpoint.provider.v2.ObjectChange.restored:type_name -> setpoint.provider.v2.ObjectChange.RestoredEntry
+	12, // 13: setpoint.provider.v2.ObjectResult.conflicts:type_name -> setpoint.provider.v2.Conflict
+	36, // 14: setpoint.provider.v2.ObjectResult.after:type_name -> setpoint.provider.v2.ObjectResult.AfterEntry
+	1,  // 15: setpoint.provider.v2.GetSchema.Attribute.type:type_name -> setpoint.provider.v2.Value.Type
+	19, // 16: setpoint.provider.v2.GetSchema.Kind.attributes:type_name -> setpoint.provider.v2.GetSchema.Attribute
+	20, // 17: setpoint.provider.v2.GetSchema.Response.kinds:type_name -> setpoint.provider.v2.GetSchema.Kind
+	3,  // 18: setpoint.provider.v2.GetSchema.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	3,  // 19: setpoint.provider.v2.Configure.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	5,  // 20: setpoint.provider.v2.Object.AttributesEntry.value:type_name -> setpoint.provider.v2.Value
+	4,  // 21: setpoint.provider.v2.Read.Request.addresses:type_name -> setpoint.provider.v2.Address
+	8,  // 22: setpoint.provider.v2.Read.Response.objects:type_name -> setpoint.provider.v2.Object
+	3,  // 23: setpoint.provider.v2.Read.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	32, // 24: setpoint.provider.v2.List.Request.selector:type_name -> setpoint.provider.v2.List.Request.SelectorEntry
+	8,  // 25: setpoint.provider.v2.List.Response.objects:type_name -> setpoint.provider.v2.Object
+	3,  // 26: setpoint.provider.v2.List.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	5,  // 27: setpoint.provider.v2.ObjectChange.AttributesEntry.value:type_name -> setpoint.provider.v2.Value
+	5,  // 28: setpoint.provider.v2.ObjectChange.SeenEntry.value:type_name -> setpoint.provider.v2.Value
+	5,  // 29: setpoint.provider.v2.ObjectChange.RestoredEntry.value:type_name -> setpoint.provider.v2.Value
+	5,  // 30: setpoint.provider.v2.ObjectResult.AfterEntry.value:type_name -> setpoint.provider.v2.Value
+	11, // 31: setpoint.provider.v2.PlanChange.Request.changes:type_name -> setpoint.provider.v2.ObjectChange
+	13, // 32: setpoint.provider.v2.PlanChange.Response.results:type_name -> setpoint.provider.v2.ObjectResult
+	3,  // 33: setpoint.provider.v2.PlanChange.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	11, // 34: setpoint.provider.v2.Apply.Request.changes:type_name -> setpoint.provider.v2.ObjectChange
+	13, // 35: setpoint.provider.v2.Apply.Response.results:type_name -> setpoint.provider.v2.ObjectResult
+	3,  // 36: setpoint.provider.v2.Apply.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	45, // 37: setpoint.provider.v2.Signals.Series.labels:type_name -> setpoint.provider.v2.Signals.Series.LabelsEntry
+	42, // 38: setpoint.provider.v2.Signals.Response.series:type_name -> setpoint.provider.v2.Signals.Series
+	43, // 39: setpoint.provider.v2.Signals.Response.samples:type_name -> setpoint.provider.v2.Signals.Sample
+	3,  // 40: setpoint.provider.v2.Signals.Response.diagnostics:type_name -> setpoint.provider.v2.Diagnostic
+	4,  // 41: setpoint.provider.v2.Events.Event.address:type_name -> setpoint.provider.v2.Address
+	18, // 42: setpoint.provider.v2.Provider.GetSchema:input_type -> setpoint.provider.v2.GetSchema.Request
+	22, // 43: setpoint.provider.v2.Provider.Configure:input_type -> setpoint.provider.v2.Configure.Request
+	28, // 44: setpoint.provider.v2.Provider.Read:input_type -> setpoint.provider.v2.Read.Request
+	30, // 45: setpoint.provider.v2.Provider.List:input_type -> setpoint.provider.v2.List.Request
+	37, // 46: setpoint.provider.v2.Provider.PlanChange:input_type -> setpoint.provider.v2.PlanChange.Request
+	39, // 47: setpoint.provider.v2.Provider.Apply:input_type -> setpoint.provider.v2.Apply.Request
+	41, // 48: setpoint.provider.v2.Provider.Signals:input_type -> setpoint.provider.v2.Signals.Request
+	46, // 49: setpoint.provider.v2.Provider.Events:input_type -> setpoint.provider.v2.Events.Request
+	21, // 50: setpoint.provider.v2.Provider.GetSchema:output_type -> setpoint.provider.v2.GetSchema.Response
+	23, // 51: setpoint.provider.v2.Provider.Configure:output_type -> setpoint.provider.v2.Configure.Response
+	29, // 52: setpoint.provider.v2.Provider.Read:output_type -> setpoint.provider.v2.Read.Response
+	31, // 53: setpoint.provider.v2.Provider.List:output_type -> setpoint.provider.v2.List.Response
+	38, // 54: setpoint.provider.v2.Provider.PlanChange:output_type -> setpoint.provider.v2.PlanChange.Response
+	40, // 55: setpoint.provider.v2.Provider.Apply:output_type -> setpoint.provider.v2.Apply.Response
+	44, // 56: setpoint.provider.v2.Provider.Signals:output_type -> setpoint.provider.v2.Signals.Response
+	47, // 57: setpoint.provider.v2.Provider.Events:output_type -> setpoint.provider.v2.Events.Event
+	50, // [50:58] is the sub-list for method output_type
+	42, // [42:50] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_providers_proto_provider_proto_init() }
@@ -2635,7 +2654,7 @@ func file_providers_proto_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_providers_proto_provider_proto_rawDesc), len(file_providers_proto_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

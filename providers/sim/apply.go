@@ -17,6 +17,7 @@ import (
 // acceptable: committing it cannot fail.
 type pending struct {
 	release []addrs.Path // fields the change's manager gives up
+	restore []addrs.Path // fields written with the user's value and given up, in path order
 	c       providers.ObjectChange
 	o       *object   // the object changed; nil when it is created, or deleted and absent
 	wl      *workload // the workload whose HPA is created
@@ -41,6 +42,14 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	}
 	o := w.byKey[c.Address.Key()]
 	p := &pending{c: c, o: o}
+	if len(c.Restored) > 0 {
+		switch {
+		case c.Address.Kind != KindDeployment && c.Address.Kind != KindHPA && c.Address.Kind != KindKnative:
+			return fail("a %s has no user's value to restore", c.Address.Kind)
+		case c.Action != action.Update || o == nil:
+			return fail("a restore is an update of an object that exists")
+		}
+	}
 	switch c.Address.Kind {
 	case KindCluster:
 		return w.checkCluster(p, res)
@@ -88,11 +97,27 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 		changed[path] = true
 	}
 
+	p.restore = slices.SortedFunc(maps.Keys(c.Restored), comparePaths)
+	for _, path := range p.restore {
+		if _, set := c.Attributes[path]; set || slices.Contains(c.Released, path) {
+			return fail("%s is both restored and set or released", path)
+		}
+		if err := wl.checkValue(kind, path, c.Restored[path]); err != nil {
+			return fail("%v", err)
+		}
+	}
+
 	// Server-side apply: a changed field another manager owns is a
-	// conflict unless the change forces it.
+	// conflict unless the change forces it; so is a restored one (its
+	// owner now is not the user setpoint recorded).
 	if o != nil && !c.Force {
 		for _, path := range paths {
 			if m := o.manager(path); changed[path] && m != c.Manager && m != "" {
+				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
+			}
+		}
+		for _, path := range p.restore {
+			if m := o.manager(path); m != c.Manager && m != "" {
 				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
 			}
 		}
@@ -124,11 +149,14 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	if err := p.checkFinal(kind, wl); err != nil {
 		return fail("%v", err)
 	}
-	p.after = make(map[addrs.Path]values.Value, len(paths))
+	p.after = make(map[addrs.Path]values.Value, len(paths)+len(p.restore))
 	for _, path := range paths {
 		if v, ok := p.final(path); ok {
 			p.after[path] = v
 		}
+	}
+	for _, path := range p.restore {
+		p.after[path] = c.Restored[path]
 	}
 	res.After = p.after
 	return p, res
@@ -144,6 +172,9 @@ func (p *pending) sets(path addrs.Path) bool {
 func (p *pending) final(path addrs.Path) (values.Value, bool) {
 	if p.sets(path) {
 		return p.c.Attributes[path], true
+	}
+	if v, ok := p.c.Restored[path]; ok {
+		return v, true
 	}
 	if p.o == nil {
 		return values.Value{}, false
@@ -175,7 +206,7 @@ func (p *pending) checkFinal(kind string, wl *workload) error {
 		}
 	}
 	checked := map[int]bool{}
-	for _, path := range p.set {
+	for _, path := range slices.Concat(p.set, p.restore) {
 		i, ok := wl.containerOf[path]
 		if !ok || checked[i] {
 			continue
@@ -257,6 +288,19 @@ func (w *World) commit(p *pending) bool {
 		moved = true
 	}
 	gen, tmpl := false, false
+	for _, path := range p.restore {
+		// The user's value, and nobody's field, as a release leaves it.
+		o.managers[path] = ""
+		moved = true
+		if old, ok := o.attrs[path]; ok && old == c.Restored[path] {
+			continue
+		}
+		o.attrs[path] = c.Restored[path]
+		gen = true
+		if path.HasPrefix(pathTemplateSpec) {
+			tmpl = true
+		}
+	}
 	for _, path := range p.set {
 		if o.manager(path) != c.Manager {
 			o.managers[path] = c.Manager

@@ -43,22 +43,24 @@ type Change struct {
 	Manager    string                      `json:"manager"`
 	Force      bool                        `json:"force,omitempty"`
 	Released   []addrs.Path                `json:"released,omitempty"`
+	Restored   map[addrs.Path]values.Value `json:"restored,omitempty"`
 }
 
 func changeOf(at int, c providers.ObjectChange) Change {
 	return Change{At: at, Address: c.Address, Action: c.Action, Attributes: maps.Clone(c.Attributes),
-		Changed: slices.Clone(c.Changed), Manager: c.Manager, Force: c.Force, Released: slices.Clone(c.Released)}
+		Changed: slices.Clone(c.Changed), Manager: c.Manager, Force: c.Force, Released: slices.Clone(c.Released), Restored: maps.Clone(c.Restored)}
 }
 
 func (c Change) objectChange() providers.ObjectChange {
 	return providers.ObjectChange{Address: c.Address, Action: c.Action, Attributes: c.Attributes,
-		Changed: c.Changed, Manager: c.Manager, Force: c.Force, Released: c.Released}
+		Changed: c.Changed, Manager: c.Manager, Force: c.Force, Released: c.Released, Restored: c.Restored}
 }
 
 // equal reports whether two changes are the same change.
 func (c Change) equal(d Change) bool {
 	return c.At == d.At && c.Address == d.Address && c.Action == d.Action && c.Manager == d.Manager && c.Force == d.Force &&
-		maps.Equal(c.Attributes, d.Attributes) && slices.Equal(c.Changed, d.Changed) && slices.Equal(c.Released, d.Released)
+		maps.Equal(c.Attributes, d.Attributes) && slices.Equal(c.Changed, d.Changed) && slices.Equal(c.Released, d.Released) &&
+		maps.Equal(c.Restored, d.Restored)
 }
 
 type stateFile struct {
@@ -255,6 +257,14 @@ func (c Change) check() error {
 	for _, p := range c.Released {
 		if _, ok := c.Attributes[p]; ok || p.String() == "" {
 			return fmt.Errorf("released %q is set too, or has no path", p)
+		}
+	}
+	for p, v := range c.Restored {
+		if _, ok := c.Attributes[p]; ok || p.String() == "" || slices.Contains(c.Released, p) {
+			return fmt.Errorf("restored %q is set or released too, or has no path", p)
+		}
+		if v.Type() != values.Count && v.Type() != values.Bytes || v.Int() < 0 {
+			return fmt.Errorf("restored %s: the sim world restores only a count or a size, not the %s %s", p, v.Type(), v)
 		}
 	}
 	return nil
