@@ -83,6 +83,20 @@ func TestSettleEntry(t *testing.T) {
 				}
 				return ""
 			}},
+		{"restore happened, handed back to another manager", state.Pending{Action: state.IntentRestore, Value: two}, true, read(true, two, "setpoint-released"),
+			func(en *state.Entry, ok bool) string {
+				if ok {
+					return "the user's value is back, whoever owns it: the entry goes"
+				}
+				return ""
+			}},
+		{"restore happened, still setpoint's", state.Pending{Action: state.IntentRestore, Value: two, By: []string{"NFR/shop/a"}, At: at}, true, read(true, two, "setpoint"),
+			func(en *state.Entry, ok bool) string {
+				if !ok || en.Applied == nil || en.Applied.Value != two || en.Pending != nil {
+					return "still setpoint's: recorded as applied with the user's value (never dropped, never the stale record)"
+				}
+				return ""
+			}},
 		{"restore did not happen", state.Pending{Action: state.IntentRestore, Value: two}, true, read(true, three, "setpoint"),
 			func(en *state.Entry, ok bool) string {
 				if !ok || en.Applied == nil || en.Pending != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
@@ -791,5 +792,74 @@ func TestNodeAgentConfigRoundTrip(t *testing.T) {
 	res = apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{NodeAttr("node-a", "message"): values.StringOf("x")}})
 	if !strings.Contains(res.Err, "read only") {
 		t.Fatalf("writing an agent's report: %+v", res)
+	}
+}
+
+// A restore writes the user's value and hands the field back in one
+// change: a later apply of another field of the object neither drops the
+// restored field (server-side apply removes a field its only manager stops
+// naming) nor finds it still setpoint's.
+func TestRestoreHandsBack(t *testing.T) {
+	env := kubetest.Shared(t)
+	ns := env.Namespace(t)
+	create(t, env, deployment(ns, "r", 1))
+	p := newProvider(t, env.Config())
+	a := addr(KindDeployment, ns, "r")
+	req, lim := ContainerAttr("app", "requests"), ContainerAttr("app", "limits")
+	if res := apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(3), req: values.BytesOf(192 << 20), lim: values.BytesOf(384 << 20)},
+		Changed: []addrs.Path{AttrReplicas, req, lim}, Force: true}); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	restore := providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(3)},
+		Restored: map[addrs.Path]values.Value{req: values.BytesOf(256 << 20), lim: values.BytesOf(512 << 20)}}
+	// The dry run accepts it and changes nothing.
+	if dr := p.PlanChange(ctxT(t), providers.PlanChangeRequest{Changes: []providers.ObjectChange{withManager(restore)}}).Results[0]; dr.Err != "" {
+		t.Fatalf("dry run of a restore: %s", dr.Err)
+	}
+	if o := read(t, p, a); o.Attributes[req] != values.BytesOf(192<<20) || o.Managers[req] != Manager {
+		t.Fatalf("a dry run changed the object: %v %v", o.Attributes[req], o.Managers[req])
+	}
+	if res := apply(t, p, restore); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	owned := func() *fieldpath.Set {
+		d, err := env.Dynamic(t).Resource(kinds[KindDeployment].gvr).Namespace(ns).Get(ctxT(t), "r", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ownedBy(managedSets(d.GetManagedFields()), Manager)
+	}
+	check := func(when string) {
+		t.Helper()
+		o := read(t, p, a)
+		if o.Attributes[req] != values.BytesOf(256<<20) || o.Attributes[lim] != values.BytesOf(512<<20) {
+			t.Fatalf("%s: memory %v / %v, want the user's 256Mi / 512Mi", when, o.Attributes[req], o.Attributes[lim])
+		}
+		set := owned()
+		for _, path := range []addrs.Path{req, lim} {
+			at, _ := kinds[KindDeployment].attrOf(path)
+			fp, err := fieldPath(at.place())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if set.Has(fp) {
+				t.Fatalf("%s: %s is still in setpoint's managedFields", when, path)
+			}
+		}
+	}
+	check("after the restore")
+	// Another field of the object moves; the restored ones are not named.
+	if res := apply(t, p, providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(4)}, Changed: []addrs.Path{AttrReplicas}}); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	check("after a later apply of spec.replicas")
+	if o := read(t, p, a); o.Attributes[AttrReplicas] != values.CountOf(4) {
+		t.Fatalf("replicas %v, want 4", o.Attributes[AttrReplicas])
+	}
+	// A restore of an attribute the kind has not is refused whole.
+	bad := restore
+	bad.Restored = map[addrs.Path]values.Value{addrs.MustPath("spec.paused"): values.CountOf(1)}
+	if res := apply(t, p, bad); res.Err == "" {
+		t.Fatal("a restore of an unknown attribute was accepted")
 	}
 }

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/providers"
+)
+
+// inventoryMem are the inventory Deployment's memory attributes the NFR
+// cuts and restores.
+var inventoryMem = []string{
+	"spec.template.spec.containers[name=app].resources.limits.memory",
+	"spec.template.spec.containers[name=app].resources.requests.memory",
+}
+
+const inventoryAddr = "sim:Deployment/shop/inventory"
+
+// readWorld reads addresses from the directory's providers, as a plan
+// would at the directory's time.
+func readWorld(t *testing.T, dir string, as ...providers.Address) map[providers.Address]providers.Object {
+	t.Helper()
+	w, err := openWorkspace(dir, simOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	byProv := map[string][]providers.Address{}
+	for _, a := range as {
+		byProv[a.Provider] = append(byProv[a.Provider], a)
+	}
+	out := map[providers.Address]providers.Object{}
+	for name, list := range byProv {
+		prov, ok := w.providers[name]
+		if !ok {
+			t.Fatalf("no provider %q", name)
+		}
+		resp := prov.Read(context.Background(), providers.ReadRequest{Now: w.now, Addresses: list})
+		if len(resp.Diagnostics) > 0 {
+			t.Fatalf("read: %v", resp.Diagnostics)
+		}
+		for _, o := range resp.Objects {
+			out[o.Address] = o
+		}
+	}
+	return out
+}
+
+func mustAddr(t *testing.T, s string) providers.Address {
+	t.Helper()
+	a, err := providers.ParseAddress(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// editSpec replaces old by new in a spec file (old must be there).
+func editSpec(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	p := filepath.Join(dir, file)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("%s has no %q", file, old)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A restore cut off by a crash (it reached the provider, the state save
+// did not) is settled as done when the user's value reads back; the next
+// apply of another field of the object does not send the stale record of
+// the cut again, and the restored fields are no longer setpoint's.
+func TestRestoreCutOffByACrash(t *testing.T) {
+	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"})
+	if _, errOut, code := runCLI(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	st := showState(t, dir)
+	if got := st[inventoryAddr+" "+inventoryMem[0]]; got.User != "1Gi" || got.Applied != "768Mi" {
+		t.Fatalf("the first apply cuts the limit: %+v", got)
+	}
+	editSpec(t, dir, "inventory.nfr.yaml", "memory: enforce", `memory: "off"`)
+	cmd := exec.Command(binary, "apply", "--auto-approve", dir)
+	cmd.Env = append(os.Environ(), crashAfterApplyEnv+"=1")
+	if out, _ := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != crashExitCode {
+		t.Fatalf("the killed restore: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+	planOut, errOut, code := runCLI(t, "plan", dir)
+	if code != 0 {
+		t.Fatalf("plan: %s", errOut)
+	}
+	if !strings.Contains(planOut, "a restore cut off before it was recorded had happened") {
+		t.Fatalf("the plan must say the cut-off restore happened:\n%s", planOut)
+	}
+	st = showState(t, dir)
+	for _, m := range inventoryMem {
+		if got, ok := st[inventoryAddr+" "+m]; ok && (got.Applied != "" || got.Pending != "") {
+			t.Fatalf("%s after the settled restore: %+v (want no record)", m, got)
+		}
+	}
+	// Another field of the object changes.
+	editSpec(t, dir, "inventory.nfr.yaml", "minRPS: 120", "minRPS: 400")
+	out, errOut, code := runCLI(t, "apply", "--auto-approve", dir)
+	if code != 0 || !strings.Contains(out, "spec.replicas: 1 → 2") {
+		t.Fatalf("apply of replicas: %d %s\n%s", code, errOut, out)
+	}
+	a := mustAddr(t, inventoryAddr)
+	o := readWorld(t, dir, a)[a]
+	for m, want := range map[string]string{inventoryMem[0]: "1Gi", inventoryMem[1]: "512Mi"} {
+		p := addrs.MustPath(m)
+		if got := o.Attributes[p]; got.String() != want || o.Managers[p] == gate.SetpointManager {
+			t.Fatalf("%s: %s (manager %q), want the user's %s handed back", m, got, o.Managers[p], want)
+		}
+	}
+	if planOut, _, _ := runCLI(t, "plan", dir); strings.Contains(planOut, "restoring the user's value") {
+		t.Fatalf("nothing is left to restore:\n%s", planOut)
+	}
+}
+
+// checkStateIsTheWorld fails unless every record of the state is what the
+// sim world holds: an applied value is there and setpoint's, nothing is
+// pending, and a recorded user value with nothing applied is the world's.
+func checkStateIsTheWorld(t *testing.T, dir, when string) {
+	t.Helper()
+	st := showState(t, dir)
+	var as []providers.Address
+	seen := map[providers.Address]bool{}
+	for k := range st {
+		a := mustAddr(t, k[:strings.IndexByte(k, ' ')])
+		if !seen[a] {
+			seen[a] = true
+			as = append(as, a)
+		}
+	}
+	world := readWorld(t, dir, as...)
+	for k, en := range st {
+		i := strings.IndexByte(k, ' ')
+		a, p := mustAddr(t, k[:i]), addrs.MustPath(k[i+1:])
+		o := world[a]
+		if en.Pending != "" {
+			t.Fatalf("%s: %s is still pending after a plan: %+v", when, k, en)
+		}
+		got, has := o.Attributes[p]
+		switch {
+		case en.Applied != "" && strings.HasSuffix(k, " config"):
+			// A structured config: setpoint's, whatever its text.
+			if !has || o.Managers[p] != gate.SetpointManager {
+				t.Fatalf("%s: %s recorded as applied but the world's is %s (manager %q)", when, k, got, o.Managers[p])
+			}
+		case en.Applied != "":
+			if !has || got.String() != en.Applied || o.Managers[p] != gate.SetpointManager {
+				t.Fatalf("%s: %s recorded as applied %s but the world has %s (manager %q)", when, k, en.Applied, got, o.Managers[p])
+			}
+		case en.User != "" && en.Released == "" && has && o.Managers[p] == gate.SetpointManager:
+			t.Fatalf("%s: %s is setpoint's in the world (%s) but the state records nothing applied", when, k, got)
+		}
+	}
+}
+
+// Apply is killed at random moments, over edits that cut memory, restore
+// it and move replicas: after each kill the next plan settles the journal
+// and the state is what the world holds, and the user's values are never
+// lost. The seed is logged, so a failure can be replayed.
+func TestRandomKillsDuringApply(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills apply 20 times")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"},
+		[3]string{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"})
+	// How long an apply takes here, uninterrupted: kills fall within it.
+	start := time.Now()
+	if _, errOut, code := runCLI(t, "apply", "--auto-approve", dir); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	span := time.Since(start)
+	mem, rps := "enforce", 120
+	for i := range 20 {
+		// Each round changes something: memory enforcement flips (a cut or
+		// a restore), and the throughput target moves replicas.
+		if rng.IntN(2) == 0 {
+			next := map[string]string{"enforce": `"off"`, `"off"`: "enforce"}[mem]
+			editSpec(t, dir, "inventory.nfr.yaml", "memory: "+mem, "memory: "+next)
+			mem = next
+		}
+		next := 120 + 80*rng.IntN(5)
+		editSpec(t, dir, "inventory.nfr.yaml", "minRPS: "+itoa(rps), "minRPS: "+itoa(next))
+		rps = next
+		cmd := exec.Command(binary, "apply", "--auto-approve", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Duration(rng.Int64N(int64(span)))
+		timer := time.AfterFunc(after, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		_ = cmd.Wait()
+		timer.Stop()
+		if _, errOut, code := runCLI(t, "plan", dir); code != 0 {
+			t.Fatalf("round %d: plan after a kill at %s: %s", i, after, errOut)
+		}
+		checkStateIsTheWorld(t, dir, "round "+itoa(i)+" (killed at "+after.String()+")")
+	}
+	// The user's memory values survive every cut and restore.
+	st := showState(t, dir)
+	for m, user := range map[string]string{inventoryMem[0]: "1Gi", inventoryMem[1]: "512Mi"} {
+		if en, ok := st[inventoryAddr+" "+m]; ok && en.User != user {
+			t.Fatalf("%s: user value %q, want %s", m, en.User, user)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
