@@ -301,9 +301,13 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	// An apply cut off by a crash is settled first, from what the world
 	// says, so the deciders and the gate read a state that matches it.
 	p.Notes = append(p.Notes, e.settle(ctx, now, st, obs)...)
+	// What this plan adopts into the state: a saved plan carries it, so
+	// applying it records the user's values a read-only plan never saved.
+	var adopted []plan.Adoption
 	p.Record(func(p *plan.Plan) {
 		p.Observed = obs.fingerprintable()
 		p.Specs = e.digests(ds)
+		p.Adopted = adopted
 	})
 	tick := &Tick{Ctx: ctx, Now: now, Source: e.Signals, DefaultProvider: e.DefaultProvider(), peers: peersOf(ds)}
 
@@ -358,6 +362,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 					v := cur
 					entry.User = &v // adoption: the value the workload had
 				}
+				adopted = append(adopted, adoptionOf(d.Attr, entry))
 			}
 		}
 		specs := d.Specs()

@@ -7,6 +7,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/intent"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -36,4 +37,43 @@ func Restores(id string, pos spec.Pos, objs []providers.Object, st *state.State,
 		}
 	}
 	return out
+}
+
+// adoptionOf is what a plan adopted of attr (entry as it left it).
+func adoptionOf(attr addrs.Attr, en *state.Entry) plan.Adoption {
+	a := plan.Adoption{Address: attr.Object, Attribute: attr.Path}
+	if en.User != nil {
+		u := *en.User
+		a.User = &u
+	}
+	if en.Applied != nil {
+		v := en.Applied.Value
+		a.Own, a.OwnBy, a.OwnAt = &v, slices.Clone(en.Applied.By), en.Applied.At
+	}
+	return a
+}
+
+// Adopt records a saved plan's adoptions in st where st has none of the
+// attribute (no user value, no record of setpoint's, no tombstone): the
+// plan may have been made without saving (--read-only), and applying it
+// must leave the state an apply leaves. The saved plan's observations
+// matched the world before this is called, so what it adopted is still
+// what the world holds.
+func Adopt(p *plan.Plan, st *state.State) {
+	for _, a := range p.Adopted {
+		attr := addrs.Attr{Object: a.Address, Path: a.Attribute}
+		if en, ok := st.Lookup(attr); ok && (en.User != nil || en.Applied != nil || en.Pending != nil) {
+			continue
+		}
+		en := st.Entry(attr)
+		// A tombstone the plan read again is gone in its adoption.
+		en.Released = nil
+		if a.User != nil {
+			u := *a.User
+			en.User = &u
+		}
+		if a.Own != nil {
+			en.Applied = &state.Applied{Value: *a.Own, At: a.OwnAt, By: slices.Clone(a.OwnBy)}
+		}
+	}
 }

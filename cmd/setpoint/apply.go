@@ -122,6 +122,8 @@ func applySaved(cmd *cobra.Command, path string, lockWait time.Duration, asJSON 
 				return fmt.Errorf("the saved plan %s is stale: %d of its deletes would not be made now:\n  %s\nrun setpoint plan again", path, len(gone), strings.Join(gone, "\n  "))
 			}
 		}
+		// What the plan adopted (a --read-only plan saved none of it).
+		engine.Adopt(p, st)
 		results = w.apply(context.WithoutCancel(cmd.Context()), now, p, st)
 		return nil
 	})

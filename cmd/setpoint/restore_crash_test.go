@@ -226,3 +226,47 @@ func TestRandomKillsDuringApply(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A saved plan carries what the state needs: for every kind, `plan --out F`
+// then `apply F` leaves the state `apply` leaves, with --read-only (which
+// saves nothing when it plans) and without.
+func TestSavedPlanLeavesTheStateOfApply(t *testing.T) {
+	direct := copySpecs(t, quick...)
+	if _, errOut, code := runCLI(t, "apply", "--auto-approve", direct); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	want := showState(t, direct)
+	kinds := map[string]bool{}
+	for k, en := range want {
+		if en.User != "" || en.Applied != "" {
+			kinds[k[strings.IndexByte(k, ':')+1:strings.IndexByte(k, '/')]] = true
+		}
+	}
+	for _, kind := range []string{"Deployment", "HorizontalPodAutoscaler", "KnativeService", "Cluster", "RouteGroup", "NodePolicy"} {
+		if !kinds[kind] {
+			t.Fatalf("the direct apply records nothing of a %s: the comparison would not cover it (%v)", kind, kinds)
+		}
+	}
+	for _, flags := range [][]string{{"--read-only"}, nil} {
+		dir := copySpecs(t, quick...)
+		f := filepath.Join(t.TempDir(), "plan.json")
+		if _, errOut, code := runCLI(t, append(append([]string{"plan"}, flags...), "--out", f, dir)...); code != 0 {
+			t.Fatalf("plan %v: %s", flags, errOut)
+		}
+		if _, errOut, code := runCLI(t, "apply", f); code != 0 {
+			t.Fatalf("apply of the plan %v made: %s", flags, errOut)
+		}
+		got := showState(t, dir)
+		for k, w := range want {
+			g := got[k]
+			if g.User != w.User || g.Applied != w.Applied || strings.Join(g.By, ",") != strings.Join(w.By, ",") || g.Released != w.Released || g.Pending != w.Pending {
+				t.Errorf("plan %v --out, apply: %s is %+v, apply alone leaves %+v", flags, k, g, w)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("plan %v --out, apply: %s recorded (%+v), apply alone records nothing", flags, k, got[k])
+			}
+		}
+	}
+}

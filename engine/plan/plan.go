@@ -25,7 +25,7 @@ import (
 )
 
 // FormatVersion of saved plans.
-const FormatVersion = 5
+const FormatVersion = 6
 
 // Contributor is one spec's intent on an attribute.
 type Contributor struct {
@@ -118,8 +118,13 @@ type Plan struct {
 	Held        []Change          `json:"held"`
 	Notes       []Note            `json:"notes"`
 	Errors      []Note            `json:"errors"`
-	// ChangesDigest hashes Changes and Held, so an edited plan file is
-	// refused.
+	// Adopted is what the plan adopted into the state (the user's values
+	// it read, setpoint's own writes it recognised): applying the saved
+	// plan records them where the state has none, so a plan made with
+	// --read-only (which saves nothing) leaves the same state as apply.
+	Adopted []Adoption `json:"adopted,omitempty"`
+	// ChangesDigest hashes Changes, Held and Adopted, so an edited plan
+	// file is refused.
 	ChangesDigest string `json:"changesDigest"`
 
 	// Due is, per spec, the earliest time a held change of it may pass the
@@ -149,9 +154,10 @@ func (p *Plan) Seal() {
 // order, maps sorted: stable bytes).
 func (p *Plan) digestChanges() string {
 	b, err := json.Marshal(struct {
-		C []Change `json:"c"`
-		H []Change `json:"h"`
-	}{p.Changes, p.Held})
+		C []Change   `json:"c"`
+		H []Change   `json:"h"`
+		A []Adoption `json:"a,omitempty"`
+	}{p.Changes, p.Held, p.Adopted})
 	if err != nil {
 		return "unmarshalable: " + err.Error()
 	}

@@ -44,7 +44,7 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	p := &pending{c: c, o: o}
 	if len(c.Restored) > 0 {
 		switch {
-		case c.Address.Kind != KindDeployment && c.Address.Kind != KindHPA && c.Address.Kind != KindKnative:
+		case c.Address.Kind != KindDeployment && c.Address.Kind != KindHPA && c.Address.Kind != KindKnative && c.Address.Kind != KindCluster:
 			return fail("a %s has no user's value to restore", c.Address.Kind)
 		case c.Action != action.Update || o == nil:
 			return fail("a restore is an update of an object that exists")

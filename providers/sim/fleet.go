@@ -429,6 +429,17 @@ func (w *World) checkCluster(p *pending, res providers.ObjectResult) (*pending, 
 			return fail("%s: a Cluster has no such attribute", path)
 		}
 	}
+	for path, v := range c.Restored {
+		switch {
+		case path != cluster.Nodes:
+			return fail("%s: a Cluster restores only %s", path, cluster.Nodes)
+		case v.Type() != values.Count || v.Int() < 0 || v.Int() > 1000:
+			return fail("%s: %s is not a node count (0 to 1000)", path, v)
+		}
+		if _, set := c.Attributes[path]; set {
+			return fail("%s is both set and restored", path)
+		}
+	}
 	switch c.Action {
 	case action.Delete:
 		if p.o == nil {
@@ -514,11 +525,18 @@ func (w *World) commitCluster(p *pending) bool {
 	}
 	f, sc := w.clusterOf(p.o)
 	v, ok := c.Attributes[cluster.Nodes]
+	manager := c.Manager
+	if !ok {
+		// A restore: the user's count, and nobody's field, as a release
+		// leaves it.
+		v, ok = c.Restored[cluster.Nodes]
+		manager = ""
+	}
 	if sc == nil || !ok {
 		return false
 	}
-	moved := p.o.managers[cluster.Nodes] != c.Manager
-	p.o.managers[cluster.Nodes] = c.Manager
+	moved := p.o.managers[cluster.Nodes] != manager
+	p.o.managers[cluster.Nodes] = manager
 	old, want := sc.desired(), int(v.Int())
 	if old == want {
 		return moved
