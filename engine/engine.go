@@ -315,6 +315,7 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 	bySpec := map[string]decided{}
 	for _, d := range ds {
 		bySpec[d.id] = d
+		tick.forSpec()
 		its, notes, errs := d.decider.Decide(tick, d.doc, d.reads, obs, st)
 		p.Notes = append(p.Notes, notes...)
 		p.Errors = append(p.Errors, errs...)

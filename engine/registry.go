@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -104,7 +105,12 @@ func RegisterKind(k Kind) {
 // Tick is one evaluation: its time, and the signal source with every query
 // evaluated at most once, so grouped queries are shared by all specs.
 type Tick struct {
-	Ctx    context.Context
+	// Ctx is the reconcile's: the grouped queries every spec shares run
+	// under it.
+	Ctx context.Context
+	// own is Ctx with the budget of the spec being decided: its own
+	// queries (Query) are charged to it.
+	own    context.Context
 	Now    time.Time
 	Source signals.Source
 	// DefaultProvider serves a spec's target unless it names one.
@@ -162,8 +168,30 @@ type tickResult struct {
 	series map[string]map[string][]signals.Point
 }
 
-// Query evaluates expr at the tick's time, once per tick.
+// Query evaluates a spec's own query (a trigger, an activity, an
+// override) at the tick's time, once per tick, charged to the budget of
+// the spec being decided.
 func (t *Tick) Query(expr string) (signals.Result, error) {
+	ctx := t.own
+	if ctx == nil {
+		ctx = t.Ctx
+	}
+	return t.query(ctx, expr)
+}
+
+// forSpec makes the following Query calls the spec's: charged to a fresh
+// budget of signals.SpecBudget samples.
+func (t *Tick) forSpec() {
+	base := t.Ctx
+	if base == nil {
+		base = context.Background()
+	}
+	t.own = signals.WithBudget(base, signals.NewBudget(signals.SpecBudget))
+}
+
+// query evaluates expr under ctx, once per tick. A query refused at a
+// budget is not kept: another spec's budget may let it through.
+func (t *Tick) query(ctx context.Context, expr string) (signals.Result, error) {
 	if t.cache == nil {
 		t.cache = map[string]tickResult{}
 	}
@@ -173,15 +201,17 @@ func (t *Tick) Query(expr string) (signals.Result, error) {
 	if t.Source == nil {
 		return signals.Result{Expr: expr, At: t.Now}, errNoSource
 	}
-	r, err := t.Source.Query(t.Ctx, expr, t.Now)
-	t.cache[expr] = tickResult{r: r, err: err}
+	r, err := t.Source.Query(ctx, expr, t.Now)
+	if !errors.Is(err, signals.ErrBudget) {
+		t.cache[expr] = tickResult{r: r, err: err}
+	}
 	return r, err
 }
 
 // By evaluates expr once per tick and indexes it by labels once, so every
 // spec finds its workload's value in a grouped result without a scan.
 func (t *Tick) By(expr string, labels ...string) (map[string]float64, signals.Result, error) {
-	r, err := t.Query(expr)
+	r, err := t.query(t.Ctx, expr)
 	if err != nil {
 		return nil, r, err
 	}
@@ -202,7 +232,7 @@ func (t *Tick) By(expr string, labels ...string) (map[string]float64, signals.Re
 // Nested indexes a grouped result two levels deep, once per tick: by the
 // values of labels (joined with "/"), then by the value of sub.
 func (t *Tick) Nested(expr, sub string, labels ...string) (map[string]map[string]float64, signals.Result, error) {
-	r, err := t.Query(expr)
+	r, err := t.query(t.Ctx, expr)
 	if err != nil {
 		return nil, r, err
 	}
@@ -229,7 +259,7 @@ func (t *Tick) Nested(expr, sub string, labels ...string) (map[string]map[string
 // once per tick, as Nested does: by the values of labels, then by the
 // value of sub, to each series' points.
 func (t *Tick) Series(expr, sub string, labels ...string) (map[string]map[string][]signals.Point, signals.Result, error) {
-	r, err := t.Query(expr)
+	r, err := t.query(t.Ctx, expr)
 	if err != nil {
 		return nil, r, err
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/setpoint-dev/setpoint/internal/memlimit"
 )
 
 func main() {
@@ -23,6 +25,11 @@ func run(args []string) int {
 	// processes and releases the state lock on the way out.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// In a container, the heap keeps under its memory limit (GOMEMLIMIT,
+	// when set, wins).
+	if _, _, err := memlimit.Set(os.DirFS("/"), os.Getenv, memlimit.DefaultRatio); err != nil {
+		fmt.Fprintln(os.Stderr, "warning: no Go memory limit from the cgroup:", err)
+	}
 	root := newRootCmd()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {

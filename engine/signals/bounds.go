@@ -42,6 +42,10 @@ const (
 // of the bounds: the query asks too much, which is not missing data.
 var ErrBound = errors.New("past a query bound")
 
+// ErrBudget is wrapped by the errors of a query refused at a budget: it
+// may pass in another reconcile or beside other queries.
+var ErrBudget = errors.New("past a query budget")
+
 // BoundError is a query refused before evaluation, or stopped during it,
 // at one of the bounds.
 type BoundError struct {
@@ -51,18 +55,28 @@ type BoundError struct {
 	Bound string
 	// Hint says how to stay within it, when there is a way.
 	Hint string
+	// Budget: the bound is a budget shared by several queries (what the
+	// others spent counts), not this query's own cost alone.
+	Budget bool
 }
 
 func (e *BoundError) Error() string {
-	s := fmt.Sprintf("%s: past the query bound of %s", e.What, e.Bound)
+	kind := "bound"
+	if e.Budget {
+		kind = "budget"
+	}
+	s := fmt.Sprintf("%s: past the query %s of %s", e.What, kind, e.Bound)
 	if e.Hint != "" {
 		s += "; " + e.Hint
 	}
 	return s
 }
 
-// Is makes errors.Is(err, ErrBound) true of every BoundError.
-func (e *BoundError) Is(target error) bool { return target == ErrBound }
+// Is makes errors.Is(err, ErrBound) true of every BoundError, and
+// errors.Is(err, ErrBudget) of one at a budget.
+func (e *BoundError) Is(target error) bool {
+	return target == ErrBound || (target == ErrBudget && e.Budget)
+}
 
 // SamplesBound is the error of a query whose evaluation held more than
 // MaxSamples: what a source reports when the engine's own count stops it.
@@ -84,6 +98,15 @@ func SamplesBound(what string) *BoundError {
 // series says how many (nil: one each, the static cost `validate` checks).
 // query is the text e was parsed from, for the position in the message.
 func CheckCost(query string, e parser.Expr, series func(*parser.VectorSelector) int) error {
+	_, err := Cost(query, e, series)
+	return err
+}
+
+// Cost is CheckCost's estimate of the samples the query makes: its
+// subqueries' steps times what each holds at a step, plus what the
+// expression itself holds at its one instant (at least 1). It is what a
+// query is charged against the budgets (Budget, InFlight).
+func Cost(query string, e parser.Expr, series func(*parser.VectorSelector) int) (int64, error) {
 	// A selector is counted once per check: the count scans the store, and
 	// the walk below asks for each selector several times.
 	if count := series; count != nil {
@@ -156,15 +179,16 @@ func CheckCost(query string, e parser.Expr, series func(*parser.VectorSelector) 
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if total > MaxSamples {
 		if total > worstSamples {
 			worst.What += fmt.Sprintf(", the query's subqueries some %.0f in all", total)
 		}
-		return worst
+		return 0, worst
 	}
-	return nil
+	_, peak := held(e, series)
+	return int64(total) + int64(max(peak, 1)), nil
 }
 
 // subquerySteps is how many steps sq is evaluated at, under the subqueries

@@ -22,6 +22,9 @@ type Source struct {
 	opts   promql.QueryOpts
 	// timeout bounds one evaluation: QueryTime but in tests.
 	timeout time.Duration
+	// InFlight bounds the samples of the queries evaluated at once; nil:
+	// the process's (signals.Process), shared with every other source.
+	InFlight *signals.InFlight
 }
 
 // LookbackDelta is how far back an instant selector looks for a sample,
@@ -97,13 +100,30 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	if err != nil {
 		return res, fmt.Errorf("parsing %q: %w", expr, err)
 	}
-	if err := signals.CheckCost(expr, e, s.Store.countSeries); err != nil {
+	cost, err := signals.Cost(expr, e, s.Store.countSeries)
+	if err != nil {
 		return res, fmt.Errorf("evaluating %q: %w", expr, err)
+	}
+	// The spec's budget for this reconcile first (it refuses at once),
+	// then the process's samples in flight (it waits its turn).
+	if b := signals.BudgetOf(ctx); b != nil {
+		if err := b.Charge(expr, cost); err != nil {
+			return res, fmt.Errorf("evaluating %q: %w", expr, err)
+		}
 	}
 	s.Store.Request(names(e)...)
 	late := &signals.BoundError{What: "the evaluation was still running", Bound: s.timeout.String()}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
 	defer cancel()
+	inFlight := s.InFlight
+	if inFlight == nil {
+		inFlight = signals.Process
+	}
+	release, err := inFlight.Acquire(ctx, expr, cost)
+	if err != nil {
+		return res, fmt.Errorf("evaluating %q: %w", expr, err)
+	}
+	defer release()
 	q, err := s.engine.NewInstantQuery(ctx, s.Store, s.opts, expr, at)
 	if err != nil {
 		return res, fmt.Errorf("preparing %q: %w", expr, err)

@@ -1,0 +1,102 @@
+package memlimit
+
+import (
+	"os"
+	"runtime/debug"
+	"testing"
+	"testing/fstest"
+)
+
+func TestLimit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  int64
+		ok    bool
+	}{
+		{"v2 with a limit", map[string]string{
+			"proc/self/cgroup":                          "0::/kubepods/pod1/c1\n",
+			"sys/fs/cgroup/kubepods/pod1/c1/memory.max": "536870912\n",
+			"sys/fs/cgroup/kubepods/memory.max":         "max\n",
+		}, 512 << 20, true},
+		{"v2 without", map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "max\n",
+		}, 0, false},
+		{"v2 in a namespace: the mount is the process's cgroup", map[string]string{
+			"proc/self/cgroup":         "0::/\n",
+			"sys/fs/cgroup/memory.max": "268435456\n",
+		}, 256 << 20, true},
+		{"v2: a parent's limit is lower", map[string]string{
+			"proc/self/cgroup":             "0::/a/b\n",
+			"sys/fs/cgroup/a/b/memory.max": "max\n",
+			"sys/fs/cgroup/a/memory.max":   "1073741824\n",
+		}, 1 << 30, true},
+		{"v1 with a limit", map[string]string{
+			"proc/self/cgroup": "12:cpu,cpuacct:/x\n4:memory:/kubepods/pod1\n0::/\n",
+			"sys/fs/cgroup/memory/kubepods/pod1/memory.limit_in_bytes": "536870912\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes":               "9223372036854771712\n",
+		}, 512 << 20, true},
+		{"v1 unlimited", map[string]string{
+			"proc/self/cgroup":                           "4:memory:/\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
+		}, 0, false},
+		{"v1 namespaced: the path is not under the mount", map[string]string{
+			"proc/self/cgroup":                           "4:memory:/process_api/f9\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "402653184\n",
+		}, 384 << 20, true},
+	} {
+		fsys := fstest.MapFS{}
+		for k, v := range c.files {
+			fsys[k] = &fstest.MapFile{Data: []byte(v)}
+		}
+		got, ok, err := Limit(fsys)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("%s: %d %v %v, want %d %v", c.name, got, ok, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestLimitRefusesGarbage(t *testing.T) {
+	fsys := fstest.MapFS{
+		"proc/self/cgroup":         {Data: []byte("0::/\n")},
+		"sys/fs/cgroup/memory.max": {Data: []byte("lots\n")},
+	}
+	if _, _, err := Limit(fsys); err == nil {
+		t.Fatal("a limit that is not a number was taken")
+	}
+}
+
+func TestSetLeavesGOMEMLIMIT(t *testing.T) {
+	fsys := fstest.MapFS{
+		"proc/self/cgroup":         {Data: []byte("0::/\n")},
+		"sys/fs/cgroup/memory.max": {Data: []byte("1073741824\n")},
+	}
+	env := map[string]string{"GOMEMLIMIT": "100MiB"}
+	if n, why, err := Set(fsys, func(k string) string { return env[k] }, DefaultRatio); n != 0 || why == "" || err != nil {
+		t.Fatalf("with GOMEMLIMIT set: %d %q %v", n, why, err)
+	}
+	if _, _, err := Set(fsys, func(string) string { return "" }, 1.5); err == nil {
+		t.Fatal("a ratio above 1 was taken")
+	}
+}
+
+// The machine's own cgroup reads without error (v1 here, v2 elsewhere).
+func TestLimitOfThisMachine(t *testing.T) {
+	if _, _, err := Limit(os.DirFS("/")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSetGivesTheRuntimeTheRatio(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	fsys := fstest.MapFS{
+		"proc/self/cgroup":         {Data: []byte("0::/\n")},
+		"sys/fs/cgroup/memory.max": {Data: []byte("1073741824\n")},
+	}
+	n, _, err := Set(fsys, func(string) string { return "" }, 0.5)
+	if err != nil || n != 512<<20 || debug.SetMemoryLimit(-1) != 512<<20 {
+		t.Fatalf("set %d (%v); the runtime's limit is %d, want 512MiB", n, err, debug.SetMemoryLimit(-1))
+	}
+}
