@@ -147,5 +147,11 @@ func (f *Fleet) Check() []FieldError {
 			errs = append(errs, FieldError{Path: q.path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
 		}
 	}
+	qs := []specQuery{{"spec.instances", sp.Instances}, {"spec.reporter", sp.Reporter}, {"spec.overrides.floor", sp.Overrides.Floor},
+		{"spec.overrides.ceiling", sp.Overrides.Ceiling}, {"spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum}}
+	for _, k := range keys {
+		qs = append(qs, specQuery{"spec.remaining." + k, sp.Remaining[k]})
+	}
+	errs = append(errs, budgetErrors(qs)...)
 	return errs
 }

@@ -203,6 +203,7 @@ func (n *NFR) Check() []FieldError {
 			errs = append(errs, FieldError{Path: "spec.signals." + q.name, Message: msg, Expected: "a PromQL instant vector or scalar expression"})
 		}
 	}
+	errs = append(errs, budgetErrors([]specQuery{{"spec.signals.rps", sig.RPS}, {"spec.signals.cpu", sig.CPU}, {"spec.signals.p99", sig.P99}, {"spec.signals.workingSet", sig.WorkingSet}})...)
 	return errs
 }
 

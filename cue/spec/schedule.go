@@ -174,6 +174,11 @@ func (s *Schedule) Check() []FieldError {
 			errs = append(errs, FieldError{Path: "spec.idle.activity", Message: msg, Expected: "a PromQL instant vector or scalar expression"})
 		}
 	}
+	qs := []specQuery{{"spec.idle.activity", sp.Idle.Activity}}
+	for i, t := range sp.Triggers {
+		qs = append(qs, specQuery{fmt.Sprintf("spec.triggers.%d.query", i), t.Query})
+	}
+	errs = append(errs, budgetErrors(qs)...)
 	if slices.ContainsFunc(sp.DependsOn, func(d string) bool { k, n := SplitDependency(d); return k == sp.Target.Kind && n == sp.Target.Name }) {
 		errs = append(errs, FieldError{Path: "spec.dependsOn", Message: "a workload cannot depend on itself", Expected: "other workloads of the namespace"})
 	}
