@@ -6,8 +6,8 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/signals"
 )
 
-var _ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.triggers.*.query", What: "the spec's queries together within the budget of 5M samples per reconcile (at one series each)", Why: WhyPromQL, Example: "checks/query-budget.yaml"})
-var _ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals.*", What: "the spec's queries together within the budget of 5M samples per reconcile (at one series each)", Why: WhyPromQL, Example: "checks/query-budget-nfr.yaml"})
+var _ = RegisterCheck(Check{Kind: "Schedule", Path: "spec.triggers.*.query", What: "the spec's queries together within the budget of 2M samples per reconcile (at one series each)", Why: WhyPromQL, Example: "checks/query-budget.yaml"})
+var _ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals.*", What: "the spec's queries together within the budget of 2M samples per reconcile (at one series each)", Why: WhyPromQL, Example: "checks/query-budget-nfr.yaml"})
 
 // specQuery is one PromQL field of a spec.
 type specQuery struct{ path, expr string }

@@ -16,11 +16,16 @@ const (
 	// query that would cross it is not evaluated and the spec's decision
 	// holds. `validate` refuses a spec whose queries alone are past it at
 	// one series each.
-	SpecBudget = MaxSamples
+	SpecBudget = InFlightBudget
 	// InFlightBudget bounds the samples all the queries the process
 	// evaluates at once may make (reconciles and debug evaluations
-	// together), at some 50–60 bytes a sample: about 300 MB at most.
-	InFlightBudget = MaxSamples
+	// together). The Go heap peaks near 100 bytes per sample counted
+	// while such a query runs, its garbage included (BenchmarkSpecBudgetPeak:
+	// 190 MB for one query of 1.9M, 414 MB for one of 4.8M), so 2M keeps
+	// the worst under 256 MB, half a 512Mi container. A single query above
+	// it is refused at once (MaxSamples stays the engine's own count,
+	// checked as it goes).
+	InFlightBudget = 2_000_000
 )
 
 // Budget counts what one spec's queries cost in one reconcile.

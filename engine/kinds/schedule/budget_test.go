@@ -25,8 +25,8 @@ func TestTriggersPastTheSpecBudgetAreHeld(t *testing.T) {
   replicas: {min: 1, atStart: 1, max: 5}
   idle: {after: 1h, grace: 0s, activity: "vector(1)"}
   triggers:
-    - {name: sum, query: "sum(sum_over_time(m[10d:1s]))", type: AverageValue, target: 1e12}
-    - {name: most, query: "sum(max_over_time(m[10d:1s]))", type: AverageValue, target: 1e12}
+    - {name: sum, query: "sum(sum_over_time(m[5d:1s]))", type: AverageValue, target: 1e12}
+    - {name: most, query: "sum(max_over_time(m[5d:1s]))", type: AverageValue, target: 1e12}
   behavior: {scaleDown: {stabilization: 0s}}
   enforcement: {replicas: enforce}
 `))
@@ -37,21 +37,21 @@ func TestTriggersPastTheSpecBudgetAreHeld(t *testing.T) {
 		}
 	}
 	p := f.plan(t, t0.Add(time.Minute))
-	// 864,001 steps of [10d:1s] × 4 series, + 8 values at the instant:
-	// 3,456,012 samples each.
+	// 864,001 steps of [5d:1s] × 4 series, + 8 values at the instant:
+	// 1,728,012 samples each.
 	var refused string
 	for _, n := range append(p.Errors, p.Notes...) {
 		if strings.Contains(n.Message, "past the query budget") {
 			refused += n.Message + "\n"
 		}
 	}
-	for _, want := range []string{`the query "sum(max_over_time(m[10d:1s]))" makes some 3456012 samples`,
-		"past the query budget of 5000000 samples per spec and reconcile"} {
+	for _, want := range []string{`the query "sum(max_over_time(m[5d:1s]))" makes some 1728012 samples`,
+		"past the query budget of 2000000 samples per spec and reconcile"} {
 		if !strings.Contains(refused, want) {
 			t.Fatalf("want %q in the refusal; the plan says:\n%s\n%v", want, refused, p.Notes)
 		}
 	}
-	// What was made before: the first trigger's 3,456,012 and the spec's
+	// What was made before: the first trigger's 1,728,012 and the spec's
 	// small queries (its activity); in all, that and this one's.
 	m := regexp.MustCompile(`already made (\d+) in this reconcile \((\d+) in all\)`).FindStringSubmatch(refused)
 	if m == nil {
@@ -59,8 +59,8 @@ func TestTriggersPastTheSpecBudgetAreHeld(t *testing.T) {
 	}
 	before, _ := strconv.Atoi(m[1])
 	all, _ := strconv.Atoi(m[2])
-	if before < 3456012 || before > 3456012+1000 || all != before+3456012 {
-		t.Fatalf("counted %d before and %d in all, want ≥ 3456012 (the first trigger) and that + 3456012", before, all)
+	if before < 1728012 || before > 1728012+1000 || all != before+1728012 {
+		t.Fatalf("counted %d before and %d in all, want ≥ 1728012 (the first trigger) and that + 1728012", before, all)
 	}
 	if strings.Contains(refused, `"sum(sum_over_time`) {
 		t.Fatalf("the first trigger is within the budget:\n%s", refused)
