@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/setpoint-dev/setpoint/engine/diag"
 )
 
 // DefaultMarkdownMax is the longest Markdown plan by default: under the
@@ -15,19 +17,95 @@ import (
 // words around it.
 const DefaultMarkdownMax = 60000
 
+// minMarkdownMax is the least a Markdown plan may be held to: room for
+// the summary line and the lines counting what was cut.
+const minMarkdownMax = 1000
+
+// specsNotice counts the spec sections a Markdown plan leaves out.
+const specsNotice = "\n_…and %d more specs, not shown: the plan is longer than a comment takes. The job's log has it whole (`setpoint plan`)._\n"
+
 // Markdown writes the plan for a pull request's comment: a summary line,
 // then each spec's part in a collapsible section (its changes and holds in
 // the text form, as a diff block so `+` and `-` lines are coloured), then
-// notes and errors. It writes at most max bytes (0: DefaultMarkdownMax):
-// the specs that do not fit are counted in a notice at the end. What the
-// cluster or a provider said goes inside code blocks whose fences are
-// longer than any run of backticks in it, so no text of it is read as
-// Markdown or HTML.
-func (p *Plan) Markdown(w io.Writer, max int) error {
-	if max <= 0 {
-		max = DefaultMarkdownMax
+// notes and errors.
+//
+// It writes at most limit bytes, fences and notices included (0:
+// DefaultMarkdownMax; less than minMarkdownMax is taken as that). A
+// reviewer reads the changes first, so when the plan is longer notes are
+// left out first (errors last), then spec sections, whole, from the end;
+// a line counts what each leaves out. A line longer than a tenth of limit
+// is cut, so one long message cannot take the room of every section.
+//
+// What specs, file names and providers said is escaped (diag.Escape): a
+// newline in a file name cannot add a `+` line to the diff, nor a bidi
+// control show a line in another order. It goes inside code blocks whose
+// fences are longer than any run of backticks in it, so no text of it is
+// read as Markdown or HTML.
+func (p *Plan) Markdown(w io.Writer, limit int) error {
+	if limit <= 0 {
+		limit = DefaultMarkdownMax
 	}
-	var head bytes.Buffer
+	if limit < minMarkdownMax {
+		limit = minMarkdownMax
+	}
+	lineMax := limit / 10
+	head := p.markdownHead()
+
+	var sections [][]byte
+	total := 0
+	for _, id := range p.specIDs() {
+		sec := p.section(id, lineMax)
+		sections = append(sections, sec)
+		total += len(sec)
+	}
+	var notes []string
+	for _, n := range p.Errors {
+		notes = append(notes, diag.Cut(diag.Escape("error: "+noteHead(n)+n.Message), lineMax))
+	}
+	for _, n := range p.Notes {
+		notes = append(notes, diag.Cut(diag.Escape("note: "+noteHead(n)+n.Message), lineMax))
+	}
+
+	room := limit - len(head)
+	if len(notes) > 0 {
+		// Sections come before notes, but a comment that hides its
+		// errors must still say it has some: the notes' block with none
+		// of them, only the line counting them, always fits.
+		room -= notesSize(notes, len(p.Errors), 0)
+	}
+	shown, notice := len(sections), ""
+	if total > room {
+		room -= len(fmt.Sprintf(specsNotice, len(sections))) // the notice at its longest
+		shown, total = 0, 0
+		for _, sec := range sections {
+			if total+len(sec) > room {
+				break
+			}
+			total += len(sec)
+			shown++
+		}
+		notice = fmt.Sprintf(specsNotice, len(sections)-shown)
+	}
+
+	var out bytes.Buffer
+	out.WriteString(head)
+	for _, sec := range sections[:shown] {
+		out.Write(sec)
+	}
+	out.WriteString(notice)
+	if len(notes) > 0 {
+		kept := keepNotes(notes, len(p.Errors), limit-out.Len())
+		writeNotes(&out, notes, len(p.Errors), kept)
+	}
+	if _, err := w.Write(out.Bytes()); err != nil {
+		return fmt.Errorf("writing the Markdown plan: %w", err)
+	}
+	return nil
+}
+
+// markdownHead is the title and the summary line.
+func (p *Plan) markdownHead() string {
+	var head strings.Builder
 	s := p.Summary()
 	head.WriteString("#### setpoint plan\n\n")
 	switch {
@@ -47,61 +125,77 @@ func (p *Plan) Markdown(w io.Writer, max int) error {
 		}
 		head.WriteString("\n")
 	}
+	return head.String()
+}
 
-	var notes []string
-	for _, n := range p.Errors {
-		notes = append(notes, fmt.Sprintf("error: %s%s", noteHead(n), n.Message))
-	}
-	for _, n := range p.Notes {
-		notes = append(notes, fmt.Sprintf("note: %s%s", noteHead(n), n.Message))
-	}
-	var sections [][]byte
-	for _, id := range p.specIDs() {
-		sections = append(sections, p.section(id))
-	}
-	const notice = "\n_…and %d more specs, not shown: the plan is longer than a comment takes. The job's log has it whole (`setpoint plan`)._\n"
-	room := max - head.Len() - len(notice) - 20
-	// Notes may be many (a missing signal per spec): they get at most half
-	// of what is left, whole lines, errors first.
-	var tail bytes.Buffer
-	if len(notes) > 0 {
-		budget, kept := room/2-40, 0
-		for _, n := range notes {
-			if budget -= len(n) + 1; budget < 0 {
-				break
-			}
-			kept++
-		}
-		text := strings.Join(notes[:kept], "\n") + "\n"
-		if kept < len(notes) {
-			text += fmt.Sprintf("…and %d more notes, not shown\n", len(notes)-kept)
-		}
-		tail.WriteString("\n")
-		fenced(&tail, "", text)
-	}
-	room -= tail.Len()
-	var body bytes.Buffer
-	shown := 0
-	for _, sec := range sections {
-		if body.Len()+len(sec) > room {
-			break
-		}
-		body.Write(sec)
-		shown++
-	}
-	if _, err := w.Write(head.Bytes()); err != nil {
-		return err
-	}
-	if _, err := w.Write(body.Bytes()); err != nil {
-		return err
-	}
-	if shown < len(sections) {
-		if _, err := fmt.Fprintf(w, notice, len(sections)-shown); err != nil {
-			return err
+// notesCut is the line counting the notes left out of the first kept
+// (errors come first in notes, errs of them), or "" when none is.
+func notesCut(notes []string, errs, kept int) string {
+	cutErrs := errs - min(errs, kept)
+	cutNotes := len(notes) - kept - cutErrs
+	var parts []string
+	for _, n := range []struct {
+		n    int
+		what string
+	}{{cutErrs, "error"}, {cutNotes, "note"}} {
+		switch {
+		case n.n == 1:
+			parts = append(parts, "1 more "+n.what)
+		case n.n > 1:
+			parts = append(parts, fmt.Sprintf("%d more %ss", n.n, n.what))
 		}
 	}
-	_, err := w.Write(tail.Bytes())
-	return err
+	if len(parts) == 0 {
+		return ""
+	}
+	return "…and " + strings.Join(parts, " and ") + ", not shown\n"
+}
+
+// writeNotes writes the notes' block: the first kept notes and the line
+// counting the rest, in a code block after a blank line.
+func writeNotes(b *bytes.Buffer, notes []string, errs, kept int) {
+	var text strings.Builder
+	for _, n := range notes[:kept] {
+		text.WriteString(n)
+		text.WriteString("\n")
+	}
+	text.WriteString(notesCut(notes, errs, kept))
+	b.WriteString("\n")
+	fenced(b, "", text.String())
+}
+
+// notesSize is how many bytes writeNotes writes for the first kept notes.
+func notesSize(notes []string, errs, kept int) int {
+	text, run := 0, 0
+	for _, n := range notes[:kept] {
+		text += len(n) + 1
+		run = max(run, longestRun(n))
+	}
+	return blockSize(text+len(notesCut(notes, errs, kept)), run)
+}
+
+// blockSize is the size of writeNotes' block around text of n bytes whose
+// longest run of backticks is run: a blank line and the two fences.
+func blockSize(n, run int) int {
+	return 1 + 2*(fenceLen(run)+1) + n
+}
+
+// keepNotes is how many of the notes, from the first, writeNotes can
+// write in room bytes (0 when only the line counting them fits). It adds
+// a note at a time, so a plan of many notes is not laid out many times.
+func keepNotes(notes []string, errs, room int) int {
+	kept, text, run := 0, 0, 0
+	for k := 1; k <= len(notes); k++ {
+		text += len(notes[k-1]) + 1
+		run = max(run, longestRun(notes[k-1]))
+		if blockSize(text, run) > room {
+			break // more notes only make it longer
+		}
+		if blockSize(text+len(notesCut(notes, errs, k)), run) <= room {
+			kept = k
+		}
+	}
+	return kept
 }
 
 // specIDs are the specs with a change or a hold, in order.
@@ -124,8 +218,8 @@ func specOf(c Change) string {
 }
 
 // section is one spec's part: a summary of its counts, then its changes
-// and holds as the text plan says them.
-func (p *Plan) section(id string) []byte {
+// and holds as the text plan says them, each line at most lineMax bytes.
+func (p *Plan) section(id string, lineMax int) []byte {
 	sub := &Plan{}
 	for _, c := range p.Changes {
 		if specOf(c) == id {
@@ -155,25 +249,43 @@ func (p *Plan) section(id string) []byte {
 	if len(lines) > 0 && strings.HasPrefix(lines[len(lines)-1], "Plan: ") {
 		lines = lines[:len(lines)-1]
 	}
+	for i, l := range lines {
+		lines[i] = diag.Cut(l, lineMax)
+	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "\n<details><summary><code>%s</code>: %s</summary>\n\n", html.EscapeString(id), strings.Join(counts, ", "))
+	// The spec's ID is cut short: it is a name, and all of it is in the
+	// job's log.
+	fmt.Fprintf(&b, "\n<details><summary><code>%s</code>: %s</summary>\n\n", html.EscapeString(diag.Cut(diag.Escape(id), maxSummaryID)), strings.Join(counts, ", "))
 	fenced(&b, "diff", strings.Join(lines, "\n")+"\n")
 	b.WriteString("</details>\n")
 	return b.Bytes()
 }
 
+// maxSummaryID bounds a spec's ID in its section's summary line, before
+// HTML escaping.
+const maxSummaryID = 300
+
 // fenced writes text in a fenced code block of the language, its fence
 // longer than any run of backticks in the text.
 func fenced(b *bytes.Buffer, lang, text string) {
+	fence := strings.Repeat("`", fenceLen(longestRun(text)))
+	fmt.Fprintf(b, "%s%s\n%s%s\n", fence, lang, text, fence)
+}
+
+// fenceLen is the length of a fence around text whose longest run of
+// backticks is run.
+func fenceLen(run int) int { return max(3, run+1) }
+
+// longestRun is the longest run of backticks in s.
+func longestRun(s string) int {
 	run, longest := 0, 0
-	for _, r := range text {
-		if r == '`' {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
 			run++
 			longest = max(longest, run)
 		} else {
 			run = 0
 		}
 	}
-	fence := strings.Repeat("`", max(3, longest+1))
-	fmt.Fprintf(b, "%s%s\n%s%s\n", fence, lang, text, fence)
+	return longest
 }

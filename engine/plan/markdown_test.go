@@ -4,9 +4,15 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/diag"
@@ -102,4 +108,173 @@ func TestMarkdownFencesWhatItQuotes(t *testing.T) {
 	if !strings.Contains(out, "`````diff\n") || strings.Contains(out, "<b>x</b>") || !strings.Contains(out, "&lt;b&gt;x&lt;/b&gt;") {
 		t.Fatalf("quoted text not fenced or escaped:\n%s", out)
 	}
+}
+
+// forged is a spec file's name that, written as it is, would add two
+// changes to a comment's diff block, in green.
+const forged = "inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml"
+
+// changeLines are the lines of a plan's output a diff block colours as
+// changes.
+func changeLines(out string) []string {
+	var lines []string
+	for l := range strings.SplitSeq(out, "\n") {
+		if strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-") || strings.HasPrefix(l, "~") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// unseen is the first character of out, but for its newlines, that is
+// not itself on screen (a control, a bidi control, a line separator, a
+// format character) or a byte that is not UTF-8.
+func unseen(out string) (rune, bool) {
+	if !utf8.ValidString(out) {
+		return utf8.RuneError, true
+	}
+	bidi := []rune{'\u061c', '\u200e', '\u200f', '\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'}
+	for _, r := range out {
+		if r != '\n' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || slices.Contains(bidi, r)) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// forgedPlan is sample() with a spec, a position, a reason, a hold and
+// notes that carry forged lines, bidi overrides and terminal escapes.
+func forgedPlan() *Plan {
+	p := sample()
+	p.Changes[0].Spec, p.Changes[0].SpecPos, p.Changes[0].Reason = forged, forged, forged
+	p.Changes[0].From = "2\x1b[2K\r+ sim:Deployment/prod/payments"
+	p.Held[0].Spec = "NFR/shop/\u202eyaml.exe"
+	p.Held[0].Held = &Hold{Kind: HoldPaused, Detail: forged + "\u202e"}
+	p.Notes = []Note{{Severity: diag.Warning, Spec: forged, Pos: spec.Pos{File: forged, Line: 1, Col: 1}, Message: "\x1b]8;;http://x\x07link\x1b]8;;\x07 \u2066hidden\u2069"}}
+	p.Errors = []Note{{Spec: "NFR/shop/b", Pos: spec.Pos{File: forged}, Message: "bad\u2028- line\u0085~ too"}}
+	return p
+}
+
+// A spec's name, its file's name, a reason or a value cannot add lines to
+// the comment's diff block: it shows exactly the plan's own `+`, `-` and
+// `~` lines, and no character that hides or reorders text.
+func TestMarkdownShowsOnlyThePlansChanges(t *testing.T) {
+	var b strings.Builder
+	if err := forgedPlan().Markdown(&b, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if got, want := changeLines(out), []string{"~ sim:HorizontalPodAutoscaler/shop/checkout"}; !slices.Equal(got, want) {
+		t.Errorf("change lines %q, want %q:\n%s", got, want, out)
+	}
+	if r, ok := unseen(out); ok {
+		t.Errorf("%U in the comment:\n%s", r, out)
+	}
+	// Escaped, not dropped: the reader sees what the file is called.
+	for _, want := range []string{
+		`(wanted 5: inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml)`,
+		`<code>NFR/shop/\u202eyaml.exe</code>`,
+		`spec.minReplicas: 2\x1b[2K\r+ sim:Deployment/prod/payments → 3`,
+		`error: NFR/shop/b (inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml): bad\u2028- line\u0085~ too`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}
+
+// A key of 25,000 backticks in an error (a broken file's) once took the
+// whole comment with its fences, past the cap, and hid every section:
+// such a line is cut, in a note or in a section, and the comment shows
+// every section and every note.
+func TestMarkdownLongNoteKeepsSections(t *testing.T) {
+	p := mdSample()
+	ticks := strings.Repeat("`", 25000)
+	p.Errors = append(p.Errors, Note{Spec: "NFR/shop/broken", Message: "field " + ticks + ": no value"})
+	p.Notes = append(p.Notes, Note{Message: ticks})
+	p.Changes = append(p.Changes, Change{Address: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "t"},
+		Attribute: addrs.MustPath("spec.replicas"), Action: action.Update, From: "1", To: "2", Value: values.CountOf(2), Spec: "NFR/shop/ticks", Reason: ticks})
+	var b strings.Builder
+	if err := p.Markdown(&b, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if len(out) > DefaultMarkdownMax {
+		t.Errorf("%d bytes, more than %d", len(out), DefaultMarkdownMax)
+	}
+	if n := strings.Count(out, "<details>"); n != 4 || strings.Contains(out, "more specs, not shown") {
+		t.Errorf("%d of 4 sections shown", n)
+	}
+	if cut := checkNotesCounted(t, p, out); cut > 0 {
+		t.Errorf("%d notes cut", cut)
+	}
+	if !strings.Contains(out, "error: NFR/shop/broken: field ```") || !strings.Contains(out, "`…\n") {
+		t.Errorf("the long error is not there, cut")
+	}
+	checkFences(t, out)
+}
+
+// Notes are cut before sections: a plan whose sections fill the comment
+// shows them all, then what notes fit, errors first, and counts the rest
+// in a line.
+func TestMarkdownCutsNotesBeforeSections(t *testing.T) {
+	p := mdSample()
+	for range 2000 {
+		p.Notes = append(p.Notes, Note{Severity: diag.Warning, Message: strings.Repeat("n", 100)})
+	}
+	for range 3 {
+		p.Errors = append(p.Errors, Note{Message: strings.Repeat("e", 3000)})
+	}
+	for _, limit := range []int{1800, 3000} {
+		var b strings.Builder
+		if err := p.Markdown(&b, limit); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if len(out) > limit {
+			t.Errorf("%d bytes, more than %d", len(out), limit)
+		}
+		if n := strings.Count(out, "<details>"); n != 3 {
+			t.Errorf("%d of 3 sections shown:\n%s", n, out)
+		}
+		if cut := checkNotesCounted(t, p, out); cut == 0 {
+			t.Errorf("nothing cut:\n%s", out)
+		}
+		checkFences(t, out)
+	}
+}
+
+var notesCutLine = regexp.MustCompile(`(?m)^…and (?:(\d+) more errors?)?(?: and )?(?:(\d+) more notes?)?, not shown$`)
+
+// checkNotesCounted checks that the notes and errors shown, and those the
+// line says were cut, are all of p's, errors before notes; it returns how
+// many were cut.
+func checkNotesCounted(t *testing.T, p *Plan, out string) int {
+	t.Helper()
+	var errs, notes int
+	for l := range strings.SplitSeq(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "error: "):
+			errs++
+		case strings.HasPrefix(l, "note: "):
+			notes++
+		}
+	}
+	var cutErrs, cutNotes int
+	if m := notesCutLine.FindAllStringSubmatch(out, -1); len(m) > 1 {
+		t.Errorf("%d lines count the notes cut", len(m))
+	} else if len(m) == 1 {
+		cutErrs, _ = strconv.Atoi(m[0][1])
+		cutNotes, _ = strconv.Atoi(m[0][2])
+		if cutErrs+cutNotes == 0 {
+			t.Errorf("a line counts no note cut: %q", m[0][0])
+		}
+	}
+	if errs+cutErrs != len(p.Errors) || notes+cutNotes != len(p.Notes) {
+		t.Errorf("errors %d shown + %d cut, notes %d shown + %d cut; the plan has %d and %d", errs, cutErrs, notes, cutNotes, len(p.Errors), len(p.Notes))
+	}
+	if cutErrs > 0 && notes > 0 {
+		t.Errorf("%d notes shown, %d errors cut", notes, cutErrs)
+	}
+	return cutErrs + cutNotes
 }

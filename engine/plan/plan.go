@@ -263,37 +263,37 @@ func (p *Plan) Text(w io.Writer) {
 	var last addrs.Object
 	for _, c := range p.Changes {
 		if c.Address != last {
-			fmt.Fprintf(w, "%s %s\n", c.Action.Symbol(), c.Address)
+			line(w, "%s %s", c.Action.Symbol(), c.Address)
 			last = c.Address
 		}
 		if c.Action == action.Delete {
-			fmt.Fprintf(w, "    %s\n", c.reason())
+			line(w, "    %s", c.reason())
 			continue
 		}
 		if c.Action == action.Create {
 			keys := slices.SortedFunc(maps.Keys(c.Create), func(a, b addrs.Path) int { return strings.Compare(a.String(), b.String()) })
 			for _, k := range keys {
-				fmt.Fprintf(w, "    %s: %s\n", k, shortValue(c.Create[k].String()))
+				line(w, "    %s: %s", k, shortValue(c.Create[k].String()))
 			}
-			fmt.Fprintf(w, "    %s\n", c.reason())
+			line(w, "    %s", c.reason())
 			continue
 		}
 		if c.Release {
-			fmt.Fprintf(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s\n", c.Attribute, shortValue(c.To), c.reason())
+			line(w, "    %s: %s (released: setpoint stops managing it; the value stays)   %s", c.Attribute, shortValue(c.To), c.reason())
 			continue
 		}
 		if c.Repair {
-			fmt.Fprintf(w, "    %s: %s (applied again, unchanged, to finish an apply that was cut off)   %s\n", c.Attribute, shortValue(c.To), c.reason())
+			line(w, "    %s: %s (applied again, unchanged, to finish an apply that was cut off)   %s", c.Attribute, shortValue(c.To), c.reason())
 			continue
 		}
 		if d, ok := fieldDiff(c.From, c.To); ok {
-			fmt.Fprintf(w, "    %s: %s   %s\n", c.Attribute, d, c.reason())
+			line(w, "    %s: %s   %s", c.Attribute, d, c.reason())
 			continue
 		}
-		fmt.Fprintf(w, "    %s: %s → %s   %s\n", c.Attribute, c.From, c.To, c.reason())
+		line(w, "    %s: %s → %s   %s", c.Attribute, c.From, c.To, c.reason())
 	}
 	for _, c := range p.Held {
-		fmt.Fprintf(w, "held: %s %s\n", c.Address, c.Attribute)
+		line(w, "held: %s %s", c.Address, c.Attribute)
 		from := c.From
 		if c.Action == action.Create {
 			from = "(new)"
@@ -310,16 +310,16 @@ func (p *Plan) Text(w io.Writer) {
 			change = d
 		}
 		if r := c.reason(); r != "" {
-			fmt.Fprintf(w, "    %s %s: %s\n", change, r, c.Held)
+			line(w, "    %s %s: %s", change, r, c.Held)
 		} else {
-			fmt.Fprintf(w, "    %s: %s\n", change, c.Held)
+			line(w, "    %s: %s", change, c.Held)
 		}
 	}
 	for _, n := range p.Notes {
-		fmt.Fprintf(w, "note: %s%s\n", noteHead(n), n.Message)
+		line(w, "note: %s%s", noteHead(n), n.Message)
 	}
 	for _, n := range p.Errors {
-		fmt.Fprintf(w, "error: %s%s\n", noteHead(n), n.Message)
+		line(w, "error: %s%s", noteHead(n), n.Message)
 	}
 	s := p.Summary()
 	if s.Add+s.Change+s.Release+s.Held == 0 && len(p.Errors) == 0 {
@@ -331,6 +331,15 @@ func (p *Plan) Text(w io.Writer) {
 		release = fmt.Sprintf(", %d to release", s.Release)
 	}
 	fmt.Fprintf(w, "Plan: %d to add, %d to change, %d to destroy%s; %d held.\n", s.Add, s.Change, s.Destroy, release, s.Held)
+}
+
+// line writes one line of the text plan, escaped whole rather than field
+// by field: most of a line comes from specs, file names and what a
+// provider read (a name, a position, a value, a reason, a hold's detail),
+// and a field added later cannot bring a newline, a terminal escape or a
+// bidi control in unescaped; the plan's own words have nothing to escape.
+func line(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, diag.Escape(fmt.Sprintf(format, args...)))
 }
 
 // JSON writes the plan for machines.

@@ -3,6 +3,7 @@ package plan
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,29 @@ func TestBoundText(t *testing.T) {
 	} {
 		if got := c.b.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
+		}
+	}
+}
+
+// The console plan escapes what specs, files and providers said: a
+// forged file name adds no change line, and no terminal escape, bidi
+// control or line separator reaches the terminal.
+func TestTextEscapes(t *testing.T) {
+	var b strings.Builder
+	forgedPlan().Text(&b)
+	out := b.String()
+	if got, want := changeLines(out), []string{"~ sim:HorizontalPodAutoscaler/shop/checkout"}; !slices.Equal(got, want) {
+		t.Errorf("change lines %q, want %q:\n%s", got, want, out)
+	}
+	if r, ok := unseen(out); ok {
+		t.Errorf("%U in:\n%s", r, out)
+	}
+	for _, want := range []string{
+		`    9 → 8: paused (inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml\u202e)`,
+		`note: inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml (inv\n+ sim:Deployment∕prod∕payments\n+    spec.replicas: 3 → 300   (approved)\n.yaml:1:1): \x1b]8;;http://x\alink\x1b]8;;\a \u2066hidden\u2069`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
 		}
 	}
 }
