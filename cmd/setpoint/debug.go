@@ -415,11 +415,15 @@ func (d *debugServer) store(rw http.ResponseWriter, _ *http.Request) {
 	st := src.Store.Stats()
 	out := struct {
 		Requested []string `json:"requested"`
-		Series    int      `json:"series"`
-		Points    int      `json:"points"`
-		Oldest    string   `json:"oldest,omitempty"`
-		Newest    string   `json:"newest,omitempty"`
-	}{Requested: src.Store.RequestedNames(), Series: st.Series, Points: st.Samples}
+		// RequestedLeftOut counts the names the store stopped keeping
+		// to stay within embedded.MaxRequested: the listing holds at
+		// most that many, and a missing name may be one of these.
+		RequestedLeftOut int    `json:"requestedLeftOut"`
+		Series           int    `json:"series"`
+		Points           int    `json:"points"`
+		Oldest           string `json:"oldest,omitempty"`
+		Newest           string `json:"newest,omitempty"`
+	}{Requested: src.Store.RequestedNames(), RequestedLeftOut: src.Store.RequestedOverCap(), Series: st.Series, Points: st.Samples}
 	if out.Requested == nil {
 		out.Requested = []string{}
 	}

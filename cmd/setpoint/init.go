@@ -43,7 +43,7 @@ init never overwrites: if any file it would write exists, it writes none.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Wrote a starting directory in %s:\n", dir)
+			fmt.Fprintf(out, "Wrote a starting directory in %q:\n", dir)
 			for _, name := range slices.Sorted(maps.Keys(files)) {
 				fmt.Fprintf(out, "  %s\n", name)
 			}
@@ -58,35 +58,211 @@ init never overwrites: if any file it would write exists, it writes none.`,
 	return cmd
 }
 
-// writeNew writes the files under dir, creating what directories they
-// need, and none of them if any exists already.
-func writeNew(dir string, files map[string][]byte) error {
+// initHook, set by tests, runs before each file init writes and before
+// each entry it moves into place: its error stops init there, as a full
+// disk would, so a test shows that a failure midway leaves nothing.
+var initHook func(path string) error
+
+func initStep(path string) error {
+	if initHook == nil {
+		return nil
+	}
+	return initHook(path)
+}
+
+// writeNew writes the files under dir, all or none of them, and none over
+// anything that exists. They are written into a temporary directory on
+// the same filesystem (inside dir, or beside the first of its directories
+// that does not exist) and moved into place only once every one is
+// written, so a failure leaves dir as it was and a re-run works. No
+// symbolic link inside dir is followed: one could lead anywhere.
+func writeNew(dir string, files map[string][]byte) (err error) {
+	base, missing, err := existingAncestor(dir)
+	if err != nil {
+		return err
+	}
+	if len(missing) == 0 {
+		if err := checkTargets(dir, files); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp(base, ".setpoint-init-")
+	if err != nil {
+		return fmt.Errorf("making a temporary directory in %q: %w", base, err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(tmp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing the temporary directory %q: %w", tmp, rerr))
+		}
+	}()
+	root := filepath.Join(append([]string{tmp}, missing...)...)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		// Errors name the file's place, not the temporary one.
+		path, dest := filepath.Join(root, name), filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("writing %q: %w", dest, err)
+		}
+		if err := initStep(path); err != nil {
+			return fmt.Errorf("writing %q: %w", dest, err)
+		}
+		if err := writeExcl(path, files[name]); err != nil {
+			return fmt.Errorf("writing %q: %w", dest, err)
+		}
+	}
+	if len(missing) > 0 {
+		// dir did not exist: its first missing directory, whole, takes
+		// its place in one rename.
+		from, to := filepath.Join(tmp, missing[0]), filepath.Join(base, missing[0])
+		if err := initStep(to); err != nil {
+			return fmt.Errorf("moving the files into %q: %w", to, err)
+		}
+		if err := os.Rename(from, to); err != nil {
+			return fmt.Errorf("moving the files into %q: %w", to, err)
+		}
+		return nil
+	}
+	var moved []string
+	if err := moveInto(tmp, dir, &moved); err != nil {
+		// Only what was moved in is removed: nothing was there before.
+		for _, p := range slices.Backward(moved) {
+			if rerr := os.RemoveAll(p); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing %q, written before the failure: %w", p, rerr))
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// writeExcl writes a new file; O_EXCL: nothing is written over.
+func writeExcl(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	return errors.Join(werr, f.Close())
+}
+
+// existingAncestor splits dir into the nearest directory on its path that
+// exists and the names below it that do not (none when dir exists). dir
+// is the user's to name, so a symbolic link on its path is followed; one
+// to nothing is not replaced.
+func existingAncestor(dir string) (base string, missing []string, err error) {
+	p := filepath.Clean(dir)
+	var below error // why the name under p could not be looked at
+	for {
+		fi, err := os.Stat(p)
+		if err == nil {
+			if !fi.IsDir() {
+				return "", nil, fmt.Errorf("%q exists and is not a directory", p)
+			}
+			if below != nil && !errors.Is(below, fs.ErrNotExist) {
+				return "", nil, fmt.Errorf("looking at %q: %w", dir, below)
+			}
+			return p, missing, nil
+		}
+		if _, lerr := os.Lstat(p); lerr == nil && errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("%q is a symbolic link to nothing: init does not write over it", p)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", nil, fmt.Errorf("looking at %q: %w", dir, err)
+		}
+		below = err
+		missing = append([]string{filepath.Base(p)}, missing...)
+		p = parent
+	}
+}
+
+// checkTargets refuses, before anything is written, the files that exist
+// already and a directory on their way that is a symbolic link or not a
+// directory.
+func checkTargets(dir string, files map[string][]byte) error {
 	var there []string
-	for name := range files {
-		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		parts := strings.Split(name, "/")
+		p, absent := dir, false
+		for _, part := range parts[:len(parts)-1] {
+			p = filepath.Join(p, part)
+			fi, err := os.Lstat(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				absent = true
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("looking at %q: %w", p, err)
+			}
+			if err := refuseEntry(p, fi); err != nil {
+				return err
+			}
+		}
+		if absent {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(p, parts[len(parts)-1])); err == nil {
 			there = append(there, name)
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return fmt.Errorf("looking at %q: %w", filepath.Join(p, parts[len(parts)-1]), err)
 		}
 	}
 	if len(there) > 0 {
-		slices.Sort(there)
-		return fmt.Errorf("not writing over what is in %s: %s (init writes only into a directory without them)", dir, strings.Join(there, ", "))
+		return fmt.Errorf("not writing over what is in %q: %s (init writes only into a directory without them)", dir, strings.Join(there, ", "))
 	}
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return err
+	return nil
+}
+
+// refuseEntry says why init cannot write into the existing p, or nil when
+// p is a directory.
+func refuseEntry(p string, fi fs.FileInfo) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%q is a symbolic link: init does not follow one inside the directory it writes (it could lead outside)", p)
+	case !fi.IsDir():
+		return fmt.Errorf("%q exists and is not a directory", p)
+	}
+	return nil
+}
+
+// moveInto moves the entries of src into dst, appending to moved each
+// path it puts there. A directory dst lacks is moved whole; one it has is
+// entered, unless it is a symbolic link. Files are linked rather than
+// renamed where the filesystem allows: a link, unlike a rename, refuses
+// to replace a file made since checkTargets looked.
+func moveInto(src, dst string, moved *[]string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("reading %q: %w", src, err)
+	}
+	for _, e := range entries {
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		if err := initStep(to); err != nil {
+			return fmt.Errorf("moving %q into place: %w", to, err)
 		}
-		// O_EXCL: a file made since the check above is not written over.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		fi, err := os.Lstat(to)
+		switch {
+		case err == nil && e.IsDir():
+			if err := refuseEntry(to, fi); err != nil {
+				return err
+			}
+			if err := moveInto(from, to, moved); err != nil {
+				return err
+			}
+			continue
+		case err == nil:
+			return fmt.Errorf("not writing over %q, made while init ran", to)
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("looking at %q: %w", to, err)
+		}
+		if e.IsDir() {
+			err = os.Rename(from, to)
+		} else if err = os.Link(from, to); err != nil && !errors.Is(err, fs.ErrExist) {
+			err = os.Rename(from, to) // a filesystem without hard links
+		}
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
+			return fmt.Errorf("moving %q into place: %w", to, err)
 		}
-		_, werr := f.Write(files[name])
-		if err := errors.Join(werr, f.Close()); err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
+		*moved = append(*moved, to)
 	}
 	return nil
 }

@@ -33,10 +33,11 @@ type Store struct {
 	retention int64 // ms
 	series    map[uint64][]*memSeries
 	byName    map[string][]*memSeries
-	requested map[string]bool
+	requested *requestedNames
 	nseries   int
 	lastSweep int64
 	maxT      int64 // newest sample: the retention window ends here
+	timed     bool  // a sample has set maxT
 }
 
 type memSeries struct {
@@ -60,17 +61,20 @@ func NewStore(retention time.Duration) *Store {
 		retention: retention.Milliseconds(),
 		series:    map[uint64][]*memSeries{},
 		byName:    map[string][]*memSeries{},
-		requested: map[string]bool{},
+		requested: newRequestedNames(MaxRequested),
 	}
 }
 
 // Request registers metric names a query needs. Scraped samples of names no
-// query has asked for are dropped; registration is not retroactive.
+// query has asked for are dropped; registration is not retroactive. A name
+// is forgotten when no query has asked for it within the retention and its
+// series have all left the store, or when MaxRequested newer names push it
+// out.
 func (s *Store) Request(names ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
-		s.requested[n] = true
+		s.requested.ask(n, s.maxT)
 	}
 }
 
@@ -78,7 +82,7 @@ func (s *Store) Request(names ...string) {
 func (s *Store) Requested(name string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.requested[name]
+	return s.requested.has(name)
 }
 
 // AppendScraped records a scraped sample if its metric name was requested.
@@ -156,11 +160,17 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) error {
 	ms.ts = append(ms.ts, t)
 	ms.vs = append(ms.vs, v)
 	s.maxT = max(s.maxT, t)
+	if !s.timed {
+		s.timed = true
+		s.requested.restamp(s.maxT)
+	}
 	ms.expire(t - s.retention)
-	// Series nobody writes any more are swept a few times per retention.
+	// Series nobody writes any more are swept a few times per retention,
+	// and with them the names nobody asks for any more.
 	if t-s.lastSweep > s.retention/4 {
 		s.lastSweep = t
 		s.dropStale(t - s.retention)
+		s.requested.expire(t-s.retention, func(name string) bool { return len(s.byName[name]) > 0 })
 	}
 	return nil
 }
