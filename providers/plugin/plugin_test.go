@@ -115,7 +115,7 @@ func TestVersionMismatch(t *testing.T) {
 	m := manager()
 	defer m.Close()
 	err := m.Start("version")
-	if err == nil || !strings.Contains(err.Error(), "protocol version mismatch: setpoint speaks provider protocol version 2, the provider speaks version 1") {
+	if err == nil || !strings.Contains(err.Error(), "protocol version mismatch: setpoint speaks provider protocol version 3, the provider speaks version 1") {
 		t.Fatalf("got %v", err)
 	}
 }
