@@ -356,7 +356,9 @@ func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructu
 			return nil, err
 		}
 	}
-	for _, path := range c.Released {
+	// Released and restored fields were setpoint's when live was read:
+	// handed back first, they must not be applied again.
+	for _, path := range slices.Concat(c.Released, restoredPaths(c)) {
 		at, _ := k.attrOf(path)
 		remove(obj, at.place())
 	}
