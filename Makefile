@@ -31,7 +31,7 @@ build:
 # packages again under the race detector.
 RACE_PKGS := ./engine/... ./providers/plugin/...
 test: testenv
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 25m $(PKGS)
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
 test-short:
