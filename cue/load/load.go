@@ -10,11 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
@@ -461,9 +463,8 @@ func unwrapPathError(err error) string {
 	return err.Error()
 }
 
-// walk lists spec files under root in a stable order. Symlinks are followed;
-// a directory reached twice (a loop) is reported, not entered. Hidden
-// directories (.git, .setpoint) and cue.mod are skipped.
+// walk lists spec files under root in a stable order, for Load: a root that
+// is a file is that one file.
 func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 	fi, err := os.Stat(root)
 	if err != nil {
@@ -472,10 +473,59 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 	if !fi.IsDir() {
 		return []string{root}, false, nil
 	}
-	realRoot, err := filepath.EvalSymlinks(root)
+	t, err := walkDir(root)
 	if err != nil {
 		return nil, true, Diagnostics{{Pos: spec.Pos{File: root}, Message: "cannot resolve: " + unwrapPathError(err)}}
 	}
+	return t.Files, true, t.Diags
+}
+
+// Tree is what a walk of a spec directory found.
+type Tree struct {
+	// Files are the spec files the walk reads, sorted.
+	Files []string
+	// Dirs are the directories read, by the path the walk reached them
+	// under (symlinks unresolved).
+	Dirs []string
+	// Reals are the resolved paths of the directories entered.
+	Reals map[string]bool
+	// Links are the symlinks followed, to a directory or a spec file.
+	Links []Link
+	// Diags say what was not read and why, each at its path: a spec file
+	// path there exists but is refused, so its specs are not gone.
+	Diags Diagnostics
+}
+
+// Link is a symlink the walk followed.
+type Link struct {
+	Path   string // as walked
+	Target string // resolved, inside the spec directory
+	Dir    bool
+}
+
+// Walk walks the spec directory root as Load does. The error is root's
+// own (missing, not a directory, unresolvable); everything below it is
+// reported in Tree.Diags.
+func Walk(root string) (*Tree, error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%q: not a directory", root)
+	}
+	return walkDir(root)
+}
+
+// walkDir walks a directory. Symlinks are followed, within the directory
+// only; a directory reached twice (a loop) is reported, not entered. Hidden
+// directories (.git, .setpoint) and cue.mod are skipped.
+func walkDir(root string) (*Tree, error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tree{Reals: map[string]bool{}}
 	seen := map[string]string{}
 	tooMany := false
 	var visit func(dir string)
@@ -485,7 +535,7 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 		}
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
-			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot resolve: " + unwrapPathError(err)})
+			t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot resolve: " + unwrapPathError(err)})
 			return
 		}
 		if first, dup := seen[real]; dup {
@@ -494,70 +544,142 @@ func walk(root string) (files []string, isDir bool, diags Diagnostics) {
 			// loop; a second way to a directory reached already (a link to
 			// a sibling) is an alias, whose specs are read once.
 			if parent, err := filepath.EvalSymlinks(filepath.Dir(dir)); err == nil && confine.Within(real, parent) {
-				diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: fmt.Sprintf("symlink loop: it leads back to %s, a directory above it; not entered", first)})
+				t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: fmt.Sprintf("symlink loop: it leads back to %s, a directory above it; not entered", first)})
 				return
 			}
 			link, other := dir, first
 			if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink == 0 {
 				link, other = first, dir
 			}
-			diags = append(diags, Diagnostic{Pos: spec.Pos{File: link}, Message: fmt.Sprintf("a link to %s, a directory the walk reaches anyway: its specs are read once, from %s", other, first),
+			t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: link}, Message: fmt.Sprintf("a link to %s, a directory the walk reaches anyway: its specs are read once, from %s", other, first),
 				Expected: "each directory reached one way (remove the link)"})
 			return
 		}
 		if len(seen) >= MaxDirs {
 			tooMany = true
-			diags = append(diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d directories; the rest are not read", MaxDirs), Expected: "a spec directory of at most load.MaxDirs directories"})
+			t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d directories; the rest are not read", MaxDirs), Expected: "a spec directory of at most load.MaxDirs directories"})
 			return
 		}
 		seen[real] = dir
+		t.Reals[real] = true
 		ents, err := os.ReadDir(dir)
 		if err != nil {
-			diags = append(diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot read directory: " + unwrapPathError(err)})
+			t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: dir}, Message: "cannot read directory: " + unwrapPathError(err)})
 			return
 		}
+		t.Dirs = append(t.Dirs, dir)
 		for _, e := range ents {
-			name := e.Name()
-			p := filepath.Join(dir, name)
-			typ := e.Type()
-			if typ&os.ModeSymlink != 0 {
-				st, err := os.Stat(p)
-				if err != nil {
-					if IsSpecFile(name) {
-						diags = append(diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "cannot follow symlink: " + unwrapPathError(err)})
-					}
+			p := filepath.Join(dir, e.Name())
+			en := ClassifyEntry(realRoot, p, e.Type())
+			switch en.Kind {
+			case EntryRefused:
+				t.Diags = append(t.Diags, en.Diag)
+			case EntryDir:
+				if SkipDir(e.Name()) {
 					continue
 				}
-				// A link is followed only within the spec directory: specs
-				// arrive in pull requests, and a link to /etc or / must
-				// not make setpoint read (and quote) what is there.
-				if target, err := filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
-					if IsSpecFile(name) || st.IsDir() {
-						diags = append(diags, Diagnostic{Pos: spec.Pos{File: p}, Message: "symlink leads outside the spec directory; not followed"})
-					}
-					continue
-				}
-				typ = st.Mode().Type()
-			}
-			switch {
-			case typ.IsDir():
-				if SkipDir(name) {
-					continue
+				if en.Target != "" {
+					t.Links = append(t.Links, Link{Path: p, Target: en.Target, Dir: true})
 				}
 				visit(p)
-			case typ.IsRegular() && IsSpecFile(name):
-				if len(files) >= MaxFiles {
+			case EntrySpec:
+				if len(t.Files) >= MaxFiles {
 					tooMany = true
-					diags = append(diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d spec files; the rest are not read", MaxFiles), Expected: "a spec directory of at most load.MaxFiles files"})
+					t.Diags = append(t.Diags, Diagnostic{Pos: spec.Pos{File: root}, Message: fmt.Sprintf("more than %d spec files; the rest are not read", MaxFiles), Expected: "a spec directory of at most load.MaxFiles files"})
 					return
 				}
-				files = append(files, p)
+				t.Files = append(t.Files, p)
+				if en.Target != "" {
+					t.Links = append(t.Links, Link{Path: p, Target: en.Target})
+				}
 			}
 		}
 	}
 	visit(root)
-	sort.Strings(files)
-	return files, true, diags
+	sort.Strings(t.Files)
+	return t, nil
+}
+
+// EntryKind is what the walk makes of one directory entry.
+type EntryKind int
+
+// The kinds of entry.
+const (
+	// EntryOther is not read and not reported: not named like a spec
+	// file.
+	EntryOther EntryKind = iota
+	// EntryDir is a directory (or a symlink to one inside the spec
+	// directory): walked unless SkipDir.
+	EntryDir
+	// EntrySpec is a spec file the walk reads: a regular file, or a
+	// symlink to one inside the spec directory.
+	EntrySpec
+	// EntryRefused is named like a spec file (or is a symlink to a
+	// directory) but cannot be read; Entry.Diag says why. Its path exists:
+	// it is broken, never taken for deleted.
+	EntryRefused
+)
+
+// Entry is one directory entry as the walk judges it.
+type Entry struct {
+	Kind EntryKind
+	// Target is where a symlink followed leads (resolved); "" for an entry
+	// that is not a symlink.
+	Target string
+	Diag   Diagnostic // EntryRefused's
+}
+
+// specExpected is what a spec file path must hold.
+const specExpected = "a regular file, or a symlink to one inside the spec directory"
+
+// ClassifyEntry judges the entry p of a directory the walk reads, of type
+// typ as the listing gives it (a symlink's own), under the spec directory
+// resolved to realRoot. The walk and the watcher both judge by it, so that
+// a spec file the one refuses the other does not take for deleted.
+func ClassifyEntry(realRoot, p string, typ fs.FileMode) Entry {
+	name := filepath.Base(p)
+	refuse := func(msg, expected string) Entry {
+		return Entry{Kind: EntryRefused, Diag: Diagnostic{Pos: spec.Pos{File: p}, Message: msg, Expected: expected}}
+	}
+	var target string
+	if typ&os.ModeSymlink != 0 {
+		st, err := os.Stat(p)
+		if err != nil {
+			if !IsSpecFile(name) {
+				return Entry{}
+			}
+			msg := "cannot follow symlink: " + unwrapPathError(err)
+			if errors.Is(err, syscall.ELOOP) {
+				msg += " (a symlink loop)"
+			}
+			return refuse(msg+fmt.Sprintf("; %q is not read", name), specExpected)
+		}
+		// A link is followed only within the spec directory: specs arrive
+		// in pull requests, and a link to /etc or / must not make setpoint
+		// read (and quote) what is there.
+		t, err := filepath.EvalSymlinks(p)
+		if err != nil || !confine.Within(realRoot, t) {
+			switch {
+			case IsSpecFile(name) && !st.IsDir():
+				return refuse(fmt.Sprintf("symlink leads outside the spec directory; not followed, %q is not read", name), specExpected)
+			case st.IsDir() || IsSpecFile(name):
+				return refuse("symlink leads outside the spec directory; not followed", "a directory inside the spec directory")
+			}
+			return Entry{}
+		}
+		typ, target = st.Mode().Type(), t
+	}
+	switch {
+	case typ.IsDir():
+		return Entry{Kind: EntryDir, Target: target}
+	case !IsSpecFile(name):
+		return Entry{}
+	case typ.IsRegular():
+		return Entry{Kind: EntrySpec, Target: target}
+	}
+	// A FIFO would hang the reader, a device could be read for ever: named
+	// like a spec file, it is refused and said, never skipped unsaid.
+	return refuse(fmt.Sprintf("%q is %s, not a regular file; not read", name, confine.Kind(typ)), specExpected)
 }
 
 // IsSpecFile reports whether a file of this name (a base name or a path) is

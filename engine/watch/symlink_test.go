@@ -162,37 +162,105 @@ func TestWatchTickRescanIsTheBackstop(t *testing.T) {
 	}
 }
 
-// TestWatchNeverReadsThroughALinkOutside: a spec file replaced by a link
-// to a file outside the spec directory, or by a link to a FIFO, is not
-// read (its specs are gone, as the loader's walk would have it) and does
-// not hang the loop: a file written afterwards is still seen.
-func TestWatchNeverReadsThroughALinkOutside(t *testing.T) {
+// TestWatchReplacedSpecIsBrokenNotGone: a spec file replaced (in one
+// rename) by a link to a file outside the spec directory, a link to a
+// FIFO, a FIFO, a symlink loop or a dangling link is not read, and not
+// taken for deleted: its last good version stays in force and the set is
+// incomplete, as a one-shot plan holds it. The loop does not hang (a file
+// written afterwards is seen), and only removing the path removes the
+// specs.
+func TestWatchReplacedSpecIsBrokenNotGone(t *testing.T) {
 	outside := t.TempDir()
 	write(t, outside, "evil.yaml", nfr("x", 7))
 	fifo := filepath.Join(outside, "fifo.yaml")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{filepath.Join(outside, "evil.yaml"), fifo} {
-		h := newHarness(t, nil)
-		write(t, h.dir, "a.yaml", nfr("x", 1))
-		h.run(t)
-		h.expect(t, "start", key("x"))
-		tmp := filepath.Join(h.dir, ".a.tmp")
-		if err := os.Symlink(target, tmp); err != nil {
-			t.Fatal(err)
+	link := func(target string) func(string) error {
+		return func(p string) error { return os.Symlink(target, p) }
+	}
+	for _, c := range []struct {
+		name string
+		make func(p string) error
+	}{
+		{"a link to a file outside", link(filepath.Join(outside, "evil.yaml"))},
+		{"a link to a FIFO outside", link(fifo)},
+		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o644) }},
+		{"a symlink loop", link("a.yaml")},
+		{"a dangling link", link("nowhere.yaml")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			write(t, h.dir, "a.yaml", nfr("x", 1))
+			h.run(t)
+			h.expect(t, "start", key("x"))
+			tmp := filepath.Join(h.dir, ".a.tmp")
+			if err := c.make(tmp); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(h.dir, "a.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			// The edit after the replacement is handled after it: events
+			// come in order.
+			write(t, h.dir, "b.yaml", nfr("y", 1))
+			// next fails the test after its deadline: a hung loop sends none.
+			b := h.next(t)
+			for ; rev(b.set, "y") != "1"; b = h.next(t) {
+				if rev(b.set, "x") != "1" {
+					t.Fatalf("x at rev %q in a batch for %q: want the last good version (1) in force", rev(b.set, "x"), b.reason)
+				}
+			}
+			if rev(b.set, "x") != "1" || !b.set.Incomplete {
+				t.Fatalf("x at rev %q, incomplete %v: want the last good version (1) in force and the set incomplete", rev(b.set, "x"), b.set.Incomplete)
+			}
+			r := h.waitLog(t, "spec path not read: broken, not gone; the last good version keeps running", "a.yaml")
+			if strings.Contains(r.attrs["error"], "shop") {
+				t.Fatalf("quoted what the link leads to: %s", r.attrs["error"])
+			}
+			if err := os.Remove(filepath.Join(h.dir, "a.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			if b := h.expect(t, "removal of a.yaml", key("x")); rev(b.set, "x") != "" || b.set.Incomplete {
+				t.Fatalf("the path removed: x at rev %q, incomplete %v; want it gone and the set complete", rev(b.set, "x"), b.set.Incomplete)
+			}
+		})
+	}
+}
+
+// TestWatchDirectoryLinkedOutsideHoldsItsSpecs: a subdirectory moved out of
+// the spec directory and linked back in its place is refused by the walk
+// (a link outside): the specs of its files are broken, not gone, and
+// nothing there is read; removing the link removes them.
+func TestWatchDirectoryLinkedOutsideHoldsItsSpecs(t *testing.T) {
+	outside := t.TempDir()
+	h := newHarness(t, nil)
+	write(t, h.dir, "sub/a.yaml", nfr("x", 1))
+	h.run(t)
+	h.expect(t, "start", key("x"))
+	moved := filepath.Join(outside, "sub")
+	if err := os.Rename(filepath.Join(h.dir, "sub"), moved); err != nil {
+		t.Fatal(err)
+	}
+	write(t, moved, "a.yaml", nfr("x", 7))
+	if err := os.Symlink(moved, filepath.Join(h.dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, h.dir, "b.yaml", nfr("y", 1))
+	b := h.next(t)
+	for ; rev(b.set, "y") != "1"; b = h.next(t) {
+		if rev(b.set, "x") != "1" {
+			t.Fatalf("x at rev %q in a batch for %q: want the last good version (1) in force", rev(b.set, "x"), b.reason)
 		}
-		if err := os.Rename(tmp, filepath.Join(h.dir, "a.yaml")); err != nil {
-			t.Fatal(err)
-		}
-		b := h.next(t)
-		if got := rev(b.set, "x"); got != "" {
-			t.Fatalf("a link to %s: x in force at rev %q; want it gone, never read", target, got)
-		}
-		write(t, h.dir, "b.yaml", nfr("y", 1))
-		// next fails the test after its deadline: a hung loop sends none.
-		for b := h.next(t); rev(b.set, "y") != "1"; b = h.next(t) {
-		}
+	}
+	if rev(b.set, "x") != "1" || !b.set.Incomplete {
+		t.Fatalf("x at rev %q, incomplete %v: want the last good version (1) in force and the set incomplete", rev(b.set, "x"), b.set.Incomplete)
+	}
+	if err := os.Remove(filepath.Join(h.dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if b := h.expect(t, "removal of sub/a.yaml", key("x")); rev(b.set, "x") != "" || b.set.Incomplete {
+		t.Fatalf("the link removed: x at rev %q, incomplete %v; want it gone and the set complete", rev(b.set, "x"), b.set.Incomplete)
 	}
 }
 
@@ -205,7 +273,7 @@ func TestScanBoundsDirectories(t *testing.T) {
 	for i := range 20 {
 		write(t, root, filepath.Join("d"+string(rune('a'+i)), "a.yaml"), nfr("x", 1))
 	}
-	sc, err := scanTree(root, nil)
+	sc, err := scanTree(root)
 	if err != nil {
 		t.Fatal(err)
 	}

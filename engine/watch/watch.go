@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -148,6 +149,9 @@ type Watcher struct {
 type tree struct {
 	dirs  map[string]bool // logical directories walked
 	files map[string]bool // spec files found
+	// refused are the loader walk's diagnostics by path: what exists
+	// there is not read, and is broken, not gone.
+	refused map[string]load.Diagnostics
 	// watched is what each watched path resolved to when it was watched:
 	// a symlink swapped to a new target is another file under the path.
 	watched map[string]os.FileInfo
@@ -224,12 +228,18 @@ func (w *Watcher) root() string { return filepath.Clean(w.Dir) }
 // Load reads every file once, before watching. Run calls it if it was not
 // called; a second Run does not (the last good versions survive a stop).
 func (w *Watcher) Load() load.Diagnostics {
-	_, paths, _ := specTree(w.root(), nil)
+	sc, _ := scanTree(w.root())
 	seen := map[string]stamp{}
-	for _, p := range paths {
+	for _, p := range sc.files {
 		if st, err := w.stamp(p); err == nil {
 			seen[p] = st
 		}
+	}
+	refused := byPath(sc.refused)
+	for p, ds := range refused {
+		// Stamped as changedSince stamps it, so the first rescan does not
+		// report the refusal again.
+		seen[p] = refusalStamp(ds)
 	}
 	r := w.Loader.LoadDir(w.root())
 	files := map[string][]spec.Document{}
@@ -528,18 +538,122 @@ func (w *Watcher) event(ev fsnotify.Event, pending map[string]bool) (rescan bool
 	return true
 }
 
-// loadable says p may be read: a spec file the last scan listed (links
-// followed only inside the spec directory), or a regular file of a
-// directory it walked (new since). The loop goroutine calls it.
-func (w *Watcher) loadable(p string) bool {
-	if w.tree.files == nil {
-		return true // before the first scan: Load read the tree as the loader walks it
-	}
-	if w.tree.files[p] {
-		return true
+// verdict is what a spec file path holds now.
+type verdict int
+
+const (
+	readable verdict = iota
+	// gone: the path no longer exists (or is a directory now, walked as
+	// one). Only then are its specs removed.
+	gone
+	// refused: the path exists but is not read, for whatever reason (a
+	// link outside the spec directory or in a loop, a FIFO, a directory
+	// above it the walk refuses): broken, so its last good version stands
+	// and nothing of it is released, as a one-shot plan holds it.
+	refused
+)
+
+// judge says what p holds by the rule the loader's walk judges by, from the
+// last scan and the entry as it is now (a swap since the scan must not make
+// a link outside be read, and a refused path removed since is gone).
+// realRoot is the spec directory resolved. The loop goroutine calls it.
+func (w *Watcher) judge(p, realRoot string) (verdict, load.Diagnostics) {
+	root := w.root()
+	if !w.tree.files[p] && p != root {
+		// Under a directory the walk refuses, p is not read, whatever it
+		// is now.
+		if ds := w.refusedAt(filepath.Dir(p)); ds != nil {
+			return refused, ds
+		}
 	}
 	fi, err := os.Lstat(p)
-	return err == nil && fi.Mode().IsRegular() && w.tree.dirs[filepath.Dir(p)]
+	switch {
+	case isGone(err):
+		return gone, nil
+	case err != nil:
+		return refused, load.Diagnostics{{Pos: spec.Pos{File: p}, Message: fmt.Sprintf("cannot read %q: %s", filepath.Base(p), pathError(err)), Expected: "a spec file the walk can read"}}
+	}
+	en := load.Entry{Kind: load.EntryDir}
+	switch {
+	case p == root:
+	case w.tree.dirs != nil && !w.tree.dirs[filepath.Dir(p)]:
+		// Before the first scan (no dirs yet) Load read the tree as the
+		// walk does; after it, a directory the walk no longer enters
+		// without saying why above p is still no deletion.
+		return refused, load.Diagnostics{{Pos: spec.Pos{File: p}, Message: fmt.Sprintf("%q is not read: the walk of the spec directory no longer reaches its directory", filepath.Base(p)),
+			Expected: "a spec file in a directory the walk reads"}}
+	default:
+		en = load.ClassifyEntry(realRoot, p, fi.Mode().Type())
+	}
+	switch en.Kind {
+	case load.EntrySpec:
+		return readable, nil
+	case load.EntryRefused:
+		return refused, load.Diagnostics{en.Diag}
+	}
+	// A directory: its files are walked as their own, unless the walk
+	// refuses it (a loop, a second link to a directory, one it cannot
+	// read).
+	if ds := w.tree.refused[p]; ds != nil {
+		return refused, ds
+	}
+	return gone, nil
+}
+
+// refusedAt returns the last scan's diagnostics at the directory p or at
+// the nearest one above it within the spec directory.
+func (w *Watcher) refusedAt(p string) load.Diagnostics {
+	root := w.root()
+	for q := p; ; q = filepath.Dir(q) {
+		if ds := w.tree.refused[q]; ds != nil {
+			return ds
+		}
+		if q == root || filepath.Dir(q) == q {
+			return nil
+		}
+	}
+}
+
+// isGone says an Lstat error means the path does not exist: missing, or a
+// directory on its way is a file now.
+func isGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !isGone(err)
+}
+
+func pathError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// refusalStamp stands for a refused path's content: a refusal is reported
+// when it starts or changes, not at every rescan.
+func refusalStamp(ds load.Diagnostics) stamp {
+	h := sha256.New()
+	io.WriteString(h, "refused\x00")
+	for _, d := range ds {
+		io.WriteString(h, d.Error()+"\x00")
+	}
+	return stamp(h.Sum(nil))
+}
+
+// byPath groups a walk's diagnostics by their (clean) path.
+func byPath(ds load.Diagnostics) map[string]load.Diagnostics {
+	out := map[string]load.Diagnostics{}
+	for _, d := range ds {
+		if d.Severity == diag.Error && d.Pos.File != "" {
+			p := filepath.Clean(d.Pos.File)
+			out[p] = append(out[p], d)
+		}
+	}
+	return out
 }
 
 // rescan lists the tree again, re-resolving every symlink and moving the
@@ -557,7 +671,8 @@ func (w *Watcher) rescan(fw *fsnotify.Watcher) map[string]bool {
 }
 
 // changedSince returns the files that differ from when they were last read:
-// new, edited or removed (paths is what the directory holds now).
+// new, edited, refused or removed (paths is what the directory holds now).
+// The loop goroutine calls it.
 func (w *Watcher) changedSince(paths []string) map[string]bool {
 	stamps := map[string]stamp{}
 	for _, p := range paths {
@@ -566,9 +681,35 @@ func (w *Watcher) changedSince(paths []string) map[string]bool {
 		}
 	}
 	w.mu.Lock()
+	others := map[string]bool{}
+	for p := range w.seen {
+		others[p] = true
+	}
+	for p := range w.files {
+		others[p] = true
+	}
+	w.mu.Unlock()
+	for p := range w.tree.refused {
+		others[p] = true
+	}
+	// A path that exists but is not read is stamped by why, as apply
+	// stamps it: it is broken, not removed.
+	var refusedNow []string
+	if realRoot, err := filepath.EvalSymlinks(w.root()); err == nil {
+		for _, p := range slices.Sorted(maps.Keys(others)) {
+			if _, ok := stamps[p]; ok {
+				continue
+			}
+			if v, ds := w.judge(p, realRoot); v == refused {
+				stamps[p] = refusalStamp(ds)
+				refusedNow = append(refusedNow, p)
+			}
+		}
+	}
+	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]bool{}
-	for _, p := range paths {
+	for _, p := range append(paths, refusedNow...) {
 		if old, ok := w.seen[p]; !ok || old != stamps[p] {
 			out[p] = true
 		}
@@ -599,6 +740,13 @@ type candidate struct {
 // files), keeping the last good version of each broken one. It returns the
 // keys to reconcile, old and new, and why.
 func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
+	realRoot, err := filepath.EvalSymlinks(w.root())
+	if err != nil {
+		// As rescan: the root itself is gone (mid-swap), which deletes no
+		// spec; the next event or tick scans again.
+		w.log().Warn("spec directory unreadable; the specs in force keep running", "dir", w.Dir, "error", err)
+		return nil, ""
+	}
 	w.mu.Lock()
 	all := maps.Clone(paths)
 	for f := range w.rejected {
@@ -609,26 +757,31 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	var cands []*candidate
 	for _, p := range slices.Sorted(maps.Keys(all)) {
 		c := &candidate{path: p, edited: paths[p]}
-		st, err := w.stamp(p)
-		w.mu.Lock()
-		_, accepted := w.files[p]
-		same := err == nil && accepted && w.seen[p] == st && !w.broken[p] && !w.rejected[p]
-		w.mu.Unlock()
-		switch {
-		case same:
-			// Named by an event but unchanged (a symlink swap that moved
-			// the file's path to identical content, an editor's touch).
-			continue
-		case errors.Is(err, fs.ErrNotExist):
+		v, why := w.judge(p, realRoot)
+		var st stamp
+		var err error
+		switch v {
+		case gone:
 			c.removed = true
-		case !w.loadable(p):
-			// As the loader's walk: a path that now leads outside the spec
-			// directory, or to something not a regular file, is not read;
-			// its specs are gone.
-			w.log().Warn("spec file no longer a regular file inside the spec directory (a link outside it?): not read; its specs are gone", "file", p)
-			c.removed = true
+		case refused:
+			c.diags, st = why, refusalStamp(why)
 		default:
-			c.diags = w.Loader.LoadFile(p, func(d spec.Document) { c.docs = append(c.docs, d) })
+			st, err = w.stamp(p)
+			w.mu.Lock()
+			_, accepted := w.files[p]
+			same := err == nil && accepted && w.seen[p] == st && !w.broken[p] && !w.rejected[p]
+			w.mu.Unlock()
+			switch {
+			case same:
+				// Named by an event but unchanged (a symlink swap that
+				// moved the file's path to identical content, an
+				// editor's touch).
+				continue
+			case errors.Is(err, fs.ErrNotExist) && !exists(p):
+				c.removed = true // since it was judged
+			default:
+				c.diags = w.Loader.LoadFile(p, func(d spec.Document) { c.docs = append(c.docs, d) })
+			}
 		}
 		w.mu.Lock()
 		if c.removed {
@@ -646,7 +799,11 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 			w.mu.Lock()
 			delete(w.rejected, p)
 			w.mu.Unlock()
-			if c.edited {
+			switch {
+			case v == refused:
+				// Said once per refusal: changedSince stamps it by why.
+				w.log().Error("spec path not read: broken, not gone; the last good version keeps running", "file", p, "error", c.diags)
+			case c.edited:
 				w.log().Error("edit rejected; the last good version keeps running", "file", p, "error", c.diags)
 			}
 			continue
@@ -836,7 +993,7 @@ func summary(ks []string) string {
 func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 	root := w.root()
 	for range 10 {
-		sc, err := scanTree(root, w.log())
+		sc, err := scanTree(root)
 		if err != nil {
 			return nil, err
 		}
@@ -878,7 +1035,7 @@ func (w *Watcher) watchTree(fw *fsnotify.Watcher) ([]string, error) {
 				_ = fw.Remove(d)
 			}
 		}
-		w.tree = tree{dirs: map[string]bool{}, files: map[string]bool{}, watched: want}
+		w.tree = tree{dirs: map[string]bool{}, files: map[string]bool{}, watched: want, refused: byPath(sc.refused)}
 		for _, d := range sc.dirs {
 			w.tree.dirs[d] = true
 		}
@@ -926,27 +1083,28 @@ func symlinkParents(p string) []string {
 type scan struct {
 	dirs, files []string // as specTree
 	watch       []string // the directories to watch
+	// refused is what the walk found and does not read, said as the
+	// loader says it.
+	refused load.Diagnostics
 }
 
 // specTree lists the directories to watch and the spec files under root as
 // the loader walks them: symlinks followed, a directory reached twice not
 // re-entered, load.SkipDir directories skipped. Paths are clean.
-func specTree(root string, log *slog.Logger) (dirs, files []string, err error) {
-	sc, err := scanTree(root, log)
+func specTree(root string) (dirs, files []string, err error) {
+	sc, err := scanTree(root)
 	return sc.dirs, sc.files, err
 }
 
-// scanTree lists the tree as specTree does, and the directories to watch:
-// those it walks, the directory of every symlink on the way to the root or
-// to what it walks (where a swap of that symlink is reported), and the real
-// directory of each symlinked spec file (where an edit of its target is).
-func scanTree(root string, log *slog.Logger) (scan, error) {
+// scanTree is the loader's walk (load.Walk), with the directories to
+// watch: those it walks, the directory of every symlink on the way to the
+// root or to what it walks (where a swap of that symlink is reported), and
+// the real directory of each symlinked spec file (where an edit of its
+// target is).
+func scanTree(root string) (scan, error) {
 	var sc scan
 	root = filepath.Clean(root)
-	if _, err := os.Stat(root); err != nil {
-		return sc, err
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
+	t, err := load.Walk(root)
 	if err != nil {
 		return sc, err
 	}
@@ -954,72 +1112,20 @@ func scanTree(root string, log *slog.Logger) (scan, error) {
 	for _, d := range symlinkParents(root) {
 		watch[d] = true
 	}
-	seen := map[string]bool{}
-	var targets []string // real directories of symlinked files
-	var visit func(dir string)
-	visit = func(dir string) {
-		real, err := filepath.EvalSymlinks(dir)
-		// As the loader's walk: nothing outside the spec directory.
-		if err != nil || seen[real] || !confine.Within(realRoot, real) || len(sc.files) >= load.MaxFiles || len(seen) >= load.MaxDirs {
-			return
-		}
-		seen[real] = true
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if log != nil {
-				log.Error("watch", "dir", dir, "error", err)
-			}
-			return
-		}
-		sc.dirs = append(sc.dirs, dir)
-		watch[dir] = true
-		for _, e := range ents {
-			p := filepath.Join(dir, e.Name())
-			typ := e.Type()
-			var target string
-			if typ&fs.ModeSymlink != 0 {
-				st, err := os.Stat(p)
-				if err != nil {
-					continue
-				}
-				if target, err = filepath.EvalSymlinks(p); err != nil || !confine.Within(realRoot, target) {
-					continue
-				}
-				typ = st.Mode().Type()
-			}
-			switch {
-			case typ.IsDir():
-				if !load.SkipDir(e.Name()) {
-					if target != "" {
-						for _, d := range symlinkParents(p) {
-							watch[d] = true
-						}
-					}
-					visit(p)
-				}
-			case typ.IsRegular() && load.IsSpecFile(e.Name()):
-				if len(sc.files) >= load.MaxFiles {
-					continue
-				}
-				sc.files = append(sc.files, p)
-				if target != "" {
-					for _, d := range symlinkParents(p) {
-						watch[d] = true
-					}
-					targets = append(targets, filepath.Dir(target))
-				}
-			}
-		}
+	for _, d := range t.Dirs {
+		watch[d] = true
 	}
-	visit(root)
-	for _, t := range targets {
+	for _, l := range t.Links {
+		for _, d := range symlinkParents(l.Path) {
+			watch[d] = true
+		}
 		// A directory also walked is watched under its walked path already
 		// (one inode, one watch).
-		if !seen[t] {
-			watch[t] = true
+		if !l.Dir && !t.Reals[filepath.Dir(l.Target)] {
+			watch[filepath.Dir(l.Target)] = true
 		}
 	}
-	slices.Sort(sc.files)
+	sc.dirs, sc.files, sc.refused = t.Dirs, t.Files, t.Diags
 	sc.watch = slices.Sorted(maps.Keys(watch))
 	return sc, nil
 }

@@ -648,7 +648,7 @@ func TestSpecFileRulesAreTheLoaders(t *testing.T) {
 	if err := os.Symlink(filepath.Join(dir, "sub"), filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	_, files, err := specTree(dir, nil)
+	_, files, err := specTree(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
