@@ -342,7 +342,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		return nil, err
 	}
 	if source == nil {
-		source = embedded.NewSource(w.store)
+		source = embedded.NewSource(w.store).WithLookback(w.env.Spec.Signals.Lookback())
 	}
 	w.eng = &engine.Engine{Env: w.env, Specs: w.specs, Providers: provs, Feeds: feeds, Signals: source, Version: version.Version, Dir: absDir,
 		Incomplete: diags.HasErrors()}

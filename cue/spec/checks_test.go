@@ -131,6 +131,31 @@ func TestQuantityLimits(t *testing.T) {
 	}
 }
 
+// TestLookbackDeltaBounds: above 0 (nothing would be found) and at most
+// the embedded store's 30m retention (it would look for samples it no
+// longer keeps), both edges included where they are allowed.
+func TestLookbackDeltaBounds(t *testing.T) {
+	for _, c := range []struct {
+		d   time.Duration
+		bad bool
+	}{{0, true}, {-time.Second, true}, {time.Nanosecond, false}, {5 * time.Minute, false}, {30 * time.Minute, false}, {30*time.Minute + time.Nanosecond, true}, {time.Hour, true}} {
+		e := &Environment{}
+		e.Spec.Tick = Duration(5 * time.Second)
+		e.Spec.Signals = SignalSources{Default: "embedded", Scrape: Scrape{Interval: Duration(5 * time.Second), Timeout: Duration(2 * time.Second)}, LookbackDelta: Duration(c.d)}
+		errs := e.Check()
+		if got := len(errs) == 1 && errs[0].Path == "spec.signals.lookbackDelta"; got != c.bad || (!c.bad && len(errs) > 0) {
+			t.Errorf("lookbackDelta %s: %v", c.d, errs)
+		}
+	}
+	// An Environment made in Go, with none decoded, looks back the default.
+	if d := (SignalSources{}).Lookback(); d != DefaultLookbackDelta {
+		t.Errorf("Lookback() with none set: %s, want %s", d, DefaultLookbackDelta)
+	}
+	if d := (SignalSources{LookbackDelta: Duration(10 * time.Minute)}).Lookback(); d != 10*time.Minute {
+		t.Errorf("Lookback() of 10m: %s", d)
+	}
+}
+
 func TestTickBounds(t *testing.T) {
 	for _, c := range []struct {
 		tick time.Duration

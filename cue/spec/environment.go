@@ -60,6 +60,22 @@ type SignalSources struct {
 	Default    string            `json:"default"`
 	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
 	Scrape     Scrape            `json:"scrape"`
+	// LookbackDelta is the embedded source's instant-selector lookback.
+	LookbackDelta Duration `json:"lookbackDelta"`
+}
+
+// DefaultLookbackDelta is the schema's lookbackDelta, Prometheus's own
+// default: engine/signals/embedded's DefaultLookbackDelta, repeated here
+// as EmbeddedRetention is (a test checks the two agree).
+const DefaultLookbackDelta = 5 * time.Minute
+
+// Lookback is the embedded source's lookback delta, the default when none
+// was decoded (an Environment made in Go).
+func (s SignalSources) Lookback() time.Duration {
+	if s.LookbackDelta <= 0 {
+		return DefaultLookbackDelta
+	}
+	return s.LookbackDelta.D()
 }
 
 // Scrape mirrors #Scrape: what the embedded store scrapes.
@@ -383,6 +399,7 @@ var (
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.workloads.*.share", What: "the sim workloads' shares of the trace add up to at most 1", Why: WhyCompare, Example: "checks/sim-workloads.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups.*.backends.*.address", What: "each sim route group's backend once", Why: WhyParse, Example: "checks/sim-routegroups.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.providers.*.config.routeGroups.*.backends.*.degrade.*.from", What: "each sim backend's degrade windows in time order, none overlapping", Why: WhyCompare, Example: "checks/sim-routegroups.yaml"})
+	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.lookbackDelta", What: "a lookback delta above 0 and at most the embedded store's 30 minutes of history", Why: WhyParse, Example: "checks/signals-lookback.yaml"})
 	_ = RegisterCheck(Check{Kind: "Environment", Path: "spec.signals.scrape.*", What: "scrape timeout ≤ interval, URLs as Go's HTTP client reads them (no credentials), label names, each target once", Why: WhyParse, Example: "invalid/scrape-errors.yaml"})
 )
 
@@ -394,6 +411,12 @@ func (e *Environment) Check() []FieldError {
 		errs = append(errs, FieldError{Path: "spec.tick", Message: fmt.Sprintf("tick %s is out of range", t), Expected: fmt.Sprintf("between %s and %s", MinTick, MaxTick)})
 	}
 	errs = append(errs, e.Spec.Signals.checkScrape()...)
+	// 0 would make every instant selector find nothing; past the store's
+	// retention the lookback would reach for samples it no longer has.
+	if d := e.Spec.Signals.LookbackDelta.D(); d <= 0 || d > EmbeddedRetention {
+		errs = append(errs, FieldError{Path: "spec.signals.lookbackDelta", Message: fmt.Sprintf("lookback delta %s is out of range", d),
+			Expected: fmt.Sprintf("more than 0s and at most the embedded store's retention (%s)", EmbeddedRetention)})
+	}
 	for i, p := range e.Spec.Providers {
 		if p.Name != "sim" {
 			continue

@@ -50,5 +50,5 @@ func Engine(tb testing.TB, dir string) (*engine.Engine, *sim.Provider) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store)}, p
+	return &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"sim": p}, Signals: embedded.NewSource(store).WithLookback(r.Environment().Spec.Signals.Lookback())}, p
 }

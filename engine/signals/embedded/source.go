@@ -27,9 +27,10 @@ type Source struct {
 	InFlight *signals.InFlight
 }
 
-// LookbackDelta is how far back an instant selector looks for a sample,
-// as in Prometheus.
-const LookbackDelta = 5 * time.Minute
+// DefaultLookbackDelta is how far back an instant selector looks for a
+// sample unless the Environment says otherwise (spec.signals.lookbackDelta),
+// Prometheus's default.
+const DefaultLookbackDelta = 5 * time.Minute
 
 // QueryTime bounds one evaluation, below the default 5 s tick and the
 // signals.MaxQueryTime of every source: in memory, a query within the
@@ -38,7 +39,7 @@ const LookbackDelta = 5 * time.Minute
 // them).
 const QueryTime = 4 * time.Second
 
-// NewSource returns a source over store.
+// NewSource returns a source over store, looking back DefaultLookbackDelta.
 func NewSource(store *Store) *Source {
 	p := parser.NewParser(parser.Options{})
 	return &Source{
@@ -47,7 +48,7 @@ func NewSource(store *Store) *Source {
 			Logger:               slog.New(slog.DiscardHandler),
 			MaxSamples:           signals.MaxSamples,
 			Timeout:              QueryTime,
-			LookbackDelta:        LookbackDelta,
+			LookbackDelta:        DefaultLookbackDelta,
 			EnableAtModifier:     true,
 			EnableNegativeOffset: true,
 			// Without it a subquery that names no step ("x[5m:]")
@@ -56,10 +57,24 @@ func NewSource(store *Store) *Source {
 			Parser:                   p,
 		}),
 		parser:  p,
-		opts:    promql.NewPrometheusQueryOpts(false, LookbackDelta),
+		opts:    promql.NewPrometheusQueryOpts(false, DefaultLookbackDelta),
 		timeout: QueryTime,
 	}
 }
+
+// WithLookback sets how far back an instant selector looks for a sample
+// (not above 0: the default) and returns s. Set before the first query:
+// the queries read it unguarded.
+func (s *Source) WithLookback(d time.Duration) *Source {
+	if d <= 0 {
+		d = DefaultLookbackDelta
+	}
+	s.opts = promql.NewPrometheusQueryOpts(false, d)
+	return s
+}
+
+// Lookback is how far back an instant selector looks for a sample.
+func (s *Source) Lookback() time.Duration { return s.opts.LookbackDelta() }
 
 // Parse checks an expression and returns the metric names it reads.
 func (s *Source) Parse(expr string) ([]string, error) {

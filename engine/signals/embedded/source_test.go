@@ -144,6 +144,48 @@ func TestPromQLHandComputed(t *testing.T) {
 	}
 }
 
+// TestLookbackDelta: a gauge's only sample, 7 minutes before the query,
+// is past the default 5m lookback (no series) and within a 10m one (its
+// value); the edge is exclusive, as in Prometheus 3: a sample exactly a
+// lookback old does not answer, one a millisecond newer does.
+func TestLookbackDelta(t *testing.T) {
+	s := NewStore(0)
+	put(t, s, labels.FromStrings("__name__", "g", "pod", "p"), map[int]float64{0: 42})
+	for _, c := range []struct {
+		name     string
+		lookback time.Duration // 0: NewSource's default
+		sec      int
+		want     []float64
+	}{
+		{"7m old, the default 5m", 0, 7 * 60, nil},
+		{"7m old, 10m", 10 * time.Minute, 7 * 60, []float64{42}},
+		{"7m old, 7m", 7 * time.Minute, 7 * 60, nil},
+		{"4m old, the default 5m", 0, 4 * 60, []float64{42}},
+		{"11m old, 10m", 10 * time.Minute, 11 * 60, nil},
+	} {
+		src := NewSource(s)
+		if c.lookback > 0 {
+			src.WithLookback(c.lookback)
+		}
+		r := query(t, src, "g", c.sec)
+		var got []float64
+		for _, smp := range r.Samples {
+			got = append(got, smp.Value)
+		}
+		if len(got) != len(c.want) || (len(got) == 1 && got[0] != c.want[0]) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	src := NewSource(s).WithLookback(7 * time.Minute)
+	r, err := src.Query(context.Background(), "g", at(7*60).Add(-time.Millisecond))
+	if err != nil || len(r.Samples) != 1 || r.Samples[0].Value != 42 {
+		t.Errorf("a millisecond within a 7m lookback: %v %v, want 42", r.Samples, err)
+	}
+	if d := NewSource(s).Lookback(); d != DefaultLookbackDelta {
+		t.Errorf("default lookback %s, want %s", d, DefaultLookbackDelta)
+	}
+}
+
 func TestRetentionBound(t *testing.T) {
 	s := NewStore(30 * time.Minute)
 	l := labels.FromStrings("__name__", "g", "pod", "p")
