@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/gate"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
 // inventoryMem are the inventory Deployment's memory attributes the NFR
@@ -269,4 +272,42 @@ func TestSavedPlanLeavesTheStateOfApply(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A one-shot plan after watch sees the world as watch left it: watch
+// applied at later virtual times than the sim config's start, and a plan
+// at start would see none of that and plan it again.
+func TestPlanAfterWatchSeesWhatWatchApplied(t *testing.T) {
+	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"})
+	w := startProc(t, "watch", dir)
+	w.waitLog(t, 60*time.Second, "msg=watching")
+	simState := filepath.Join(dir, ".setpoint", "sim-state.json")
+	later := func() (bool, string) {
+		changes, err := sim.LoadChanges(simState)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range changes {
+			if c.Address.Name == "inventory" && c.At > 600 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d changes, none of inventory after 600 s", len(changes))
+	}
+	// Each edit raises inventory's replicas; virtual time runs with the
+	// wall clock, so an edit applied after the first second lands later.
+	rps, next := 120, []int{400, 800, 1600, 3200, 6400, 12800}
+	testutil.Poll(t, 90*time.Second, time.Second, "a change of inventory at a later virtual time", func() (bool, string) {
+		if ok, why := later(); ok || len(next) == 0 {
+			return ok, why
+		}
+		editSpec(t, dir, "inventory.nfr.yaml", "minRPS: "+itoa(rps), "minRPS: "+itoa(next[0]))
+		rps, next = next[0], next[1:]
+		return later()
+	}, w.logs.String)
+	w.stop(t, 30*time.Second)
+	if _, errOut, code := runCLI(t, "plan", dir); code != 0 {
+		t.Fatalf("plan after watch: %s", errOut)
+	}
+	checkStateIsTheWorld(t, dir, "plan after watch")
 }

@@ -309,6 +309,18 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 				return nil, fmt.Errorf("%s: %w", w.env.Src.PosOf("spec.providers"), err)
 			}
 			w.now = w.trace.Start.Add(simCfg.Start.D())
+			if !o.fresh {
+				// The world as the last process left it: a watch applied
+				// changes at later virtual times, which a plan at start
+				// would not see, and would plan again.
+				last, err := sim.LastChangeAt(cfg.StatePath, w.trace)
+				if err != nil {
+					return nil, err
+				}
+				if last.After(w.now) {
+					w.now = last
+				}
+			}
 			cfg.Now = w.now
 		}
 		if p.Name == "kubernetes" {

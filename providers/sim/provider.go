@@ -94,6 +94,21 @@ func LoadChanges(path string) ([]Change, error) {
 	return changes, err
 }
 
+// LastChangeAt is the virtual time of the last change the sim state file
+// at path records (zero when there is none): the latest any process
+// applied, which a later process starts from so it sees what was applied.
+func LastChangeAt(path string, tr *Trace) (time.Time, error) {
+	changes, err := LoadChanges(path)
+	if err != nil || len(changes) == 0 {
+		return time.Time{}, err
+	}
+	last := 0
+	for _, c := range changes {
+		last = max(last, c.At)
+	}
+	return tr.Start.Add(time.Duration(last) * time.Second), nil
+}
+
 // parseChanges reads the content of the sim state file at path (named in
 // errors): its version, every change, each checked on its own and in
 // order, and the checksum over them.
