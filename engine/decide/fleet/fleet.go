@@ -81,6 +81,9 @@ type Cluster struct {
 	// ReporterReady: what reports its capacity is ready. Until it is,
 	// the cluster waits and nothing scales it.
 	ReporterReady bool
+	// NodesOff: the spec turned node scaling off (enforcement.nodes:
+	// off), so no step is ever taken on it.
+	NodesOff bool
 	// Status is the provider's word on the cluster's life: Failed or
 	// Provisioning; anything else is a provisioned cluster, whose status
 	// StatusOf computes from its report.
@@ -101,6 +104,15 @@ func Multiple(multiAZ bool, zones int) int {
 
 // Multiple of the cluster: see the function.
 func (c Cluster) Multiple() int { return Multiple(c.MultiAZ, c.Zones) }
+
+// MinNodes is the fewest nodes a scale-down leaves, whatever the floor
+// and the workload minimum say: one per zone multi-AZ (Multiple), one
+// single-AZ. The reference asks for 3 of every cluster; 3 is the
+// multi-AZ multiple, which a single-AZ cluster does not have, and a
+// single-AZ floor of 1 in the spec would be overridden unsaid. None is
+// never allowed: a cluster without a node runs neither instances nor the
+// reporter of its capacity.
+func MinNodes(multiAZ bool, zones int) int { return Multiple(multiAZ, zones) }
 
 // RoundDown is n rounded down to a multiple of m (m ≥ 1; n ≥ 0).
 func RoundDown(n, m int) int {
@@ -175,9 +187,14 @@ type Report struct {
 // then waiting while its capacity reporter is not ready; unknown when a
 // number is missing; else ready when every dimension has room for one
 // more instance, compute_node_scaling_up when one is short and a step
-// still fits under the restricted ceiling, full when none does. (The
-// reference's "below the ceiling" would leave a cluster no step fits in
-// scaling up for ever, and its region without a new cluster.)
+// still fits under the restricted ceiling, full when none does or node
+// scaling is off. (The reference's "below the ceiling" would leave a
+// cluster no step fits in scaling up for ever, and its region without a
+// new cluster; so would "scaling up" with no step to come. The
+// reference, with its scaling off, says ready whatever the capacity: a
+// short cluster would then count as a ready sibling, letting an empty
+// one be deleted, and never as full, so its region would never get a
+// new cluster.)
 func StatusOf(c Cluster, dims []Dimension) Report {
 	switch {
 	case c.Status == Failed || c.Status == Provisioning:
@@ -207,7 +224,7 @@ func StatusOf(c Cluster, dims []Dimension) Report {
 	switch {
 	case len(r.Short) == 0:
 		r.Status = Ready
-	case c.Nodes+step <= ceiling:
+	case c.Nodes+step <= ceiling && !c.NodesOff:
 		r.Status = ScalingUp
 	default:
 		r.Status = Full
@@ -222,9 +239,9 @@ func StatusOf(c Cluster, dims []Dimension) Report {
 // (perNode × step), the count is above the workload minimum, and the
 // result stays at or above the workload minimum and the restricted floor
 // (equal is allowed, as the reference's code does: "above" would keep a
-// step of nodes too many), at or above the zones when multi-AZ, and
-// above 0. Nothing while a step is in progress or the capacity reporter
-// is not ready, nor on a cluster failed, provisioning or unknown.
+// step of nodes too many) and at or above MinNodes. Nothing while a step
+// is in progress or the capacity reporter is not ready, nor on a cluster
+// failed, provisioning or unknown, nor with node scaling off.
 func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 	_ = now // the rules hold at an instant; now stays in the signature all deciders share
 	m := c.Multiple()
@@ -242,6 +259,10 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 	bounds := fmt.Sprintf("nodes %d, ceiling %d → %d, floor %d → %d, step %d → %d", c.Nodes, c.Ceiling, d.Ceiling, c.Floor, d.Floor, c.Step, d.Step)
 	short, spare := strings.Join(r.Short, ", "), strings.Join(r.Spare, ", ")
 	switch {
+	case c.NodesOff && len(r.Short) > 0:
+		d.Why = fmt.Sprintf("full: %s, and node scaling is off (%s)", short, bounds)
+	case c.NodesOff:
+		d.Why = "node scaling is off: " + bounds
 	case c.InProgress:
 		d.Why = "a scaling action is in progress: " + bounds
 	case len(r.Short) > 0:
@@ -264,10 +285,10 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 			why = fmt.Sprintf("%d after the step is below the workload minimum %d", after, c.WorkloadMinimum)
 		case after < d.Floor:
 			why = fmt.Sprintf("%d after the step is below the restricted floor %d", after, d.Floor)
-		case c.MultiAZ && after < m:
+		case after < MinNodes(c.MultiAZ, c.Zones) && c.MultiAZ:
 			why = fmt.Sprintf("%d after the step is below the multi-AZ %d", after, m)
-		case after <= 0:
-			why = fmt.Sprintf("%d after the step is not above 0", after)
+		case after < MinNodes(c.MultiAZ, c.Zones):
+			why = fmt.Sprintf("%d after the step is below 1 node, single-AZ", after)
 		}
 		if why != "" {
 			d.Why = fmt.Sprintf("spare capacity (%s), but %s (%s)", spare, why, bounds)

@@ -118,7 +118,7 @@ func TestDecideCluster(t *testing.T) {
 			c := cluster(1, 1e6, 1e6)
 			c.MultiAZ, c.Floor, c.WorkloadMinimum, c.Step = false, 0, -1, 1
 			return c
-		}(), Ready, None, 1, "0 after the step is not above 0"},
+		}(), Ready, None, 1, "0 after the step is below 1 node, single-AZ"},
 		{"in progress: status, no action", func() Cluster { c := cluster(9, 0, 0); c.InProgress = true; return c }(), ScalingUp, None, 9, "in progress"},
 		{"reporter not ready: waiting, no scale up", func() Cluster { c := cluster(9, 0, 0); c.ReporterReady = false; return c }(), WaitingForReporter, None, 9, "capacity reporter is not ready"},
 		{"reporter not ready: waiting, no scale down", func() Cluster { c := cluster(12, 1e6, 1e6); c.ReporterReady = false; return c }(), WaitingForReporter, None, 12, "capacity reporter is not ready"},
@@ -145,6 +145,100 @@ func TestDecideCluster(t *testing.T) {
 		if d.Status != c.status || d.Action != c.action || d.Nodes != c.nodes || !strings.Contains(d.Why, c.why) {
 			t.Errorf("%s: %s %q %d (%s); want %s %q %d (%q)", c.name, d.Status, d.Action, d.Nodes, d.Why, c.status, c.action, c.nodes, c.why)
 		}
+	}
+}
+
+// TestSingleAZFloor: a scale-down never leaves fewer than MinNodes: one
+// node per zone multi-AZ, one node single-AZ (not the reference code's 3
+// for every cluster), and no fewer than the floor and the workload
+// minimum say. An instance needs 3000 connections and 1000 partitions, a
+// node frees 1000 and 500: 1e6 of each spares any step.
+func TestSingleAZFloor(t *testing.T) {
+	for _, c := range []struct {
+		multiAZ bool
+		zones   int
+		want    int
+	}{{false, 0, 1}, {false, 3, 1}, {false, 5, 1}, {true, 0, 3}, {true, 2, 2}, {true, 3, 3}, {true, 5, 5}} {
+		if got := MinNodes(c.multiAZ, c.zones); got != c.want {
+			t.Errorf("MinNodes(%v, %d) = %d, want %d", c.multiAZ, c.zones, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name                        string
+		multiAZ                     bool
+		nodes, floor, minimum, step int
+		action                      Action
+		after                       int
+	}{
+		// Single-AZ, floor and minimum 0: 2 - 1 = 1 is allowed (the
+		// reference's code would keep 2: 1 < 3).
+		{"single-AZ 2 → 1", false, 2, 0, 0, 1, ScaleDown, 1},
+		{"single-AZ 3 → 2", false, 3, 0, 0, 1, ScaleDown, 2},
+		{"single-AZ 1 stays: 0 nodes", false, 1, 0, 0, 1, None, 1},
+		// 3 - 2 = 1 is allowed, 2 - 2 = 0 is not.
+		{"single-AZ step 2, 3 → 1", false, 3, 0, 0, 2, ScaleDown, 1},
+		{"single-AZ step 2, 2 stays", false, 2, 0, 0, 2, None, 2},
+		// A single-AZ floor of 3 (the schema's default) is the spec's:
+		// 4 → 3, then no lower.
+		{"single-AZ floor 3, 4 → 3", false, 4, 3, 0, 1, ScaleDown, 3},
+		{"single-AZ floor 3, 3 stays", false, 3, 3, 0, 1, None, 3},
+		// A workload minimum of 2: 3 → 2, then no lower.
+		{"single-AZ minimum 2, 3 → 2", false, 3, 0, 2, 1, ScaleDown, 2},
+		// Multi-AZ, 3 zones, floor and minimum 0: step 1 → 3; 6 → 3, 3
+		// stays, 4 stays (4 - 3 = 1 < 3).
+		{"multi-AZ 6 → 3", true, 6, 0, 0, 1, ScaleDown, 3},
+		{"multi-AZ 3 stays", true, 3, 0, 0, 1, None, 3},
+		{"multi-AZ 4 stays", true, 4, 0, 0, 1, None, 4},
+	} {
+		cl := cluster(c.nodes, 1e6, 1e6)
+		cl.MultiAZ, cl.Floor, cl.WorkloadMinimum, cl.Step = c.multiAZ, c.floor, c.minimum, c.step
+		d := DecideCluster(t0, cl, dims)
+		if d.Action != c.action || d.Nodes != c.after {
+			t.Errorf("%s: %q %d (%s); want %q %d", c.name, d.Action, d.Nodes, d.Why, c.action, c.after)
+		}
+	}
+}
+
+// TestNodesOff: with node scaling off, no step is taken either way, and a
+// short cluster is full, not scaling up (no node is coming), whatever the
+// ceiling (the reference says ready whatever the capacity). Its region
+// then gets a new cluster, and it is no ready sibling of an empty one.
+// Multi-AZ, ceiling 31 → 30, step 2 → 3.
+func TestNodesOff(t *testing.T) {
+	off := func(c Cluster) Cluster { c.NodesOff = true; return c }
+	for _, c := range []struct {
+		name   string
+		c      Cluster
+		status Status
+		nodes  int
+		why    string
+	}{
+		{"short, a step fits: full", off(cluster(9, 2999, 1000)), Full, 9, "node scaling is off"},
+		{"short at the ceiling: full", off(cluster(30, 0, 0)), Full, 30, "node scaling is off"},
+		{"room: ready", off(cluster(9, 3000, 1000)), Ready, 9, "node scaling is off"},
+		{"all spare: ready, no scale down", off(cluster(12, 1e6, 1e6)), Ready, 12, "node scaling is off"},
+		// On, the same short cluster scales up: the status is the step's.
+		{"on: short, a step fits: scaling up", cluster(9, 2999, 1000), ScalingUp, 12, "scale up 9 → 12"},
+	} {
+		d := DecideCluster(t0, c.c, dims)
+		if d.Status != c.status || d.Nodes != c.nodes || (c.c.NodesOff && d.Action != None) || !strings.Contains(d.Why, c.why) {
+			t.Errorf("%s: %s %q %d (%s); want %s %d (%q)", c.name, d.Status, d.Action, d.Nodes, d.Why, c.status, c.nodes, c.why)
+		}
+		if r := StatusOf(c.c, dims); r.Status != d.Status {
+			t.Errorf("%s: StatusOf %s, DecideCluster %s", c.name, r.Status, d.Status)
+		}
+	}
+	short := off(cluster(9, 0, 0))
+	empty := off(cluster(9, 1e6, 1e6))
+	empty.Name, empty.InstancesKnown, empty.EmptyLongEnough = "c2", true, true
+	east := Place{"aws", "us-east-1"}
+	r := Decide(t0, []Place{east}, []Cluster{short}, dims)
+	if len(r.Plan.Create) != 1 || r.Plan.Create[0] != east {
+		t.Errorf("one short cluster, nodes off: creates %v, want one in %s", r.Plan.Create, east)
+	}
+	r = Decide(t0, []Place{east}, []Cluster{short, empty}, dims)
+	if len(r.Plan.Delete) != 0 {
+		t.Errorf("an empty cluster beside a short one, nodes off: deletes %v, want none (the short one is no ready sibling)", r.Plan.Delete)
 	}
 }
 

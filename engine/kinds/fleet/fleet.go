@@ -131,6 +131,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		return def
 	}
 
+	nodesOff, clustersOff := sp.Enforcement.Nodes == spec.ModeOff, sp.Enforcement.Clusters == spec.ModeOff
 	cs := make([]fleet.Cluster, 0, len(objs))
 	byName := map[string]providers.Object{}
 	for _, o := range objs {
@@ -141,7 +142,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 			Floor:           override(floors, name, sp.Nodes.Floor),
 			Ceiling:         override(ceilings, name, sp.Nodes.Ceiling),
 			WorkloadMinimum: override(minimums, name, sp.Nodes.WorkloadMinimum),
-			Remaining:       map[string]float64{}, Status: fleet.Ready}
+			Remaining:       map[string]float64{}, Status: fleet.Ready, NodesOff: nodesOff}
 		if v, ok := o.Labels[cluster.LabelMultiAZ]; ok {
 			c.MultiAZ = v == "true"
 		}
@@ -183,7 +184,6 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 
 	var its []intent.Intent
 	prov := q.Provider
-	nodesOff, clustersOff := sp.Enforcement.Nodes == spec.ModeOff, sp.Enforcement.Clusters == spec.ModeOff
 	if nodesOff {
 		// Off hands every node count this fleet wrote back as the user
 		// had it, as the other kinds do; nothing else is asked of nodes.
@@ -199,7 +199,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		switch {
 		case d.Hold != "":
 			notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.remaining"), Message: c.Name + ": " + d.Hold})
-		case d.Action != fleet.None && !nodesOff:
+		case d.Action != fleet.None:
 			its = append(its, intent.Intent{Attr: addrs.Attr{Object: a, Path: cluster.Nodes}, Kind: intent.Exact, Dimension: Nodes,
 				Value: values.CountOf(int64(d.Nodes)), Recommended: values.CountOf(int64(d.Nodes)), Rationale: d.Why, Source: id, SourcePos: f.Src.PosOf("spec.nodes")})
 		}

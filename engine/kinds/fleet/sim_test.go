@@ -285,10 +285,20 @@ func TestFleetOffRestoresNodes(t *testing.T) {
 	if en, ok := st.Lookup(attr); ok {
 		t.Fatalf("state after the restore: %+v; want the node count forgotten", en)
 	}
-	// Off asks nothing more of nodes, restore done.
+	// Off asks nothing more of nodes, restore done. east-a, short at 3
+	// with no node coming, is full, not scaling up: its region asks for a
+	// new cluster (held here, clusters being observed).
 	for at := start.Add(3*time.Minute + 5*time.Second); at.Before(start.Add(6 * time.Minute)); at = at.Add(5 * time.Second) {
-		if pl := step(at); len(pl.Changes)+len(pl.Held) > 0 {
-			t.Fatalf("%s: with nodes off: changes %+v, held %+v; want none", at.Sub(start), pl.Changes, pl.Held)
+		pl := step(at)
+		creates := 0
+		for _, c := range append(append([]plan.Change(nil), pl.Changes...), pl.Held...) {
+			if c.Dimension != "clusters" || c.Action != action.Create || !strings.Contains(c.Reason, "east-a: full") || !strings.Contains(c.Reason, "node scaling is off") {
+				t.Fatalf("%s: with nodes off: %+v; want only the region's create, east-a full", at.Sub(start), c)
+			}
+			creates++
+		}
+		if creates != 1 || len(pl.Changes) != 0 {
+			t.Fatalf("%s: with nodes off: changes %+v, held %+v; want one create, held in observe", at.Sub(start), pl.Changes, pl.Held)
 		}
 	}
 }
