@@ -39,7 +39,8 @@ specs of a file after each edit of it (debounced), and a spec again exactly when
 a change of it held by a stability window or a cooldown becomes due. A broken
 edit is reported and the last good version of that file keeps running. Time is
 the wall clock; with the sim world, virtual time runs from the sim config's
-start at the sim speed (at least real time).`,
+start (or the last change applied, when later) at the sim speed (at least
+real time).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A shard is a Lease and a spec's shard a hash modulo their
