@@ -184,7 +184,11 @@ type Recommendation struct {
 // an HPA it has not seen: without it, a first scale-down would not wait
 // out the scale-down window the count it runs at has not been through.
 // It returns the stabilized count and the history to keep (this
-// recommendation added, what is older than both windows dropped).
+// recommendation added, what is older than both windows dropped). The
+// HPA instead overwrites one stale entry and leaves the rest, which
+// count again only once a window is lengthened, and then as its slot
+// reuse happened to leave them: dropped, a lengthened window fills from
+// the edit on.
 func Stabilize(now time.Time, current, desired int, up, down time.Duration, history []Recommendation) (int, []Recommendation) {
 	if len(history) == 0 {
 		history = []Recommendation{{At: now, Replicas: current}}
@@ -361,7 +365,10 @@ func Applied(now time.Time, from, to int, h History) History {
 	return h
 }
 
-// KeepEvents drops events older than every policy's period.
+// KeepEvents drops events older than every policy's period, of both
+// directions: a period's start count reads the changes of both. (The
+// HPA overwrites an event past its own direction's longest period, when
+// the other direction's may still hold it.)
 func KeepEvents(now time.Time, events []Event, b Behavior) []Event {
 	var longest time.Duration
 	for _, r := range []Rules{b.Up, b.Down} {

@@ -404,3 +404,54 @@ func TestStabilizeSeedsCurrent(t *testing.T) {
 		t.Errorf("after the window: %d, want 3", got)
 	}
 }
+
+// TestStaleRecommendationsStayGone pins which recommendations are kept:
+// one older than both windows is dropped, and does not come back when a
+// window is lengthened. (The HPA overwrites one stale slot per sync and
+// leaves the others: its 9 at −200 s would count again in a 300 s
+// window.) Down window 60 s, no up window.
+func TestStaleRecommendationsStayGone(t *testing.T) {
+	hist := []Recommendation{{t0.Add(-200 * time.Second), 9}, {t0.Add(-120 * time.Second), 7}, {t0.Add(-30 * time.Second), 5}}
+	// max(2, 5) = 5: the 9 and the 7 are out of the window, and dropped.
+	got, keep := Stabilize(t0, 10, 2, 0, time.Minute, hist)
+	want := []Recommendation{{t0.Add(-30 * time.Second), 5}, {t0, 2}}
+	if got != 5 || len(keep) != len(want) || keep[0] != want[0] || keep[1] != want[1] {
+		t.Fatalf("at t0: %d, kept %+v; want 5, kept %+v", got, keep, want)
+	}
+	// 10 s later the window is 300 s: it would hold the 9 (−210 s) and the
+	// 7 (−130 s); kept are the 5 (−40 s) and the 2 (−10 s): max(2, 5, 2)
+	// = 5, not 9.
+	if got, _ := Stabilize(t0.Add(10*time.Second), 10, 2, 0, 300*time.Second, keep); got != 5 {
+		t.Fatalf("with the window lengthened: %d, want 5 (the dropped 9 stays gone)", got)
+	}
+}
+
+// TestEventsKeptForEveryPeriod pins which scale events are kept: each
+// until it has left the longest period of either direction, since a
+// period's start count is current − the ups + the downs made within it.
+// (The HPA overwrites an event once it has left its own direction's
+// longest period, which can still be within the other direction's.) Up:
+// Pods 4 per 15 s; down: Pods 1 per 10 min.
+func TestEventsKeptForEveryPeriod(t *testing.T) {
+	b := Behavior{
+		Up:   Rules{Select: SelectMax, Policies: []Policy{{Pods, 4, 15 * time.Second}}},
+		Down: Rules{Select: SelectMax, Policies: []Policy{{Pods, 1, 10 * time.Minute}}},
+	}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	events := []Event{{at(-700), -1}, {at(-60), 4}, {at(-5), 4}}
+	kept := KeepEvents(t0, events, b)
+	// The −1 at −700 s has left both periods; the +4 at −60 s has left the
+	// up period but not the down one.
+	if len(kept) != 2 || kept[0] != events[1] || kept[1] != events[2] {
+		t.Fatalf("kept %+v; want the two +4s", kept)
+	}
+	// 13 → 1: the down period started at 13 − 4 − 4 = 5, Pods 1 allows 4.
+	// (Without the +4 at −60 s: from 9, 8.)
+	if got, bound := Limit(t0, 13, 1, b.Down, kept); got != 4 {
+		t.Fatalf("13 → 1: %d (%s), want 4", got, bound)
+	}
+	// With no policy in either direction nothing reads the log: none kept.
+	if kept := KeepEvents(t0, events, Behavior{}); len(kept) != 0 {
+		t.Fatalf("no policies: kept %+v, want none", kept)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/setpoint-dev/setpoint/cue/spec"
 	decide "github.com/setpoint-dev/setpoint/engine/decide/schedule"
 	"github.com/setpoint-dev/setpoint/engine/gate"
 	schedulekind "github.com/setpoint-dev/setpoint/engine/kinds/schedule"
@@ -122,6 +123,35 @@ func TestPolicyFirstScaleDownWaitsTheWindow(t *testing.T) {
 		v, _ = p.Evaluate(gate.Input{Now: t0.Add(5*time.Minute + time.Second), Current: n(8), HasCurrent: true, Desired: n(3)}, next)
 		if v.Hold != nil || v.Value != n(3) {
 			t.Errorf("%s, t0+5m1s: %+v; want 3", name, v)
+		}
+	}
+}
+
+// TestPolicyNoBehaviorKeepsThePace pins that a Schedule with no behavior
+// still keeps its scale events: its policies are the HPA's defaults (up,
+// 100% or 4 pods per 15 s), read against the changes of the last 15 s.
+// (An HPA with no behavior stores none and bounds each 15 s sync from the
+// current count alone; at a 5 s tick that would be 4 → 8 → 16 → 32 in
+// 10 s.) From 4 wanting 100, a tick every 5 s, each change applied:
+// 8 at t0; held at 8 at +5 s and +10 s (from 4, the period's start:
+// max(4 × 2, 4 + 4) = 8); 16 at +15 s, when the +4 has left the period.
+func TestPolicyNoBehaviorKeepsThePace(t *testing.T) {
+	s := &spec.Schedule{}
+	p := schedulekind.Policy{Behavior: schedulekind.BehaviorOf(s)}
+	n := values.CountOf
+	cur := int64(4)
+	var mem json.RawMessage
+	var applied *state.Applied
+	for i, want := range []int64{8, 8, 8, 16} {
+		now := t0.Add(time.Duration(i) * 5 * time.Second)
+		var v gate.Verdict
+		v, mem = p.Evaluate(gate.Input{Now: now, Current: n(cur), HasCurrent: true, Desired: n(100), Wanted: n(100), Applied: applied}, mem)
+		if v.Value != n(want) {
+			t.Fatalf("+%ds: %v (%+v); want %d", i*5, v.Value, v.Hold, want)
+		}
+		if v.Value != n(cur) {
+			cur = v.Value.Int()
+			applied = &state.Applied{Value: n(cur), At: now}
 		}
 	}
 }
