@@ -311,3 +311,43 @@ func TestPlanAfterWatchSeesWhatWatchApplied(t *testing.T) {
 	}
 	checkStateIsTheWorld(t, dir, "plan after watch")
 }
+
+// Watch is killed at random moments, over edits that cut memory, restore
+// it and move replicas: after each kill the next plan settles the journal
+// and the state is what the world holds. The seed is logged.
+func TestRandomKillsDuringWatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills watch 10 times")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"},
+		[3]string{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"})
+	mem, rps := "enforce", 120
+	for i := range 10 {
+		cmd := exec.Command(binary, "watch", dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// An edit while it starts: its reconcile and the start's race.
+		if rng.IntN(2) == 0 {
+			next := map[string]string{"enforce": `"off"`, `"off"`: "enforce"}[mem]
+			editSpec(t, dir, "inventory.nfr.yaml", "memory: "+mem, "memory: "+next)
+			mem = next
+		}
+		next := 120 + 80*rng.IntN(5)
+		editSpec(t, dir, "inventory.nfr.yaml", "minRPS: "+itoa(rps), "minRPS: "+itoa(next))
+		rps = next
+		// The moment of the kill, not a verdict: anywhere in the first
+		// three seconds (loading, the start's reconcile, the edit's).
+		after := time.Duration(rng.Int64N(int64(3 * time.Second)))
+		timer := time.AfterFunc(after, func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+		_ = cmd.Wait()
+		timer.Stop()
+		if _, errOut, code := runCLI(t, "plan", dir); code != 0 {
+			t.Fatalf("round %d: plan after a kill at %s: %s", i, after, errOut)
+		}
+		checkStateIsTheWorld(t, dir, "round "+itoa(i)+" (watch killed at "+after.String()+")")
+	}
+}
