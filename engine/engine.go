@@ -47,6 +47,10 @@ type Engine struct {
 	// NoDryRun skips the providers' PlanChange (benchmarks of the engine
 	// alone).
 	NoDryRun bool
+	// SkipDryRun names providers whose PlanChange is not asked: a
+	// read-only plan's, where a dry run is a write request (a Kubernetes
+	// server-side dry run needs patch).
+	SkipDryRun map[string]bool
 	// Incomplete says some spec files of the directory did not load: a
 	// spec that fails to load cannot be told from a deleted one, so no
 	// field is released (see release.go).
@@ -710,6 +714,9 @@ func (e *Engine) dryRun(ctx context.Context, now time.Time, p *plan.Plan, st *st
 		prov, ok := e.Providers[name]
 		if !ok {
 			continue // Apply reports it with the spec's position
+		}
+		if e.SkipDryRun[name] {
+			continue
 		}
 		sent := sendable(byProv[name], bad)
 		if len(sent) == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ import (
 var errChanges = errors.New("changes")
 
 func newPlanCmd() *cobra.Command {
-	var out, format string
+	var out, format, trustedEnv string
 	var asJSON, detailed, readOnly bool
 	var lockWait time.Duration
 	cmd := &cobra.Command{
@@ -28,7 +29,11 @@ changes nothing else. --out saves the plan for "setpoint apply FILE".
 --read-only takes no lock and saves nothing: a plan beside a running watch, or
 in a pull request's CI job with read-only credentials.
 --format markdown prints it for a pull request's comment (with --read-only in
-CI: see examples/ci).
+CI: see examples/ci). On a pull request's specs, add --trusted-environment FILE
+(the base branch's Environment): endpoints, credentials, providers, scraping
+and state then come from it, never from the change. --read-only skips the
+kubernetes provider's server-side dry run (it needs patch), so read-only
+credentials (get, list) are enough.
 --detailed-exitcode: 0 nothing to apply, 1 error, 2 something would be applied.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,8 +42,13 @@ CI: see examples/ci).
 			default:
 				return fmt.Errorf("--format %q: want text, json or markdown", format)
 			}
+			if trustedEnv != "" && !readOnly {
+				// The mode is for specs not to be trusted: nothing of theirs
+				// may be saved.
+				return fmt.Errorf("--trusted-environment needs --read-only")
+			}
 			tuneBatchGC()
-			w, err := openWorkspace(args[0], simOptions{})
+			w, err := openWorkspace(args[0], simOptions{trustedEnv: trustedEnv})
 			if err != nil {
 				return err
 			}
@@ -46,6 +56,10 @@ CI: see examples/ci).
 			w.printDiags(cmd.ErrOrStderr())
 			var p *plan.Plan
 			if readOnly {
+				// A server-side dry run is a patch request: read-only
+				// credentials cannot make it, and a credential that can
+				// is not read-only.
+				w.eng.SkipDryRun = map[string]bool{"kubernetes": true}
 				st, err := w.readState(cmd.Context())
 				if err != nil {
 					return err
@@ -63,6 +77,7 @@ CI: see examples/ci).
 					return err
 				}
 			}
+			p.Notes = append(slices.Clone(w.notes), p.Notes...)
 			if out != "" {
 				if err := p.Save(out); err != nil {
 					return err
@@ -116,6 +131,7 @@ CI: see examples/ci).
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when something would be applied, 0 when not, 1 on error")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "take no lock and save nothing (beside a running watch; in CI on pull requests)")
 	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "wait this long for the state lock (0: fail at once, naming the holder)")
+	cmd.Flags().StringVar(&trustedEnv, "trusted-environment", "", "with --read-only: take the Environment from this file (the base branch's) instead of the directory's, for specs from a pull request")
 	cmd.MarkFlagsMutuallyExclusive("read-only", "lock-timeout")
 	return cmd
 }

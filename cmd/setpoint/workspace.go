@@ -90,6 +90,9 @@ type workspace struct {
 	holder string
 	// confirmWarned: an ignored confirmation was said once.
 	confirmWarned bool
+	// notes go into every plan of the workspace (a trusted Environment
+	// used in place of the directory's).
+	notes []plan.Note
 }
 
 // holdLock takes the state lock for as long as the workspace lives, so a
@@ -164,7 +167,21 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 		return nil, fmt.Errorf("%s: interrupted while loading the specs", dir)
 	}
 	o.oneShot = true
-	return workspaceFrom(dir, r.Documents, r.Diags, o)
+	docs := r.Documents
+	var note *plan.Note
+	if o.trustedEnv != "" {
+		if docs, note, err = withTrustedEnv(l, o.trustedEnv, docs); err != nil {
+			return nil, err
+		}
+	}
+	w, err := workspaceFrom(dir, docs, r.Diags, o)
+	if err != nil {
+		return nil, err
+	}
+	if note != nil {
+		w.notes = append(w.notes, *note)
+	}
+	return w, nil
 }
 
 // simOptions override the sim config (the sim command's flags).
@@ -177,6 +194,9 @@ type simOptions struct {
 	// scrapes when its queries first name metrics, where watch runs a
 	// scrape loop beside its reconciles.
 	oneShot bool
+	// trustedEnv is a file whose Environment replaces the directory's
+	// (plan --trusted-environment).
+	trustedEnv string
 }
 
 // selfPath overrides os.Executable as the binary serving built-in
@@ -217,7 +237,12 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		return nil, fmt.Errorf("%s: no valid Environment (setpoint validate %s says why)", dir, dir)
 	}
 	base := filepath.Dir(w.env.Src.Pos.File)
-	root, err := confine.NewRoot(dir)
+	envRoot := dir
+	if o.trustedEnv != "" {
+		// What a trusted Environment names is in its own tree.
+		envRoot = base
+	}
+	root, err := confine.NewRoot(envRoot)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
