@@ -19,7 +19,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +89,14 @@ const (
 // clearGroup is dataplane.ClearGroup (a test makes it fail).
 var clearGroup = (*dataplane.Dataplane).ClearGroup
 
+// resumedGroup is a group a pinned dataplane routed a VIP through before
+// this agent started, and the config it was routed for (zero when the
+// pins recorded none).
+type resumedGroup struct {
+	idx   uint32
+	owner addrs.Object
+}
+
 // Provider is the eBPF node agent.
 type Provider struct {
 	sdk.Base
@@ -104,13 +114,16 @@ type Provider struct {
 	dp         *dataplane.Dataplane
 	// resumed are the VIPs a pinned dataplane routed before this agent
 	// started, by VIP and protocol; their groups are reserved until a
-	// config for the same VIP claims them.
-	resumed map[dataplane.VIP]uint32
-	groups  map[addrs.Object]*group
-	used    []bool
-	buf     *samplebuf.Buffer
-	events  chan providers.Event
-	client  *http.Client
+	// config for the same VIP claims them, or the config they were routed
+	// for is released or names another VIP.
+	resumed map[dataplane.VIP]resumedGroup
+	// owners records beside the pins which config each group runs for.
+	owners *owners
+	groups map[addrs.Object]*group
+	used   []bool
+	buf    *samplebuf.Buffer
+	events chan providers.Event
+	client *http.Client
 	// Clock is the loops' time (the wall, unless a test sets it).
 	Clock func() time.Time
 	log   *slog.Logger
@@ -195,7 +208,7 @@ func (p *Provider) Configure(_ context.Context, req providers.ConfigureRequest) 
 	}
 	probe.Close()
 	p.cfg, p.allow, p.used, p.configured = c, allow, make([]bool, c.Groups), true
-	p.resumed = map[dataplane.VIP]uint32{}
+	p.resumed = map[dataplane.VIP]resumedGroup{}
 	return nil
 }
 
@@ -217,22 +230,114 @@ func (p *Provider) ensure() error {
 		dp.Close()
 		return err
 	}
+	own, err := openOwners(c.PinDir, c.Groups)
+	if err != nil {
+		dp.Close()
+		return err
+	}
 	if resumed {
 		vips, err := dp.VIPs()
 		if err != nil {
+			own.close()
 			dp.Close()
 			return fmt.Errorf("reading the pinned dataplane's VIPs: %w", err)
 		}
 		for v, g := range vips {
 			if int(g) < len(p.used) {
-				p.resumed[v] = g
+				owner, _, err := own.get(g)
+				if err != nil {
+					// Reserved all the same, as a VIP of unknown owner is.
+					p.log.Warn("a resumed VIP's owner is unreadable", "vip", v.Addr.String(), "group", g, "err", err)
+				}
+				p.resumed[v] = resumedGroup{idx: g, owner: owner}
 				p.used[g] = true
 			}
 		}
 		p.log.Info("resumed a pinned dataplane", "pinDir", c.PinDir, "vips", len(p.resumed))
 	}
-	p.dp = dp
+	p.dp, p.owners = dp, own
 	return nil
+}
+
+// pinnedLink is where dataplane.Attach pins its link: a crashed agent's
+// dataplane is there to resume when it exists.
+func pinnedLink(dir string) string { return filepath.Join(dir, "link") }
+
+// Resumed lists the configs a pinned dataplane routed VIPs for before
+// this agent started (as recorded beside the pins), taking over the
+// dataplane a crashed agent left. A node agent's first pass releases
+// those no NodeAgentConfig asks for any more (agentcr.Resumer), so a
+// config deleted while no agent ran does not leave its VIP on the
+// failsafe. Without a pin directory, or with nothing pinned there,
+// nothing survived and nothing is attached.
+func (p *Provider) Resumed(context.Context) ([]addrs.Object, error) {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	p.mu.Lock()
+	closed, configured, dir, loaded := p.closed, p.configured, p.cfg.PinDir, p.dp != nil
+	p.mu.Unlock()
+	switch {
+	case closed:
+		return nil, errors.New("the agent is shutting down")
+	case !configured:
+		return nil, errors.New("not configured")
+	case dir == "":
+		return nil, nil
+	}
+	if !loaded {
+		if _, err := os.Stat(pinnedLink(dir)); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("looking for a pinned dataplane in %s: %w", dir, err)
+		}
+		if err := p.ensure(); err != nil {
+			return nil, fmt.Errorf("resuming the pinned dataplane in %s: %w", dir, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[addrs.Object]bool{}
+	for _, r := range p.resumed {
+		if !r.owner.IsZero() {
+			seen[r.owner] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(seen), func(a, b addrs.Object) int { return strings.Compare(a.String(), b.String()) }), nil
+}
+
+// dropOwned gives up the resumed VIPs routed for a before this agent
+// started, except keep (nil: every one): their entries go, as a release
+// removes a running group's, and their indexes are freed. A config
+// released, or naming another VIP now, no longer asks for them.
+func (p *Provider) dropOwned(a addrs.Object, keep *dataplane.VIP) error {
+	p.mu.Lock()
+	drop := map[dataplane.VIP]resumedGroup{}
+	for v, r := range p.resumed {
+		if r.owner == a && (keep == nil || v != *keep) {
+			drop[v] = r
+		}
+	}
+	dp := p.dp
+	p.mu.Unlock()
+	var errs []error
+	for v, r := range drop {
+		if err := clearGroup(dp, r.idx); err != nil {
+			// Still reserved: the next release or apply of a tries again.
+			errs = append(errs, fmt.Errorf("removing VIP %s, routed for %s before this agent started: %w", v.Addr, a, err))
+			continue
+		}
+		if err := p.owners.set(r.idx, addrs.Object{}); err != nil {
+			// No VIP points at the index any more: a stale owner there is
+			// never read, and the index's next user records its own.
+			p.log.Warn("clearing a resumed group's owner", "group", r.idx, "err", err)
+		}
+		p.mu.Lock()
+		delete(p.resumed, v)
+		p.used[r.idx] = false
+		p.mu.Unlock()
+		p.log.Info("removed a resumed VIP its config no longer asks for", "vip", v.Addr.String(), "group", r.idx, "config", a.String())
+	}
+	return errors.Join(errs...)
 }
 
 func equalConfig(a, b Config) bool {
@@ -333,8 +438,8 @@ func (p *Provider) free(a addrs.Object, key dataplane.VIP) int {
 	if g, ok := p.groups[a]; ok {
 		return int(g.idx)
 	}
-	if idx, ok := p.resumed[key]; ok {
-		return int(idx)
+	if r, ok := p.resumed[key]; ok {
+		return int(r.idx)
 	}
 	for i, u := range p.used {
 		if !u {
@@ -375,18 +480,30 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	old := p.groups[c.Address]
 	if c.Action == action.Delete || released(c) {
 		// A deleted spec releases its config: the loop stops and the VIP
-		// goes back to whatever routed it before setpoint.
+		// goes back to whatever routed it before setpoint. The VIP entry
+		// is setpoint's own, not a user's value, so it goes whether this
+		// agent runs the group or resumed it from a crashed one's pins.
 		p.mu.Unlock()
+		var errs []error
 		if old != nil {
-			return p.stop(old)
+			errs = append(errs, p.stop(old))
 		}
-		return nil
+		errs = append(errs, p.dropOwned(c.Address, nil))
+		return errors.Join(errs...)
 	}
 	conf, raw, err := p.check(c)
 	if err != nil {
 		p.mu.Unlock()
 		return err
 	}
+	p.mu.Unlock()
+	key := vipKey(conf)
+	// Before the early return below, so a failed removal is retried by
+	// the same config applied again.
+	if err := p.dropOwned(c.Address, &key); err != nil {
+		return err
+	}
+	p.mu.Lock()
 	if old != nil && old.raw.Equal(raw) && old.running() {
 		p.mu.Unlock()
 		return nil
@@ -401,14 +518,22 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 	if g.manager == "" {
 		g.manager = gate.SetpointManager
 	}
-	key := vipKey(conf)
-	resumedIdx, resumed := p.resumed[key]
+	res, resumed := p.resumed[key]
+	resumedIdx := res.idx
 	// Its own index if it runs, else the one reserved for its VIP since
 	// the resume, else a free one.
 	idx := p.free(c.Address, key)
 	if idx < 0 {
 		p.mu.Unlock()
 		return fmt.Errorf("every one of the agent's %d groups is in use", p.cfg.Groups)
+	}
+	if old == nil {
+		// Recorded before anything routes through the index, so a crash
+		// from here on leaves its VIP with the config it is routed for.
+		if err := p.owners.set(uint32(idx), c.Address); err != nil {
+			p.mu.Unlock()
+			return err
+		}
 	}
 	p.used[idx] = true
 	g.idx = uint32(idx)
@@ -428,9 +553,12 @@ func (p *Provider) apply(c providers.ObjectChange) error {
 			if err := clearGroup(g.dp, resumedIdx); err != nil {
 				p.log.Warn("clearing a resumed group", "group", resumedIdx, "err", err)
 				p.mu.Lock()
-				p.resumed[key] = resumedIdx
+				p.resumed[key] = res
 				p.mu.Unlock()
 			} else {
+				if err := p.owners.set(resumedIdx, addrs.Object{}); err != nil {
+					p.log.Warn("clearing a resumed group's owner", "group", resumedIdx, "err", err)
+				}
 				p.mu.Lock()
 				p.used[resumedIdx] = false
 				p.mu.Unlock()
@@ -484,6 +612,11 @@ func (p *Provider) stop(g *group) error {
 	if err := g.uninstall(); err != nil {
 		return err
 	}
+	if err := p.owners.set(g.idx, addrs.Object{}); err != nil {
+		// Its VIP is gone: a stale owner of an index no VIP points at is
+		// never read, and the index's next user records its own.
+		p.log.Warn("clearing a released group's owner", "group", g.idx, "err", err)
+	}
 	p.mu.Lock()
 	if p.groups[g.addr] == g {
 		delete(p.groups, g.addr)
@@ -512,9 +645,13 @@ func (p *Provider) Read(_ context.Context, req providers.ReadRequest) providers.
 			out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning, Address: &a, Message: why})
 		}
 	}
-	for v, g := range p.resumed {
+	for v, r := range p.resumed {
+		owner := ""
+		if !r.owner.IsZero() {
+			owner = " for " + r.owner.String()
+		}
 		out.Diagnostics = append(out.Diagnostics, providers.Diagnostic{Severity: providers.Warning,
-			Message: fmt.Sprintf("VIP %s (group %d) was routed by the pinned dataplane before this agent started, and no config claims it: its failsafe splits it evenly; apply its RouteGroup, or run `setpoint provider cleanup ebpf`", v.Addr, g)})
+			Message: fmt.Sprintf("VIP %s (group %d) was routed by the pinned dataplane before this agent started%s, and no config claims it: its failsafe splits it evenly; apply its RouteGroup, or run `setpoint provider cleanup ebpf`", v.Addr, r.idx, owner)})
 	}
 	if !p.configured {
 		out.Diagnostics = errDiag("not configured")
@@ -570,10 +707,13 @@ func (p *Provider) Shutdown() error {
 		errs = append(errs, g.uninstall())
 	}
 	p.mu.Lock()
-	p.dp = nil
+	own := p.owners
+	p.dp, p.owners = nil, nil
 	p.mu.Unlock()
 	if dp != nil {
-		errs = append(errs, dp.Cleanup())
+		// The owners map first: the dataplane's cleanup removes the pin
+		// directory, which must be empty by then.
+		errs = append(errs, own.remove(), dp.Cleanup())
 	}
 	return errors.Join(errs...)
 }
@@ -598,12 +738,13 @@ func (p *Provider) Leave() error {
 		g.halt()
 	}
 	p.mu.Lock()
-	p.dp = nil
+	own := p.owners
+	p.dp, p.owners = nil, nil
 	p.mu.Unlock()
 	if dp == nil {
 		return nil
 	}
-	return dp.Close()
+	return errors.Join(own.close(), dp.Close())
 }
 
 // Cleanup removes a pinned dataplane a crashed agent left at pinDir: the
@@ -616,6 +757,12 @@ func Cleanup(pinDir string, groups, slots int) error {
 	if _, err := dp.Attach(""); err != nil {
 		dp.Close()
 		return fmt.Errorf("no pinned link at %s: %w", pinDir, err)
+	}
+	// Under the dataplane's lock, and before its cleanup removes the
+	// directory, which must be empty by then.
+	if err := removeOwnersPin(pinDir); err != nil {
+		dp.Close()
+		return err
 	}
 	return dp.Cleanup()
 }

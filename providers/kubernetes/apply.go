@@ -24,6 +24,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/cluster"
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
@@ -393,6 +394,9 @@ func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c prov
 	obj["metadata"] = map[string]any{"name": c.Address.Name, "namespace": c.Address.Namespace, "uid": string(live.GetUID())}
 	n := 0
 	for _, path := range c.Released {
+		if removedOnRelease(k, path, live) {
+			continue
+		}
 		at, _ := k.attrOf(path)
 		place := at.place()
 		if v, ok := get(live.Object, place); ok {
@@ -422,6 +426,18 @@ func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c prov
 	}
 	_, err := rc.Apply(ctx, c.Address.Name, &unstructured.Unstructured{Object: obj}, opts)
 	return err
+}
+
+// removedOnRelease says a released field is not handed back but goes with
+// setpoint's apply: an eBPF NodeAgentConfig's spec.config is a route group
+// setpoint created (its VIP entry on every node), not a user's value, so
+// its agents stop routing it, as a local eBPF agent's release does.
+func removedOnRelease(k *kind, path addrs.Path, live *unstructured.Unstructured) bool {
+	if k.name != KindNodeAgent || path != AttrAgentConfig || live == nil {
+		return false
+	}
+	agent, _, _ := unstructured.NestedString(live.Object, "spec", "agent")
+	return agent == nodeagent.EBPF
 }
 
 // conflictsOf reads a server-side apply conflict: one cause per field,
@@ -496,6 +512,10 @@ func summary(c providers.ObjectChange, live *unstructured.Unstructured, k *kind)
 		parts = append(parts, fmt.Sprintf("%s %s → %s", path, from, c.Attributes[path]))
 	}
 	for _, path := range c.Released {
+		if removedOnRelease(k, path, live) {
+			parts = append(parts, fmt.Sprintf("%s released and removed (the eBPF agents stop routing it)", path))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s released (value kept)", path))
 	}
 	for path, v := range c.Restored {

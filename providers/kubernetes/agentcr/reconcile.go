@@ -76,10 +76,21 @@ func NodeLabels(ctx context.Context, dyn dynamic.Interface, node string) (map[st
 	return u.GetLabels(), nil
 }
 
+// Resumer is a provider whose objects can outlive its process: the eBPF
+// agent's pinned dataplane keeps routing a crashed agent's VIPs. Resumed
+// lists the objects it took over from the process before; a Reconciler's
+// first pass counts them as applied, so those no config asks for any more
+// (deleted, or no longer for this node, while no agent ran) are released
+// as a config deleted under a running agent is.
+type Resumer interface {
+	Resumed(ctx context.Context) ([]addrs.Object, error)
+}
+
 // Reconciler runs a node agent's provider from the NodeAgentConfigs that
 // select its node, as controller-runtime's reconcilers run a controller:
-// each pass lists what is asked, applies the difference (a config gone is
-// released), and reports in each config's status, this node's entry only.
+// each pass lists what is asked, applies the difference (a config gone,
+// or without spec.config, is released), and reports in each config's
+// status, this node's entry only.
 type Reconciler struct {
 	Dyn dynamic.Interface
 	// Namespace to watch ("" for all); Node is this agent's node.
@@ -101,13 +112,22 @@ type Reconciler struct {
 
 	applied  map[addrs.Object]appliedConfig
 	reported map[addrs.Object]report
+	// settled: what the provider resumed is in applied.
+	settled bool
 }
 
+// appliedConfig is what the provider was last given for an object; a
+// config the provider resumed from the process before has none ("").
 type appliedConfig struct {
 	config     string
 	generation int64
 	err        string
 }
+
+// noConfig is the report on a config without spec.config: setpoint
+// released it (a RouteGroup's goes when its spec is deleted), or nobody
+// wrote one.
+const noConfig = "no spec.config: nothing of it runs on this node"
 
 type report struct {
 	generation int64
@@ -127,6 +147,9 @@ func (r *Reconciler) Sync(ctx context.Context) error {
 	if r.applied == nil {
 		r.applied, r.reported = map[addrs.Object]appliedConfig{}, map[addrs.Object]report{}
 	}
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
 	labels, err := NodeLabels(ctx, r.Dyn, r.Node)
 	if err != nil {
 		return err
@@ -137,10 +160,20 @@ func (r *Reconciler) Sync(ctx context.Context) error {
 	}
 	now := r.now()
 	desired := map[addrs.Object]Entry{}
+	// unset are the configs without spec.config: reported, not run.
+	unset := map[addrs.Object]Entry{}
 	var changes []providers.ObjectChange
 	bad := map[addrs.Object]string{}
 	for _, e := range entries {
 		obj := r.Object(e.Namespace, e.Name)
+		if len(e.Config.Config) == 0 {
+			// It asks for nothing (setpoint removes a RouteGroup's config
+			// when it releases it): whatever runs for it is released, as
+			// on an agent setpoint runs itself, and a route group stops
+			// routing its VIP.
+			unset[obj] = e
+			continue
+		}
 		desired[obj] = e
 		prev, had := r.applied[obj]
 		if had && prev.config == string(e.Config.Config) && prev.err == "" {
@@ -149,7 +182,7 @@ func (r *Reconciler) Sync(ctx context.Context) error {
 			continue
 		}
 		v, err := values.StructuredOf(e.Config.Config)
-		if err != nil || len(e.Config.Config) == 0 {
+		if err != nil {
 			bad[obj] = fmt.Sprintf("spec.config: want an object (%v)", err)
 			continue
 		}
@@ -165,6 +198,7 @@ func (r *Reconciler) Sync(ctx context.Context) error {
 			changes = append(changes, providers.ObjectChange{Address: obj, Action: action.Update, Released: []addrs.Path{r.Attr}})
 		}
 	}
+	released := map[addrs.Object]string{}
 	if len(changes) > 0 {
 		resp := r.Provider.Apply(ctx, providers.ApplyRequest{Now: now, Changes: changes})
 		for i, c := range changes {
@@ -177,15 +211,53 @@ func (r *Reconciler) Sync(ctx context.Context) error {
 				if why == "" {
 					delete(r.applied, c.Address)
 					delete(r.reported, c.Address)
-				} else if r.Log != nil {
-					r.Log.Error("releasing a config", "object", c.Address.String(), "err", why)
+				} else {
+					released[c.Address] = why
+					if r.Log != nil {
+						r.Log.Error("releasing a config", "object", c.Address.String(), "err", why)
+					}
 				}
 				continue
 			}
 			r.applied[c.Address] = appliedConfig{config: string(e.Config.Config), generation: e.Generation, err: why}
 		}
 	}
+	for obj, e := range unset {
+		msg := noConfig
+		if why, failed := released[obj]; failed {
+			msg = "releasing it: " + why
+		}
+		if last, ok := r.reported[obj]; ok && last.generation == e.Generation && last.message == msg {
+			// Said once: released configs stay (setpoint deletes no
+			// object), and a refresh of each from every node would load
+			// the API server for nothing.
+			continue
+		}
+		desired[obj], bad[obj] = e, msg
+	}
 	return r.report(ctx, now, desired, bad)
+}
+
+// settle counts what the provider resumed from the process before as
+// applied, once, before the first pass compares: a pass releases what is
+// applied and no longer asked for.
+func (r *Reconciler) settle(ctx context.Context) error {
+	if r.settled {
+		return nil
+	}
+	if rs, ok := r.Provider.(Resumer); ok {
+		held, err := rs.Resumed(ctx)
+		if err != nil {
+			return fmt.Errorf("reading what the agent resumed: %w", err)
+		}
+		for _, obj := range held {
+			if _, ok := r.applied[obj]; !ok {
+				r.applied[obj] = appliedConfig{}
+			}
+		}
+	}
+	r.settled = true
+	return nil
 }
 
 // report writes each config's status entry for this node when what it
