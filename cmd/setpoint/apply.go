@@ -14,6 +14,7 @@ import (
 
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/action"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 )
@@ -183,7 +184,7 @@ func report(cmd *cobra.Command, p *plan.Plan, results []engine.Result, asJSON, s
 	} else {
 		for _, r := range results {
 			if r.Err != "" {
-				fmt.Fprintln(cmd.ErrOrStderr(), "error:", r.Err)
+				fmt.Fprintln(cmd.ErrOrStderr(), "error:", diag.Escape(r.Err))
 			}
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "Apply complete: %d applied, %d failed, %d held.\n", len(results)-failed, failed, len(p.Held))

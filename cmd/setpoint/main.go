@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/internal/memlimit"
 )
 
@@ -37,7 +39,14 @@ func run(args []string) int {
 			return 2
 		}
 		if !errors.Is(err, errSilent) {
-			fmt.Fprintln(root.ErrOrStderr(), "error:", err)
+			// An error may list things on lines of its own; within a line,
+			// a terminal escape or a bidi control from a file name or a
+			// value is shown, not obeyed.
+			lines := strings.Split(err.Error(), "\n")
+			for i, l := range lines {
+				lines[i] = diag.Escape(l)
+			}
+			fmt.Fprintln(root.ErrOrStderr(), "error:", strings.Join(lines, "\n"))
 		}
 		return 1
 	}

@@ -96,7 +96,10 @@ func (d Diagnostic) Error() string {
 		b.WriteString(": ")
 		b.WriteString(d.Detail)
 	}
-	return b.String()
+	// One line, whatever a file name or a value in it holds: a newline
+	// from a spec's file name would print a line of its own, a terminal
+	// escape would drive the console.
+	return Escape(b.String())
 }
 
 // MarshalJSON flattens the position for machines.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/setpoint-dev/setpoint/cue/spec"
 )
 
 func TestEscape(t *testing.T) {
@@ -65,4 +67,13 @@ func FuzzEscape(f *testing.F) {
 			t.Fatalf("Escape(%q) = %q reads back as %q (%v)", s, got, back, err)
 		}
 	})
+}
+
+// A diagnostic prints on one line whatever its file name holds.
+func TestDiagnosticErrorIsOneLine(t *testing.T) {
+	d := Diagnostic{Pos: spec.Pos{File: "inv\n+ sim:Deployment/prod/payments\x1b[32m\u202e.yaml", Line: 1, Col: 1}, Message: "bad\nvalue"}
+	got := d.Error()
+	if strings.ContainsAny(got, "\n\x1b\u202e") || !strings.Contains(got, `inv\n+ sim:Deployment/prod/payments\x1b[32m\u202e.yaml:1:1: bad\nvalue`) {
+		t.Fatalf("%q", got)
+	}
 }
