@@ -8,6 +8,8 @@ import (
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -105,7 +107,7 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 		}
 		diags = append(diags, d)
 	}
-	check := func(field, what, p string) string {
+	checkIn := func(root confine.Root, field, what, p string) string {
 		res, err := root.Inside(base, p)
 		if err != nil {
 			var oe *confine.OutsideError
@@ -116,18 +118,43 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 		}
 		return res
 	}
+	check := func(field, what, p string) string { return checkIn(root, field, what, p) }
 
 	statePath := env.Spec.State.Path
 	if statePath == "" {
 		statePath = ".setpoint/state.json"
 	}
+	stateRoot := root
 	out.state = check("spec.state.path", "state.path", statePath)
+	if link := swapLink(root, base); link != "" && out.state != "" && confine.Within(root.Dir, out.state) {
+		// The next swap deletes the tree the link leads to, and the state
+		// with it: setpoint's own .setpoint/ is kept beside the link
+		// instead; any other path there is the repository's, so refused.
+		home, moved, ok := besideLink(link, root.Dir, out.state)
+		switch {
+		case ok:
+			r, err := confine.NewRoot(home)
+			if err != nil {
+				report("spec.state.path", "state.path's directory beside the link", err)
+				out.state = ""
+				break
+			}
+			stateRoot = r
+			out.state = checkIn(stateRoot, "spec.state.path", "state.path", moved)
+		case env.Spec.State.Backend != "kubernetes":
+			diags = append(diags, load.Diagnostic{Pos: env.Src.PosOf("spec.state.path"), Path: "spec.state.path",
+				Message: fmt.Sprintf("state.path %q resolves to %q, inside %q where the symlink %q leads: the next swap of the link deletes it (and the lock with it)",
+					statePath, out.state, root.Dir, link),
+				Expected: fmt.Sprintf("a state.path under .setpoint/ (kept beside the link, in %q), a path outside the link's target with --allow-outside-paths, or state.backend: kubernetes", home)})
+			out.state = ""
+		}
+	}
 	if out.state != "" {
 		// What is kept beside the state file is judged as the file is: a
 		// link planted there must not send a write (the lock is truncated,
 		// shards are created) outside the directory.
 		for _, derived := range append(state.FilesBeside(out.state), sim.FilesBeside(out.state)...) {
-			if check("spec.state.path", "state.path's "+filepath.Base(derived), derived) == "" {
+			if checkIn(stateRoot, "spec.state.path", "state.path's "+filepath.Base(derived), derived) == "" {
 				out.state = ""
 				break
 			}
@@ -187,6 +214,52 @@ func resolveEnvPaths(root confine.Root, env *spec.Environment, t trustFlags) (en
 		out.plugins = append(out.plugins, res)
 	}
 	return out, diags
+}
+
+// swapLink is the spec directory as named (the Environment's directory
+// or one above it, resolving to root) when it is a symlink, as git-sync's
+// link is: each publish points it at a new tree and deletes the old one.
+// "" when the directory is no link: a symlink above it (macOS's /tmp) is
+// not swapped by anyone.
+func swapLink(root confine.Root, base string) string {
+	d, err := filepath.Abs(base)
+	if err != nil {
+		return ""
+	}
+	for {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || !confine.Within(root.Dir, real) {
+			return ""
+		}
+		if real == root.Dir {
+			if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return d
+			}
+			return ""
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return ""
+		}
+		d = up
+	}
+}
+
+// besideLink moves a state path under the link's target into the
+// .setpoint directory beside the link: home, and the path in it. ok is
+// false for a path that is not under a .setpoint directory.
+func besideLink(link, target, res string) (home, moved string, ok bool) {
+	home = filepath.Join(filepath.Dir(link), ".setpoint")
+	rel, err := filepath.Rel(target, res)
+	if err != nil {
+		return home, "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	i := slices.Index(parts, ".setpoint")
+	if i < 0 || i == len(parts)-1 {
+		return home, "", false
+	}
+	return home, filepath.Join(append([]string{home}, parts[i+1:]...)...), true
 }
 
 // repoRoot is the top of the git work tree holding dir (a directory with
