@@ -387,13 +387,25 @@ func (e *Engine) Plan(ctx context.Context, now time.Time, st *state.State, focus
 		}
 		ch := gate.Change{Current: cur, HasCurrent: has, Desired: d.Value, Manager: o.Managers[d.Attr.Path]}
 		dec := gate.Evaluate(now, gitops, rules, primary, ch, entry)
+		restoreOnly := onlyRestores(d.Intents)
 		if has && cur == d.Value {
-			// Nothing to change: the policies saw it (a stability window
-			// is not restarted by a recommendation equal to the current
-			// value within its tolerance).
-			continue
+			if !restoreOnly {
+				// Nothing to change: the policies saw it (a stability
+				// window is not restarted by a recommendation equal to the
+				// current value within its tolerance).
+				continue
+			}
+			if ch.Manager != gate.SetpointManager {
+				// The user's value is there and the field is not
+				// setpoint's: the restore is done. Kept, the record would
+				// restore again over whatever the user writes next.
+				st.Delete(d.Attr)
+				continue
+			}
+			// The user's value, still setpoint's field: the restore
+			// hands it back, moving no value.
 		}
-		if has && cur == dec.Value && o.Exists && dec.Hold == nil && d.Conflict == "" {
+		if has && cur == dec.Value && o.Exists && dec.Hold == nil && d.Conflict == "" && !restoreOnly {
 			// Capped or bounded to where it already is: nothing to do.
 			continue
 		}
@@ -676,6 +688,17 @@ func objectChanges(cs []plan.Change, st *state.State) (byProv map[string][]provi
 		oc.Reason = joinReason(oc.Reason, fmt.Sprintf("%s %s → %s", c.Attribute, orUnset(c.From), c.To), c.Reason)
 	}
 	return byProv, members, bad
+}
+
+// onlyRestores says every intent on an attribute is a restore (no spec
+// that still enforces it has a say).
+func onlyRestores(its []intent.Intent) bool {
+	for _, it := range its {
+		if !it.Restore {
+			return false
+		}
+	}
+	return len(its) > 0
 }
 
 // joinReason adds one change's what and why to an object's reason.

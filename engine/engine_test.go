@@ -13,6 +13,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/gate"
 	_ "github.com/setpoint-dev/setpoint/engine/kinds/nfr"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
@@ -20,6 +21,7 @@ import (
 	"github.com/setpoint-dev/setpoint/internal/simtest"
 	"github.com/setpoint-dev/setpoint/providers"
 	"github.com/setpoint-dev/setpoint/providers/sim"
+	"github.com/setpoint-dev/setpoint/providers/workload"
 )
 
 // world writes an Environment over a constant 300 req/s trace with the
@@ -547,5 +549,52 @@ func TestLostApplyRecordIsFoundInTheWorld(t *testing.T) {
 	en, ok := lost.Lookup(attr)
 	if !ok || en.Applied == nil || en.Applied.Value != c.Value || *en.User != user {
 		t.Fatalf("state after the plan: %+v (want applied %s, user %s)", en, c.Value, user)
+	}
+}
+
+// Enforcement turned off while the field already reads the user's value:
+// a field no longer setpoint's (the user wrote it back) is forgotten, so a
+// later write of the user's is never "restored" over; one still
+// setpoint's is handed back, moving no value.
+func TestRestoreOfAValueAlreadyThere(t *testing.T) {
+	e, p := world(t, checkout(""), nfr("checkout", ""))
+	st := state.New()
+	ctx := context.Background()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st, nil)
+	if res := e.Apply(ctx, now, pl, st); len(res) != 1 || res[0].Err != "" {
+		t.Fatalf("apply: %+v", res)
+	}
+	hpa := find(pl.Changes, "spec.minReplicas").Address
+	key := addrs.Attr{Object: hpa, Path: workload.MinReplicas}
+	write := func(v int64, manager string) {
+		t.Helper()
+		r := p.Apply(ctx, providers.ApplyRequest{Now: now, Changes: []providers.ObjectChange{{Address: hpa, Action: action.Update, Manager: manager, Force: true,
+			Attributes: map[addrs.Path]values.Value{workload.MinReplicas: values.CountOf(v), workload.MaxReplicas: values.CountOf(50)}, Changed: []addrs.Path{workload.MinReplicas}}}})
+		if r.Results[0].Err != "" {
+			t.Fatal(r.Results[0].Err)
+		}
+	}
+	e.Specs[0].(*spec.NFR).Spec.Enforcement.Replicas = spec.ModeOff
+	// Still setpoint's, with the user's value: handed back, 2 → 2.
+	write(2, gate.SetpointManager)
+	pl = e.Plan(ctx, now.Add(time.Minute), st, nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c == nil || !c.Restore || c.From != "2" || c.To != "2" {
+		t.Fatalf("a restore that moves no value must still hand the field back: %s", text(pl))
+	}
+	// The user wrote it back themselves: the restore is done.
+	write(2, "kubectl")
+	pl = e.Plan(ctx, now.Add(2*time.Minute), st, nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c != nil {
+		t.Fatalf("nothing to restore: %s", text(pl))
+	}
+	if _, ok := st.Lookup(key); ok {
+		t.Fatal("a restore found done must forget the attribute")
+	}
+	// A later write of the user's stands.
+	write(5, "kubectl")
+	pl = e.Plan(ctx, now.Add(3*time.Minute), st, nil)
+	if c := find(pl.Changes, "spec.minReplicas"); c != nil {
+		t.Fatalf("the user's later value was restored over: %s", text(pl))
 	}
 }
