@@ -253,6 +253,26 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 	if live == nil && len(c.Restored) > 0 {
 		return fail(fmt.Errorf("%s does not exist: nothing to restore", c.Address))
 	}
+	if len(c.Restored) > 0 && live != nil && !c.Force {
+		// A restore writes a value: a field another manager took since
+		// the plan read it (a GitOps controller) is theirs, a conflict as
+		// for any change, not overwritten by the hand-back's force.
+		ms := managedSets(live.GetManagedFields())
+		for _, path := range restoredPaths(c) {
+			at, _ := k.attrOf(path)
+			fp, err := fieldPath(at.place())
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", path, err))
+			}
+			if m := managerOf(ms, fp, c.Manager); m != "" && m != c.Manager && m != HandbackManager {
+				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
+			}
+		}
+		if len(res.Conflicts) > 0 {
+			res.Err = conflictText(res.Conflicts)
+			return res
+		}
+	}
 	if (len(c.Released) > 0 || len(c.Restored) > 0) && live != nil {
 		if err := handBack(call(), rc, k, c, live, dryRun); err != nil {
 			return fail(fmt.Errorf("handing back %s: %w", c.Address, err))

@@ -856,6 +856,26 @@ func TestRestoreHandsBack(t *testing.T) {
 	if o := read(t, p, a); o.Attributes[AttrReplicas] != values.CountOf(4) {
 		t.Fatalf("replicas %v, want 4", o.Attributes[AttrReplicas])
 	}
+	// A field a GitOps controller took since: a restore of it is a
+	// conflict naming the controller, and its value stays.
+	setpoint := providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(4), req: values.BytesOf(192 << 20)}, Changed: []addrs.Path{req}, Force: true}
+	if res := apply(t, p, setpoint); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	gitops := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "r", "namespace": ns}}
+	if err := Encode(KindDeployment, gitops, map[addrs.Path]values.Value{req: values.BytesOf(300 << 20)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic(t).Resource(kinds[KindDeployment].gvr).Namespace(ns).Apply(ctxT(t), "r", &unstructured.Unstructured{Object: gitops}, metav1.ApplyOptions{FieldManager: "argocd-controller", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	late := providers.ObjectChange{Address: a, Attributes: map[addrs.Path]values.Value{AttrReplicas: values.CountOf(4)}, Restored: map[addrs.Path]values.Value{req: values.BytesOf(256 << 20)}}
+	if res := apply(t, p, late); len(res.Conflicts) != 1 || res.Conflicts[0].Manager != "argocd-controller" {
+		t.Fatalf("a restore over a field argocd-controller took: %+v", res)
+	}
+	if o := read(t, p, a); o.Attributes[req] != values.BytesOf(300<<20) {
+		t.Fatalf("the GitOps value was overwritten: %v", o.Attributes[req])
+	}
 	// A restore of an attribute the kind has not is refused whole.
 	bad := restore
 	bad.Restored = map[addrs.Path]values.Value{addrs.MustPath("spec.paused"): values.CountOf(1)}
