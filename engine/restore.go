@@ -53,10 +53,12 @@ func adoptionOf(attr addrs.Attr, en *state.Entry) plan.Adoption {
 	return a
 }
 
-// Adopt records a saved plan's adoptions in st where st has none of the
-// attribute (no user value, no record of setpoint's, no tombstone): the
-// plan may have been made without saving (--read-only), and applying it
-// must leave the state an apply leaves. The saved plan's observations
+// Adopt records a saved plan's adoptions in st where st has no user value,
+// no record of setpoint's and no journal mark for the attribute (a
+// tombstone the plan read again is replaced, as the plan's adoption
+// replaced it): the plan may have been made without saving (--read-only),
+// and applying it must leave the state an apply leaves. Each adoption is
+// a value the plan observed (plan.Load checks it), and the observations
 // matched the world before this is called, so what it adopted is still
 // what the world holds.
 func Adopt(p *plan.Plan, st *state.State) {

@@ -413,6 +413,19 @@ func parse(path string, b []byte) (*Plan, error) {
 // address, or (but for a delete) an attribute or a value (JSON leaves a
 // missing field zero).
 func (p *Plan) check() error {
+	// What the plan adopted is what it observed: a user value in it that
+	// the plan did not read would be recorded as the user's.
+	for i, a := range p.Adopted {
+		v := a.User
+		if v == nil {
+			v = a.Own
+		}
+		key := a.Address.String() + " " + a.Attribute.String()
+		seen, ok := p.Observed[key]
+		if val, _, _ := strings.Cut(seen, " (manager "); v == nil || !ok || val != v.String() {
+			return fmt.Errorf("adoption %d (%s) is not a value the plan observed", i, key)
+		}
+	}
 	for _, list := range [][]Change{p.Changes, p.Held} {
 		for i, c := range list {
 			switch {

@@ -123,3 +123,28 @@ func TestTextEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A saved plan's adoptions are values it observed: one that is not (a
+// user value of 0 written into the file and the digest sealed again) is
+// refused when the plan is read.
+func TestAdoptionsAreWhatThePlanObserved(t *testing.T) {
+	a := addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}
+	path := addrs.MustPath("spec.minReplicas")
+	for _, c := range []struct {
+		user values.Value
+		ok   bool
+	}{{values.CountOf(2), true}, {values.CountOf(0), false}} {
+		u := c.user
+		p := &Plan{FormatVersion: FormatVersion, Observed: map[string]string{a.String() + " " + path.String(): "2 (manager kubectl)"},
+			Changes: []Change{}, Held: []Change{}, Adopted: []Adoption{{Address: a, Attribute: path, User: &u}}}
+		p.Seal()
+		f := filepath.Join(t.TempDir(), "plan.json")
+		if err := p.Save(f); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(f)
+		if (err == nil) != c.ok {
+			t.Fatalf("adopting %s where 2 was observed: %v", u, err)
+		}
+	}
+}
