@@ -42,10 +42,11 @@ credentials (get, list) are enough.
 			default:
 				return fmt.Errorf("--format %q: want text, json or markdown", format)
 			}
-			if trustedEnv != "" && !readOnly {
+			if trustedEnv != "" && (!readOnly || out != "") {
 				// The mode is for specs not to be trusted: nothing of theirs
-				// may be saved.
-				return fmt.Errorf("--trusted-environment needs --read-only")
+				// may be saved, and a saved plan would be applied under the
+				// directory's own Environment.
+				return fmt.Errorf("--trusted-environment needs --read-only, and saves no plan (--out)")
 			}
 			tuneBatchGC()
 			w, err := openWorkspace(args[0], simOptions{trustedEnv: trustedEnv})

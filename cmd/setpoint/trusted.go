@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -20,7 +21,15 @@ import (
 // withTrustedEnv replaces the Environment of docs by the one in the file
 // at path. Paths the trusted Environment names resolve in its own tree.
 // The note says what was replaced, for the plan.
-func withTrustedEnv(l *load.Loader, path string, docs []spec.Document) ([]spec.Document, *plan.Note, error) {
+func withTrustedEnv(l *load.Loader, dir, path string, docs []spec.Document) ([]spec.Document, *plan.Note, error) {
+	// A file inside the directory planned is the change's to write (a
+	// checkout of the base branch's file into it is overwritten by the
+	// change, and the state it names would be the change's).
+	if inside, err := within(dir, path); err != nil {
+		return nil, nil, err
+	} else if inside {
+		return nil, nil, fmt.Errorf("the trusted Environment %q is inside the directory planned %q: check the base branch out beside it (see examples/ci)", path, dir)
+	}
 	r := l.Load(path)
 	if len(r.Diags) > 0 {
 		msgs := make([]string, len(r.Diags))
@@ -62,4 +71,21 @@ func withTrustedEnv(l *load.Loader, path string, docs []spec.Document) ([]spec.D
 			Message: fmt.Sprintf("this change edits the Environment: planned against the trusted Environment %q instead (endpoints, credentials, providers, scraping and state come from it, never from the change)", path)}
 	}
 	return out, note, nil
+}
+
+// within says whether path (every symlink resolved) is dir or below it.
+func within(dir, path string) (bool, error) {
+	d, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false, fmt.Errorf("resolving %q: %w", dir, err)
+	}
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false, fmt.Errorf("the trusted Environment %q: %w", path, err)
+	}
+	rel, err := filepath.Rel(d, p)
+	if err != nil {
+		return false, nil
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))), nil
 }

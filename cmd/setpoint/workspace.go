@@ -170,7 +170,7 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 	docs := r.Documents
 	var note *plan.Note
 	if o.trustedEnv != "" {
-		if docs, note, err = withTrustedEnv(l, o.trustedEnv, docs); err != nil {
+		if docs, note, err = withTrustedEnv(l, dir, o.trustedEnv, docs); err != nil {
 			return nil, err
 		}
 	}
