@@ -172,11 +172,15 @@ type tickResult struct {
 // override) at the tick's time, once per tick, charged to the budget of
 // the spec being decided.
 func (t *Tick) Query(expr string) (signals.Result, error) {
-	ctx := t.own
-	if ctx == nil {
-		ctx = t.Ctx
+	return t.query(t.specCtx(), expr)
+}
+
+// specCtx is the context of the spec being decided (its budget).
+func (t *Tick) specCtx() context.Context {
+	if t.own != nil {
+		return t.own
 	}
-	return t.query(ctx, expr)
+	return t.Ctx
 }
 
 // forSpec makes the following Query calls the spec's: charged to a fresh
@@ -211,7 +215,17 @@ func (t *Tick) query(ctx context.Context, expr string) (signals.Result, error) {
 // By evaluates expr once per tick and indexes it by labels once, so every
 // spec finds its workload's value in a grouped result without a scan.
 func (t *Tick) By(expr string, labels ...string) (map[string]float64, signals.Result, error) {
-	r, err := t.query(t.Ctx, expr)
+	return t.by(t.Ctx, expr, labels)
+}
+
+// OwnBy is By for a spec's own grouped query (a Fleet's per-cluster
+// queries): charged to the budget of the spec being decided, as Query.
+func (t *Tick) OwnBy(expr string, labels ...string) (map[string]float64, signals.Result, error) {
+	return t.by(t.specCtx(), expr, labels)
+}
+
+func (t *Tick) by(ctx context.Context, expr string, labels []string) (map[string]float64, signals.Result, error) {
+	r, err := t.query(ctx, expr)
 	if err != nil {
 		return nil, r, err
 	}

@@ -188,7 +188,37 @@ func Cost(query string, e parser.Expr, series func(*parser.VectorSelector) int) 
 		return 0, worst
 	}
 	_, peak := held(e, series)
-	return int64(total) + int64(max(peak, 1)), nil
+	cost := int64(total) + int64(max(peak, 1))
+	if ms := topMatrix(e); ms != nil {
+		// A range vector as the answer (a debug evaluation, `setpoint
+		// query`) holds every point of its window: counted at one a
+		// second, the finest the stores here keep.
+		n := 1
+		if series != nil {
+			n = max(series(ms.VectorSelector.(*parser.VectorSelector)), 1)
+		}
+		cost += int64(n) * (int64(ms.Range/time.Second) + 1)
+	}
+	return cost, nil
+}
+
+// topMatrix is the range selector e is, under parentheses, or nil.
+func topMatrix(e parser.Expr) *parser.MatrixSelector {
+	for {
+		switch x := e.(type) {
+		case *parser.ParenExpr:
+			e = x.Expr
+		case *parser.StepInvariantExpr:
+			e = x.Expr
+		case *parser.MatrixSelector:
+			if _, ok := x.VectorSelector.(*parser.VectorSelector); ok {
+				return x
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
 }
 
 // subquerySteps is how many steps sq is evaluated at, under the subqueries

@@ -56,6 +56,13 @@ func (b *Budget) Charge(query string, cost int64) error {
 	return nil
 }
 
+// Refund gives back a charge for a query that was not evaluated after all.
+func (b *Budget) Refund(cost int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.spent = max(b.spent-cost, 0)
+}
+
 // Spent is what the budget has counted.
 func (b *Budget) Spent() int64 {
 	b.mu.Lock()

@@ -46,6 +46,10 @@ func TestCost(t *testing.T) {
 		{"rate(x[5m])", 2},
 		// One hour at a minute: 61 steps × 1 series, + 2 at the instant.
 		{"max_over_time(x[1h:1m])", 61 + 2},
+		// A range vector as the answer: every point of 20 minutes at one
+		// a second (1,201), + the selector's 1.
+		{"x[20m]", 1201 + 1},
+		{"(x[1m])", 61 + 1},
 	} {
 		e, err := testParser.ParseExpr(c.q)
 		if err != nil {

@@ -61,7 +61,7 @@ func listOf(f *spec.Fleet, def string) providers.ListRequest {
 // perCluster reads a grouped query as values by cluster; an error or a
 // query without the cluster label is said at its field.
 func perCluster(t *engine.Tick, f *spec.Fleet, field, expr string) (map[string]float64, *plan.Note) {
-	m, r, err := t.By(expr, ClusterLabel)
+	m, r, err := t.OwnBy(expr, ClusterLabel)
 	if err != nil {
 		return nil, &plan.Note{Severity: diag.Warning, Spec: f.ID(), Pos: f.Src.PosOf(field), Message: fmt.Sprintf("%s: %v: every cluster's actions that need it hold", field, err)}
 	}

@@ -120,25 +120,33 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 		return res, fmt.Errorf("evaluating %q: %w", expr, err)
 	}
 	// The spec's budget for this reconcile first (it refuses at once),
-	// then the process's samples in flight (it waits its turn).
-	if b := signals.BudgetOf(ctx); b != nil {
+	// then the process's samples in flight (it waits its turn, as long as
+	// an evaluation may take: the wait is not the query's own time).
+	b := signals.BudgetOf(ctx)
+	if b != nil {
 		if err := b.Charge(expr, cost); err != nil {
 			return res, fmt.Errorf("evaluating %q: %w", expr, err)
 		}
 	}
-	s.Store.Request(names(e)...)
-	late := &signals.BoundError{What: "the evaluation was still running", Bound: s.timeout.String()}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
-	defer cancel()
 	inFlight := s.InFlight
 	if inFlight == nil {
 		inFlight = signals.Process
 	}
-	release, err := inFlight.Acquire(ctx, expr, cost)
+	wctx, wcancel := context.WithTimeout(ctx, s.timeout)
+	release, err := inFlight.Acquire(wctx, expr, cost)
+	wcancel()
 	if err != nil {
+		if b != nil {
+			// Not evaluated: the spec did not spend it.
+			b.Refund(cost)
+		}
 		return res, fmt.Errorf("evaluating %q: %w", expr, err)
 	}
 	defer release()
+	s.Store.Request(names(e)...)
+	late := &signals.BoundError{What: "the evaluation was still running", Bound: s.timeout.String()}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
+	defer cancel()
 	q, err := s.engine.NewInstantQuery(ctx, s.Store, s.opts, expr, at)
 	if err != nil {
 		return res, fmt.Errorf("preparing %q: %w", expr, err)
