@@ -50,21 +50,23 @@ func TestCompletionUnknownShellFails(t *testing.T) {
 }
 
 // TestLogHoldsSaysEachHoldOnce: a hold is said when it starts and when it
-// changes kind, not at every plan, and is forgotten once its object is
+// changes kind, not at every plan, and is forgotten once its spec is
 // planned without it.
 func TestLogHoldsSaysEachHoldOnce(t *testing.T) {
 	var out bytes.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
 	defer slog.SetDefault(prev)
+	const id = "NFR/shop/x"
 	a := addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "x"}
 	held := func(kind plan.HoldKind) *plan.Plan {
-		return &plan.Plan{Observed: map[string]string{a.String(): "exists=true"}, Held: []plan.Change{{Address: a, Attribute: addrs.MustPath("spec.replicas"), Held: &plan.Hold{Kind: kind}}}}
+		return &plan.Plan{Held: []plan.Change{{Address: a, Attribute: addrs.MustPath("spec.replicas"), Spec: id, Held: &plan.Hold{Kind: kind}}}}
 	}
-	free := &plan.Plan{Observed: map[string]string{a.String(): "exists=true"}}
-	holds := map[string]string{}
+	free := &plan.Plan{}
+	asked := settled{asked: map[string]bool{id: true}, live: map[string]bool{id: true}}
+	said := &logged{}
 	for _, p := range []*plan.Plan{held(plan.HoldStability), held(plan.HoldStability), held(plan.HoldCooldown), free, held(plan.HoldCooldown)} {
-		logHolds(p, holds, "tick")
+		logHolds(p, said, "tick", asked)
 	}
 	if n := strings.Count(out.String(), "msg=held"); n != 3 {
 		t.Fatalf("want 3 hold lines (stability, cooldown, cooldown again after it ended), got %d:\n%s", n, out.String())
@@ -79,11 +81,12 @@ func TestWarningsSaidOnce(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&out, nil)))
 	defer slog.SetDefault(prev)
 	const id = "Schedule/shop/api"
-	down := &plan.Plan{Specs: map[string]string{id: "x"}, Notes: []plan.Note{{Severity: diag.Warning, Spec: id, Message: "activity: querying prometheus: connection refused"}}}
-	up := &plan.Plan{Specs: map[string]string{id: "x"}}
-	holds := map[string]string{}
+	down := &plan.Plan{Notes: []plan.Note{{Severity: diag.Warning, Spec: id, Message: "activity: querying prometheus: connection refused"}}}
+	up := &plan.Plan{}
+	asked := settled{asked: map[string]bool{id: true}, live: map[string]bool{id: true}}
+	said := &logged{}
 	for _, p := range []*plan.Plan{down, down, down, up, up, down} {
-		logWarnings(p, holds)
+		logWarnings(p, said, asked)
 	}
 	if n := strings.Count(out.String(), "connection refused"); n != 2 {
 		t.Fatalf("want the outage said twice (once per outage), got %d:\n%s", n, out.String())

@@ -12,6 +12,7 @@ import (
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	k8sprov "github.com/setpoint-dev/setpoint/providers/kubernetes"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -34,6 +35,17 @@ func stateAdvice(err error, dir string) error {
 		return err
 	}
 	return fmt.Errorf("%w\n  setpoint state verify %s lists every unreadable shard with why;\n  setpoint state reseal %s SHARD re-seals one edited by hand;\n  setpoint state reset %s SHARD moves one aside (its object's attributes are then adopted again from the world, as new)", err, dir, dir, dir)
+}
+
+// adviseLockTimeout says how to wait for a lock another process holds, to
+// a command that has --lock-timeout and did not wait (the lock's own error
+// names no flag: watch has none).
+func adviseLockTimeout(err error) error {
+	var le *state.LockedError
+	if errors.As(err, &le) && le.Waited == nil {
+		return fmt.Errorf("%w; wait for it to finish, or run again with --lock-timeout to wait", err)
+	}
+	return err
 }
 
 // stateBackend finds a directory's state from its Environment, starting
@@ -83,6 +95,7 @@ func openStateDir(ctx context.Context, dir string) (stateDir, error) {
 // directory were deleted on purpose.
 func newConfirmReleaseCmd() *cobra.Command {
 	var yes bool
+	var lockWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "confirm-release DIR",
 		Short: "Confirm, once, that the specs gone from DIR were deleted on purpose, so their fields are released",
@@ -92,7 +105,9 @@ released. confirm-release lists the specs gone and, confirmed, marks them in the
 state: their fields are released at the next plan, apply or watch reconcile. It
 names those specs only; a spec deleted later is judged again. While a watch
 holds the state, the confirmation is handed to it (a file beside the state) and
-taken at its next reconcile.`,
+taken at its next reconcile. Any other holder (an apply, a plan) reads no such
+file: confirm-release then waits for the lock as long as --lock-timeout says,
+or refuses at once, naming the holder.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -107,12 +122,33 @@ taken at its next reconcile.`,
 			for _, d := range sd.loaded.Specs() {
 				live[d.Head().ID()] = true
 			}
-			unlock, lockErr := sd.backend.Lock(ctx, "setpoint state confirm-release", false)
+			const who = "setpoint state confirm-release"
+			unlock, lockErr := sd.backend.Lock(ctx, who, false)
+			if errors.Is(lockErr, state.ErrLocked) && !heldByWatch(sd.path) && lockWait > 0 {
+				// A one-shot command lets the lock go when it is done; a
+				// watch never does, and is handed the confirmation instead.
+				slog.Info("waiting for the state lock", "held", lockErr.Error(), "timeout", lockWait)
+				wctx, cancel := context.WithTimeout(ctx, lockWait)
+				defer cancel()
+				unlock, lockErr = sd.backend.Lock(wctx, who, true)
+			}
 			if lockErr != nil && !errors.Is(lockErr, state.ErrLocked) {
 				return lockErr
 			}
 			if unlock != nil {
 				defer unlock()
+			}
+			// The watch the confirmation is handed to, when one holds the
+			// state: no other holder would ever read it.
+			var watcher *state.Holder
+			if lockErr != nil {
+				if sd.path == "" {
+					return fmt.Errorf("%w\n(in a cluster the confirmation needs the state lock: run it when no replica holds the shards)", lockErr)
+				}
+				watcher = state.LockHolder(sd.path)
+				if !watcher.IsWatch() {
+					return notHandedOver(lockErr, watcher)
+				}
 			}
 			st, err := sd.backend.Load(ctx)
 			if err != nil {
@@ -132,23 +168,16 @@ taken at its next reconcile.`,
 			for _, id := range gone {
 				set[id] = true
 			}
-			if lockErr == nil {
+			if watcher == nil {
 				engine.ConfirmGone(st, live, set)
 				if _, err := sd.backend.Save(ctx, st); err != nil {
-					return err
+					return fmt.Errorf("saving the confirmation: %w", err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "Confirmed %s deleted: their fields are released at the next plan, apply or watch.\n", load.CountNoun(len(gone), "spec"))
 				return nil
 			}
-			if sd.path == "" {
-				return fmt.Errorf("%w\n(in a cluster the confirmation needs the state lock: run it when no replica holds the shards)", lockErr)
-			}
-			holder := state.LockHolder(sd.path)
-			if holder == nil {
-				return fmt.Errorf("%w\n(the holder cannot be read from the lock file, so the confirmation cannot be handed to it)", lockErr)
-			}
 			host, _ := os.Hostname()
-			b, _ := json.Marshal(confirmation{Specs: gone, At: time.Now().UTC(), By: fmt.Sprintf("pid %d on %s", os.Getpid(), host), Holder: holder.String()})
+			b, _ := json.Marshal(confirmation{Specs: gone, At: time.Now().UTC(), By: fmt.Sprintf("pid %d on %s", os.Getpid(), host), Holder: watcher.String()})
 			if err := atomicfile.Write(state.ConfirmPath(sd.path), b, 0o644); err != nil {
 				return fmt.Errorf("handing the confirmation over: %w", err)
 			}
@@ -157,7 +186,28 @@ taken at its next reconcile.`,
 		},
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
+	cmd.Flags().DurationVar(&lockWait, "lock-timeout", 0, "while an apply or a plan holds the state, wait this long for the lock (0: refuse at once, naming the holder); a watch holding it is handed the confirmation at once")
 	return cmd
+}
+
+// heldByWatch reports whether the lock file of the file state at path
+// ("" in a cluster) names a running watch as its holder.
+func heldByWatch(path string) bool {
+	return path != "" && state.LockHolder(path).IsWatch()
+}
+
+// notHandedOver is confirm-release's refusal when the state is held by a
+// process that is not a watch (h; nil when the lock file does not say).
+func notHandedOver(lockErr error, h *state.Holder) error {
+	why := "the lock file does not say who holds it"
+	if h != nil {
+		why = h.Who + " is not one"
+	}
+	var le *state.LockedError
+	if errors.As(lockErr, &le) && le.Waited != nil {
+		return fmt.Errorf("%w\n(not confirmed: only a running setpoint watch is handed a confirmation, and %s: run again when the holder is done, or with a longer --lock-timeout)", lockErr, why)
+	}
+	return fmt.Errorf("%w\n(not confirmed: only a running setpoint watch is handed a confirmation, and %s: wait for the holder to finish, or run again with --lock-timeout to wait for the lock)", lockErr, why)
 }
 
 // stateNamespace is where in-cluster state lives: --state-namespace, else
@@ -356,7 +406,7 @@ verify lists them, reseal re-seals one edited by hand, reset moves one aside.`,
 				}
 				unlock, err := b.Lock(ctx, "setpoint state "+use, lockWait > 0)
 				if err != nil {
-					return err
+					return adviseLockTimeout(err)
 				}
 				defer unlock()
 				for _, s := range args[1:] {

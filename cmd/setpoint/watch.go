@@ -5,11 +5,13 @@ import (
 
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,7 +42,9 @@ a change of it held by a stability window or a cooldown becomes due. A broken
 edit is reported and the last good version of that file keeps running. Time is
 the wall clock; with the sim world, virtual time runs from the sim config's
 start (or the last change applied, when later) at the sim speed (at least
-real time).`,
+real time). watch holds the state's lock for its life; should the lock file be
+removed or replaced under it, /healthz fails at once and watch exits non-zero,
+to be run again (by hand or its supervisor), which locks the state anew.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A shard is a Lease and a spec's shard a hash modulo their
@@ -50,6 +54,10 @@ real time).`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Cancelled with a stateLockLost as its cause when the lock
+			// file goes: everything the watch runs stops with it.
+			ctx, lost := context.WithCancelCause(ctx)
+			defer lost(nil)
 			dbg, err := newDebugConfig(debugAddr, debugTokenFile)
 			if err != nil {
 				return err
@@ -95,15 +103,22 @@ real time).`,
 			providersAt := providerConfigs(ws.env)
 			stateAt := ws.env.Spec.State
 			tickAt := w.Tick
-			holds := map[string]string{}
-			shards := startShards(ctx, ws, w, shardCount, healthAddr, dbg.selfMetrics())
+			said := &logged{}
+			lockGone := stateLockGone(ws.state)
+			shards := startShards(ctx, ws, w, shardCount, healthAddr, dbg.selfMetrics(), lockGone)
 			// The directory is this process's until it stops: a second
 			// watch (with its own clock on the sim world) or an apply
 			// would record every change twice.
-			if err := ws.holdLock(ctx, "setpoint watch"); err != nil {
+			if err := ws.holdLock(ctx, state.WatchHolder); err != nil {
 				return err
 			}
+			go watchStateLock(ctx, lockGone, lost)
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
+				if err := lockGone(); err != nil {
+					// Not one more plan: the monitor may not have looked yet.
+					lost(stateLockLost{err})
+					return nil
+				}
 				if shards != nil {
 					defer shards.h.Busy()()
 				}
@@ -129,7 +144,7 @@ real time).`,
 					w.SetTick(tickAt)
 					dbg.selfMetrics().observeTick(tickAt)
 				}
-				return reconcileKeysMetered(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, holds, dbg.selfMetrics())
+				return reconcileKeysMetered(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, said, dbg.selfMetrics())
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
@@ -158,7 +173,16 @@ real time).`,
 				}, slog.Default())
 			}
 			slog.Info("watching", "dir", args[0], "tick", w.Tick, "specs", len(set.Specs))
-			return w.Run(ctx)
+			if err := w.Run(ctx); err != nil {
+				return err
+			}
+			if ll := (stateLockLost{}); errors.As(context.Cause(ctx), &ll) {
+				// Non-zero, so a supervisor starts it again: the new
+				// process locks the state anew, or refuses, naming whoever
+				// took it meanwhile.
+				return fmt.Errorf("%w; watch stopped so as never to apply beside another process: run it again to lock the state anew", ll.error)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().DurationVar(&debounce, "debounce", 20*time.Millisecond, "wait this long after an edit for more edits")
@@ -171,6 +195,52 @@ real time).`,
 	cmd.Flags().StringVar(&debugAddr, "debug-addr", "", "serve POST /debug/promql/eval, GET /debug/store and GET /metrics on this address (e.g. 127.0.0.1:8082); loopback only unless --debug-token-file")
 	cmd.Flags().StringVar(&debugTokenFile, "debug-token-file", "", "require \"Authorization: Bearer TOKEN\" on the debug endpoints, TOKEN read from this file; needed to bind --debug-addr beyond loopback")
 	return cmd
+}
+
+// stateLockLost is watch's end when the lock file it holds was removed or
+// replaced: another process could lock the state beside it.
+type stateLockLost struct{ error }
+
+func (e stateLockLost) Unwrap() error { return e.error }
+
+// stateLockGone returns what says whether the state lock this process
+// holds is still the one its path names (nil: it is, or the backend has
+// no lock file to lose, as in a cluster, where the shard Leases are the
+// lock). Before the lock is taken it says so too.
+func stateLockGone(b state.Backend) func() error {
+	hc, ok := b.(interface{ CheckHeld() error })
+	if !ok {
+		return func() error { return nil }
+	}
+	return hc.CheckHeld
+}
+
+// lockCheckEvery is how often a watch looks at its lock file between
+// reconciles: a tick can be long, and a watch that cannot reconcile must
+// stop for its supervisor to restart it.
+const lockCheckEvery = time.Second
+
+// watchStateLock cancels the watch (lost) once its lock file is removed
+// or replaced. Locking the new file in place is not provably safe: another
+// process may have locked it while a reconcile of this one was running,
+// and the two may already have interleaved; an exit shows that (exit
+// code, the supervisor's restarts) where a quiet re-lock would hide it,
+// and the new process starts from the state as it is.
+func watchStateLock(ctx context.Context, lockGone func() error, lost context.CancelCauseFunc) {
+	t := time.NewTicker(lockCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := lockGone(); err != nil {
+				slog.Error("the state lock is gone: stopping", "error", err)
+				lost(stateLockLost{err})
+				return
+			}
+		}
+	}
 }
 
 // maxShards bounds --shards: each shard is a Lease every replica looks at
@@ -197,7 +267,10 @@ type shardSet struct {
 // the cluster: it holds its share of the shard Leases, reconciles only the
 // specs of those, and reconciles every spec when its shards change (the
 // ones it gained are then its own). It serves health on addr.
-func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string, m *selfMetrics) *shardSet {
+//
+// lockGone says why this process no longer holds the state lock (nil: it
+// does); /healthz and /readyz fail while it says so.
+func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string, m *selfMetrics, lockGone func() error) *shardSet {
 	var ss *shardSet
 	if kb, ok := ws.state.(*kstate.Backend); ok {
 		kb.Shards = n
@@ -221,7 +294,16 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 	}
 	if addr != "" {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) { rw.Write([]byte("ok\n")) })
+		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+			// Asked here rather than remembered: from the moment the lock
+			// file goes, no reconcile runs, though the watch may take a
+			// moment (a reconcile in flight) to stop.
+			if err := lockGone(); err != nil {
+				http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			rw.Write([]byte("ok\n"))
+		})
 		// The watch's metrics, without a token: what a health port
 		// shows a scraper is no secret, unlike the debug endpoints'
 		// queries and store.
@@ -229,6 +311,10 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
 			if ss != nil && !ss.h.Healthy() {
 				http.Error(rw, "the shard leases could not be read or renewed", http.StatusServiceUnavailable)
+				return
+			}
+			if err := lockGone(); err != nil {
+				http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 				return
 			}
 			fmt.Fprintf(rw, "ok %s\n", ss.describe())
@@ -300,16 +386,16 @@ func (s *shardSet) fence(specs []string) error {
 // same clock, virtual or not), so the time the plan took is not added.
 // Errors naming a spec are retried with backoff.
 //
-// holds remembers the hold last logged per attribute, so that a hold is
-// said once at the default level when it starts or changes kind, not at
-// every tick; nil logs none.
-func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, holds map[string]string) map[string]watch.Result {
-	return reconcileKeysMetered(ctx, ws, q, set, keys, reason, clk, lockWait, holds, nil)
+// said remembers the holds and warnings last logged, so that each is said
+// at the default level when it starts or changes, not at every tick; nil
+// logs none.
+func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged) map[string]watch.Result {
+	return reconcileKeysMetered(ctx, ws, q, set, keys, reason, clk, lockWait, said, nil)
 }
 
 // reconcileKeysMetered is reconcileKeys recording into m (nil: nothing),
 // which only watch with its debug endpoints has.
-func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, holds map[string]string, m *selfMetrics) map[string]watch.Result {
+func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) map[string]watch.Result {
 	defer m.observeReconcile(time.Now())
 	var now time.Time
 	ws.mu.Lock()
@@ -336,8 +422,9 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 				failed[e.Spec] = fmt.Errorf("%s", e.Error())
 			}
 		}
-		logHolds(p, holds, reason)
-		logWarnings(p, holds)
+		settles := newSettled(p, set, keys)
+		logHolds(p, said, reason, settles)
+		logWarnings(p, said, settles)
 		if p.Empty() {
 			slog.Debug("reconciled", "reason", reason, "held", len(p.Held))
 			return nil
@@ -419,40 +506,95 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	return res
 }
 
-// logHolds says each hold once when it starts or changes kind, and when
-// it ends, at the default level: a hold is what a user waits on.
-func logHolds(p *plan.Plan, holds map[string]string, reason string) {
-	if holds == nil {
+// logged is what watch said last, so that a hold or a spec's warnings are
+// said when they start or change, said again when they return after
+// ending, and not at every reconcile.
+type logged struct {
+	holds    map[string]heldLog // "address attribute" → its hold
+	warnings map[string]string  // spec → its warnings, a line each
+}
+
+// heldLog is a hold said: its kind, and the specs that decided it (a plan
+// of any of them plans the attribute: they share its object).
+type heldLog struct {
+	kind  string
+	specs []string
+}
+
+// settled says whose holds and warnings a reconcile's plan settles, from
+// what the watch has (the keys it asked for, the specs in force), not
+// from the plan's Specs and Observed, which are filled only when a plan
+// is written out.
+type settled struct {
+	asked, live, failed map[string]bool
+}
+
+func newSettled(p *plan.Plan, set watch.Set, keys []string) settled {
+	s := settled{asked: map[string]bool{}, live: map[string]bool{}, failed: map[string]bool{}}
+	for _, k := range keys {
+		s.asked[k] = true
+	}
+	for _, d := range set.Specs {
+		s.live[d.Head().ID()] = true
+	}
+	// A spec whose plan failed (an object that could not be read) holds
+	// nothing and warns of nothing, which says nothing of an end.
+	for _, e := range p.Errors {
+		s.failed[e.Spec] = true
+	}
+	return s
+}
+
+// planned: the spec was asked for and planned.
+func (s settled) planned(id string) bool { return s.asked[id] && !s.failed[id] }
+
+// gone: the spec is no longer in force. What it held (a release waiting
+// for its confirmation) is planned whatever a plan's focus.
+func (s settled) gone(id string) bool { return !s.live[id] && !s.failed[id] }
+
+// logHolds says each hold when it starts or changes kind, at the default
+// level: a hold is what a user waits on. A hold is forgotten when it ends
+// (applied, or no longer wanted), so that its return is said again.
+func logHolds(p *plan.Plan, said *logged, reason string, s settled) {
+	if said == nil {
 		return
+	}
+	if said.holds == nil {
+		said.holds = map[string]heldLog{}
 	}
 	now := map[string]bool{}
 	for _, c := range p.Held {
 		k := c.Address.String() + " " + c.Attribute.String()
 		now[k] = true
-		if holds[k] == c.Held.Kind.String() {
+		kind := c.Held.Kind.String()
+		was, ok := said.holds[k]
+		said.holds[k] = heldLog{kind: kind, specs: append([]string{c.Spec}, c.By...)}
+		if ok && was.kind == kind {
 			continue
 		}
-		holds[k] = c.Held.Kind.String()
 		slog.Info("held", "reason", reason, "address", c.Address.String(), "attribute", c.Attribute.String(), "from", c.From, "to", c.To, "hold", c.Held.String())
 	}
-	// A hold on an object this plan looked at that is no longer held has
-	// ended (applied, or no longer wanted): forget it, so a new hold of the
-	// same kind is said again and the map does not grow.
-	for k := range holds {
-		obj, _, _ := strings.Cut(k, " ")
-		if _, looked := p.Observed[obj]; looked && !now[k] {
-			delete(holds, k)
+	for k, h := range said.holds {
+		if now[k] {
+			continue
+		}
+		// Not held in a plan of its attribute: the hold ended. An
+		// attribute this plan did not look at says nothing.
+		if slices.ContainsFunc(h.specs, s.planned) || !slices.ContainsFunc(h.specs, func(id string) bool { return !s.gone(id) }) {
+			delete(said.holds, k)
 		}
 	}
 }
 
 // logWarnings says a spec's warnings (a signal source down, activity that
 // cannot be read: the decision holds) once when they start or change, and
-// that they ended, as logHolds does for holds; it shares holds' map under
-// keys of their own.
-func logWarnings(p *plan.Plan, holds map[string]string) {
-	if holds == nil {
+// that they cleared once a plan of the spec has none.
+func logWarnings(p *plan.Plan, said *logged, s settled) {
+	if said == nil {
 		return
+	}
+	if said.warnings == nil {
+		said.warnings = map[string]string{}
 	}
 	now := map[string]string{}
 	for _, n := range p.Notes {
@@ -461,20 +603,26 @@ func logWarnings(p *plan.Plan, holds map[string]string) {
 		}
 	}
 	for id, msg := range now {
-		k := "warning " + id
-		if holds[k] == msg {
+		if said.warnings[id] == msg {
 			continue
 		}
-		holds[k] = msg
+		said.warnings[id] = msg
 		for _, line := range strings.Split(strings.TrimSuffix(msg, "\n"), "\n") {
 			slog.Warn("note", "spec", id, "message", line)
 		}
 	}
-	for id := range p.Specs {
-		k := "warning " + id
-		if _, was := holds[k]; was && now[id] == "" {
-			delete(holds, k)
+	for id := range said.warnings {
+		// A note of no spec (an apply cut off) is said again only when
+		// it changes: no plan is the plan of no spec.
+		if id == "" || now[id] != "" {
+			continue
+		}
+		switch {
+		case s.planned(id):
+			delete(said.warnings, id)
 			slog.Info("notes cleared", "spec", id)
+		case s.gone(id):
+			delete(said.warnings, id) // deleted with its spec: nothing to say
 		}
 	}
 }

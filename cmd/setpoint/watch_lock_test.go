@@ -4,11 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 // TestWatchHoldsTheDirectoryForItsLifetime: while a watch runs, a second
@@ -32,11 +37,12 @@ func TestWatchHoldsTheDirectoryForItsLifetime(t *testing.T) {
 		t.Fatalf("a second watch runs beside the first:\n%s", second.logs.String())
 	}
 	errOut, code := second.logs.String(), second.cmd.ProcessState.ExitCode()
-	if code != 1 || !strings.Contains(errOut, "another setpoint runs on this directory's state") || !strings.Contains(errOut, "(setpoint watch)") {
+	// Advice names only flags the command has: watch has no --lock-timeout.
+	if code != 1 || !strings.Contains(errOut, "another setpoint runs on this directory's state") || !strings.Contains(errOut, "(setpoint watch)") || strings.Contains(errOut, "--lock-timeout") {
 		t.Fatalf("second watch: %d %s", code, errOut)
 	}
 	_, errOut, code = runCLI(t, "apply", "--auto-approve", dir)
-	if code != 1 || !strings.Contains(errOut, "(setpoint watch)") {
+	if code != 1 || !strings.Contains(errOut, "(setpoint watch)") || !strings.Contains(errOut, "run again with --lock-timeout") {
 		t.Fatalf("apply beside watch: %d %s", code, errOut)
 	}
 	_, errOut, code = runCLI(t, "plan", dir)
@@ -91,25 +97,52 @@ func treeDigest(t *testing.T, dir string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// TestWatchStopsApplyingWhenItsLockGoes: a lock file removed under a
-// running watch (rm -rf .setpoint, git clean) would let a second process
-// lock the state beside it: the watch says so and applies nothing more.
-func TestWatchStopsApplyingWhenItsLockGoes(t *testing.T) {
+// TestWatchStopsWhenItsLockGoes: a lock file removed under a running
+// watch (rm -rf .setpoint, git clean) would let a second process lock the
+// state beside it: /healthz says so at once, and the watch exits non-zero
+// (a supervisor restarts it) instead of living on unable to reconcile.
+// Started again, it locks the state anew.
+func TestWatchStopsWhenItsLockGoes(t *testing.T) {
+	// A free port: the health server logs no address to read one from.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	healthz := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 	dir := copySpecs(t, quick...)
-	w := startProc(t, "watch", dir)
+	w := startProc(t, "watch", "--health-addr", addr, dir)
 	w.waitLog(t, 20*time.Second, "msg=watching")
 	w.waitLog(t, 20*time.Second, "reason=start")
+	testutil.Eventually(t, 20*time.Second, "/healthz ok", func() bool { code, _ := healthz(); return code == 200 })
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+
 	if err := os.Remove(filepath.Join(dir, ".setpoint", "state.json.lock")); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(dir, "checkout.nfr.yaml")
-	b, _ := os.ReadFile(p)
-	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "minRPS: 400", "minRPS: 900", 1)), 0o644); err != nil {
-		t.Fatal(err)
+	// Asked at once: the watch may already be gone (refused, 0), never ok.
+	if code, body := healthz(); code == 200 || (code != 0 && !strings.Contains(body, "was removed while held")) {
+		t.Fatalf("/healthz with the lock file gone: %d %q", code, body)
 	}
-	w.waitLog(t, 20*time.Second, "was removed while held: another process could take the state; restart watch to lock it again")
-	if strings.Contains(w.logs.String(), `msg=applied reason="edit of checkout.nfr.yaml"`) {
-		t.Fatal("applied without the lock")
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch lives on without its lock")
 	}
-	w.stop(t, 10*time.Second)
+	if code := w.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(w.logs.String(), "was removed while held: another process could take the state; watch stopped so as never to apply beside another process") {
+		t.Fatalf("want exit 1 saying why, got %d", code)
+	}
+	again := startProc(t, "watch", dir)
+	again.waitLog(t, 20*time.Second, "reason=start")
+	again.stop(t, 10*time.Second)
 }

@@ -517,7 +517,7 @@ func (w *workspace) withState(ctx context.Context, who string, wait time.Duratio
 		unlock, err = w.state.Lock(lctx, who, true)
 	}
 	if err != nil {
-		return err
+		return adviseLockTimeout(err)
 	}
 	defer unlock()
 	return w.loadRunSave(ctx, f)

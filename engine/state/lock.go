@@ -42,8 +42,18 @@ func (e *LockedError) Error() string {
 	if e.Waited != nil {
 		return fmt.Sprintf("%s: %v by %s: gave up waiting: %v", e.Path, ErrLocked, who, e.Waited)
 	}
-	return fmt.Sprintf("%s: %v by %s; wait for it to finish, or run again with --lock-timeout to wait", e.Path, ErrLocked, who)
+	// How to wait is the command's to say: not every command that takes
+	// the lock has a flag to wait for it (watch holds it for ever).
+	return fmt.Sprintf("%s: %v by %s", e.Path, ErrLocked, who)
 }
+
+// IsWatch reports whether the holder is a running setpoint watch, which
+// holds the lock for its lifetime and takes a release confirmation handed
+// to it (setpoint state confirm-release); no other holder reads one.
+func (h *Holder) IsWatch() bool { return h != nil && h.Who == WatchHolder }
+
+// WatchHolder is how setpoint watch names itself in the lock file.
+const WatchHolder = "setpoint watch"
 
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
@@ -151,12 +161,12 @@ func flock(f *os.File, how int) error {
 	}
 }
 
-// readHolder reads the lock file; nil when it says nothing readable (the
-// holder may be between taking the lock and writing its name).
 // LockHolder says who holds the file state at statePath (nil: nobody has
 // said): setpoint state confirm-release names it in what it hands over.
 func LockHolder(statePath string) *Holder { return readHolder(statePath + ".lock") }
 
+// readHolder reads the lock file; nil when it says nothing readable (the
+// holder may be between taking the lock and writing its name).
 func readHolder(path string) *Holder {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
