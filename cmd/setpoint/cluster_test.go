@@ -362,30 +362,7 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 func TestPlanWithPrometheusSignals(t *testing.T) {
 	env := kubetest.Shared(t)
 	ns := env.Namespace(t)
-	env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: checkout, namespace: %s}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: checkout}}
-  template:
-    metadata: {labels: {app: checkout}}
-    spec: {containers: [{name: function, image: x, resources: {requests: {memory: 256Mi}, limits: {memory: 512Mi}}}]}
-`, ns))
-	exp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "container_memory_working_set_bytes{namespace=%q,pod=\"checkout-1\",container=\"function\"} 115343360\n"+
-			"kube_pod_labels{namespace=%q,pod=\"checkout-1\",label_app=\"checkout\"} 1\n", ns, ns)
-	}))
-	defer exp.Close()
-	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
-	src, err := promsource.New(promsource.Config{URL: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.Poll(t, 30*time.Second, 100*time.Millisecond, "prometheus scraping the endpoint", func() (bool, string) {
-		r, err := src.Query(context.Background(), "kube_pod_labels", time.Now())
-		return err == nil && len(r.Samples) == 1, fmt.Sprintf("%v %+v", err, r)
-	}, nil)
+	prom := checkoutWithSignals(t, env, ns)
 	dir := t.TempDir()
 	files := map[string]string{
 		"env.yaml":      fmt.Sprintf("apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: prod}\nspec:\n  providers: [{name: kubernetes}]\n  signals: {default: prometheus, prometheus: {url: %q}}\n", prom.URL),
@@ -405,4 +382,37 @@ spec:
 	if !strings.Contains(out, "requests per second missing") {
 		t.Fatalf("missing rps not said:\n%s", out)
 	}
+}
+
+// checkoutWithSignals makes a checkout Deployment in ns and a real
+// Prometheus server scraping an endpoint that serves what cAdvisor and
+// kube-state-metrics would for it (a 110Mi working set), and returns the
+// server once it has scraped.
+func checkoutWithSignals(t *testing.T, env *kubetest.Env, ns string) *promtest.Server {
+	t.Helper()
+	env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: %s}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: checkout}}
+  template:
+    metadata: {labels: {app: checkout}}
+    spec: {containers: [{name: function, image: x, resources: {requests: {memory: 256Mi}, limits: {memory: 512Mi}}}]}
+`, ns))
+	exp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "container_memory_working_set_bytes{namespace=%q,pod=\"checkout-1\",container=\"function\"} 115343360\n"+
+			"kube_pod_labels{namespace=%q,pod=\"checkout-1\",label_app=\"checkout\"} 1\n", ns, ns)
+	}))
+	t.Cleanup(exp.Close)
+	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
+	src, err := promsource.New(promsource.Config{URL: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Poll(t, 30*time.Second, 100*time.Millisecond, "prometheus scraping the endpoint", func() (bool, string) {
+		r, err := src.Query(context.Background(), "kube_pod_labels", time.Now())
+		return err == nil && len(r.Samples) == 1, fmt.Sprintf("%v %+v", err, r)
+	}, nil)
+	return prom
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,9 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
-	promsource "github.com/setpoint-dev/setpoint/engine/signals/prometheus"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
-	"github.com/setpoint-dev/setpoint/internal/promtest"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
@@ -28,30 +24,7 @@ import (
 func TestReadOnlyPlanNeedsOnlyGetAndList(t *testing.T) {
 	env := kubetest.Shared(t)
 	ns := env.Namespace(t)
-	env.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: checkout, namespace: %s}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: checkout}}
-  template:
-    metadata: {labels: {app: checkout}}
-    spec: {containers: [{name: function, image: x, resources: {requests: {memory: 256Mi}, limits: {memory: 512Mi}}}]}
-`, ns))
-	exp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "container_memory_working_set_bytes{namespace=%q,pod=\"checkout-1\",container=\"function\"} 115343360\n"+
-			"kube_pod_labels{namespace=%q,pod=\"checkout-1\",label_app=\"checkout\"} 1\n", ns, ns)
-	}))
-	defer exp.Close()
-	prom := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
-	src, err := promsource.New(promsource.Config{URL: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.Poll(t, 30*time.Second, 100*time.Millisecond, "prometheus scraping the endpoint", func() (bool, string) {
-		r, err := src.Query(context.Background(), "kube_pod_labels", time.Now())
-		return err == nil && len(r.Samples) == 1, fmt.Sprintf("%v %+v", err, r)
-	}, nil)
+	prom := checkoutWithSignals(t, env, ns)
 
 	// The documented verbs, and nothing else, for a ServiceAccount.
 	ctx := context.Background()

@@ -201,29 +201,16 @@ func TestRandomKillsDuringApply(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills apply 20 times")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"},
-		[3]string{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"})
+	k := newKillRig(t, 1)
+	rng, dir := k.rng, k.dir
 	// How long an apply takes here, uninterrupted: kills fall within it.
 	start := time.Now()
 	if _, errOut, code := runCLI(t, "apply", "--auto-approve", dir); code != 0 {
 		t.Fatalf("apply: %s", errOut)
 	}
 	span := time.Since(start)
-	mem, rps := "enforce", 120
 	for i := range 20 {
-		// Each round changes something: memory enforcement flips (a cut or
-		// a restore), and the throughput target moves replicas.
-		if rng.IntN(2) == 0 {
-			next := map[string]string{"enforce": `"off"`, `"off"`: "enforce"}[mem]
-			editSpec(t, dir, "inventory.nfr.yaml", "memory: "+mem, "memory: "+next)
-			mem = next
-		}
-		next := 120 + 80*rng.IntN(5)
-		editSpec(t, dir, "inventory.nfr.yaml", "minRPS: "+itoa(rps), "minRPS: "+itoa(next))
-		rps = next
+		k.edit(t)
 		cmd := exec.Command(binary, "apply", "--auto-approve", dir)
 		// A kill by the clock rarely falls between the provider's apply
 		// and the state's save: half the rounds die exactly there, or
@@ -352,26 +339,15 @@ func TestRandomKillsDuringWatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills watch 10 times")
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
-	dir := copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"},
-		[3]string{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"})
-	mem, rps := "enforce", 120
+	k := newKillRig(t, 2)
+	rng, dir := k.rng, k.dir
 	for i := range 10 {
 		cmd := exec.Command(binary, "watch", dir)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		// An edit while it starts: its reconcile and the start's race.
-		if rng.IntN(2) == 0 {
-			next := map[string]string{"enforce": `"off"`, `"off"`: "enforce"}[mem]
-			editSpec(t, dir, "inventory.nfr.yaml", "memory: "+mem, "memory: "+next)
-			mem = next
-		}
-		next := 120 + 80*rng.IntN(5)
-		editSpec(t, dir, "inventory.nfr.yaml", "minRPS: "+itoa(rps), "minRPS: "+itoa(next))
-		rps = next
+		k.edit(t)
 		// The moment of the kill, not a verdict: anywhere in the first
 		// three seconds (loading, the start's reconcile, the edit's).
 		after := time.Duration(rng.Int64N(int64(3 * time.Second)))
@@ -383,4 +359,36 @@ func TestRandomKillsDuringWatch(t *testing.T) {
 		}
 		checkStateIsTheWorld(t, dir, "round "+itoa(i)+" (watch killed at "+after.String()+")")
 	}
+}
+
+// killRig is a copy of the shipped specs with inventory's safety off, and
+// the random edits each kill round makes to it.
+type killRig struct {
+	rng *rand.Rand
+	dir string
+	mem string
+	rps int
+}
+
+// newKillRig logs its seed, so a failing round can be replayed.
+func newKillRig(t *testing.T, stream uint64) *killRig {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return &killRig{rng: rand.New(rand.NewPCG(seed, stream)), mem: "enforce", rps: 120,
+		dir: copySpecs(t, [3]string{"inventory.nfr.yaml", "memory: enforce", "memory: enforce\n  safety: {stability: 0s, cooldown: 0s}"},
+			[3]string{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"})}
+}
+
+// edit changes something each round: memory enforcement flips (a cut or
+// a restore) half the time, and the throughput target moves replicas.
+func (k *killRig) edit(t *testing.T) {
+	t.Helper()
+	if k.rng.IntN(2) == 0 {
+		next := map[string]string{"enforce": `"off"`, `"off"`: "enforce"}[k.mem]
+		editSpec(t, k.dir, "inventory.nfr.yaml", "memory: "+k.mem, "memory: "+next)
+		k.mem = next
+	}
+	next := 120 + 80*k.rng.IntN(5)
+	editSpec(t, k.dir, "inventory.nfr.yaml", "minRPS: "+itoa(k.rps), "minRPS: "+itoa(next))
+	k.rps = next
 }
