@@ -108,11 +108,12 @@ type Tick struct {
 	// Ctx is the reconcile's: the grouped queries every spec shares run
 	// under it.
 	Ctx context.Context
-	// own is Ctx with the budget of the spec being decided: its own
-	// queries (Query) are charged to it.
-	own    context.Context
-	Now    time.Time
-	Source signals.Source
+	// own is Ctx with the budget of the spec being decided (deciding):
+	// its own queries (Query, OwnBy) are charged to it.
+	own      context.Context
+	deciding bool
+	Now      time.Time
+	Source   signals.Source
 	// DefaultProvider serves a spec's target unless it names one.
 	DefaultProvider string
 	cache           map[string]tickResult
@@ -175,23 +176,26 @@ func (t *Tick) Query(expr string) (signals.Result, error) {
 	return t.query(t.specCtx(), expr)
 }
 
-// specCtx is the context of the spec being decided (its budget).
+// specCtx is the context of the spec being decided, with its budget made
+// on its first own query (most specs ask none: a plan of 10,000 NFRs
+// makes no budget at all).
 func (t *Tick) specCtx() context.Context {
-	if t.own != nil {
-		return t.own
+	if !t.deciding {
+		return t.Ctx
 	}
-	return t.Ctx
+	if t.own == nil {
+		base := t.Ctx
+		if base == nil {
+			base = context.Background()
+		}
+		t.own = signals.WithBudget(base, signals.NewBudget(signals.SpecBudget))
+	}
+	return t.own
 }
 
-// forSpec makes the following Query calls the spec's: charged to a fresh
-// budget of signals.SpecBudget samples.
-func (t *Tick) forSpec() {
-	base := t.Ctx
-	if base == nil {
-		base = context.Background()
-	}
-	t.own = signals.WithBudget(base, signals.NewBudget(signals.SpecBudget))
-}
+// forSpec makes the following Query calls the next spec's: charged to a
+// fresh budget of signals.SpecBudget samples.
+func (t *Tick) forSpec() { t.deciding, t.own = true, nil }
 
 // query evaluates expr under ctx, once per tick. A query refused at a
 // budget is not kept: another spec's budget may let it through.

@@ -198,9 +198,6 @@ func checkStateIsTheWorld(t *testing.T, dir, when string) {
 // and the state is what the world holds, and the user's values are never
 // lost. The seed is logged, so a failure can be replayed.
 func TestRandomKillsDuringApply(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills apply 20 times")
-	}
 	k := newKillRig(t, 1)
 	rng, dir := k.rng, k.dir
 	// How long an apply takes here, uninterrupted: kills fall within it.
@@ -336,9 +333,6 @@ func TestPlanAfterWatchSeesWhatWatchApplied(t *testing.T) {
 // it and move replicas: after each kill the next plan settles the journal
 // and the state is what the world holds. The seed is logged.
 func TestRandomKillsDuringWatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills watch 10 times")
-	}
 	k := newKillRig(t, 2)
 	rng, dir := k.rng, k.dir
 	for i := range 10 {

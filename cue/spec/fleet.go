@@ -91,6 +91,7 @@ func (f *Fleet) Check() []FieldError {
 				Expected: "a query under spec.remaining." + d.Name})
 		}
 	}
+	var qs queries
 	keys := make([]string, 0, len(sp.Remaining))
 	for k := range sp.Remaining {
 		keys = append(keys, k)
@@ -103,9 +104,7 @@ func (f *Fleet) Check() []FieldError {
 				Expected: "one of " + fmt.Sprint(slices.Sorted(maps.Keys(names)))})
 			continue
 		}
-		if msg := CheckPromQL(sp.Remaining[k]); msg != "" {
-			errs = append(errs, FieldError{Path: path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
-		}
+		errs = append(errs, qs.check(path, sp.Remaining[k], "a PromQL expression grouped by cluster")...)
 	}
 	n := sp.Nodes
 	// Compared as the decisions use them: rounded to the zones when
@@ -140,18 +139,7 @@ func (f *Fleet) Check() []FieldError {
 		{"spec.instances", sp.Instances}, {"spec.reporter", sp.Reporter}, {"spec.overrides.floor", sp.Overrides.Floor},
 		{"spec.overrides.ceiling", sp.Overrides.Ceiling}, {"spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum},
 	} {
-		if q.expr == "" {
-			continue
-		}
-		if msg := CheckPromQL(q.expr); msg != "" {
-			errs = append(errs, FieldError{Path: q.path, Message: msg, Expected: "a PromQL expression grouped by cluster"})
-		}
+		errs = append(errs, qs.check(q.path, q.expr, "a PromQL expression grouped by cluster")...)
 	}
-	qs := []specQuery{{"spec.instances", sp.Instances}, {"spec.reporter", sp.Reporter}, {"spec.overrides.floor", sp.Overrides.Floor},
-		{"spec.overrides.ceiling", sp.Overrides.Ceiling}, {"spec.overrides.workloadMinimum", sp.Overrides.WorkloadMinimum}}
-	for _, k := range keys {
-		qs = append(qs, specQuery{"spec.remaining." + k, sp.Remaining[k]})
-	}
-	errs = append(errs, budgetErrors(qs)...)
-	return errs
+	return append(errs, qs.past()...)
 }

@@ -195,16 +195,11 @@ func (n *NFR) Check() []FieldError {
 		errs = append(errs, quantityOrder("spec.memory.limit", *m.Request, *m.Limit)...)
 	}
 	sig := n.Spec.Signals
+	var qs queries
 	for _, q := range []struct{ name, expr string }{{"rps", sig.RPS}, {"cpu", sig.CPU}, {"p99", sig.P99}, {"workingSet", sig.WorkingSet}} {
-		if q.expr == "" {
-			continue
-		}
-		if msg := CheckPromQL(q.expr); msg != "" {
-			errs = append(errs, FieldError{Path: "spec.signals." + q.name, Message: msg, Expected: "a PromQL instant vector or scalar expression"})
-		}
+		errs = append(errs, qs.check("spec.signals."+q.name, q.expr, "a PromQL instant vector or scalar expression")...)
 	}
-	errs = append(errs, budgetErrors([]specQuery{{"spec.signals.rps", sig.RPS}, {"spec.signals.cpu", sig.CPU}, {"spec.signals.p99", sig.P99}, {"spec.signals.workingSet", sig.WorkingSet}})...)
-	return errs
+	return append(errs, qs.past()...)
 }
 
 var _ = RegisterCheck(Check{Kind: "NFR", Path: "spec.memory.window", What: "with the embedded signal store, a memory window within the 30 minutes of history it keeps", Why: WhySpans, Example: "checks/memory-window.yaml"})
@@ -234,6 +229,13 @@ var promqlParser = parser.NewParser(parser.Options{})
 // as a character count into the query: the loader reports the field's own
 // line and column.
 func CheckPromQL(expr string) string {
+	msg, _ := checkPromQL(expr)
+	return msg
+}
+
+// checkPromQL is CheckPromQL with the query's static cost (0 when it is
+// wrong): one parse for both.
+func checkPromQL(expr string) (string, int64) {
 	e, err := promqlParser.ParseExpr(expr)
 	if err != nil {
 		var errs parser.ParseErrors
@@ -243,24 +245,25 @@ func CheckPromQL(expr string) string {
 			one = &errs[0]
 		case errors.As(err, &one):
 		default:
-			return "invalid PromQL: " + err.Error()
+			return "invalid PromQL: " + err.Error(), 0
 		}
 		at := min(max(int(one.PositionRange.Start), 0), len(expr))
-		return fmt.Sprintf("invalid PromQL at character %d of the query: %v", utf8.RuneCountInString(expr[:at])+1, one.Err)
+		return fmt.Sprintf("invalid PromQL at character %d of the query: %v", utf8.RuneCountInString(expr[:at])+1, one.Err), 0
 	}
 	switch e.Type() {
 	case parser.ValueTypeVector, parser.ValueTypeScalar:
 		// At one series a selector: what the query costs whatever the
 		// store holds, the same check the sources make with the series
 		// they have.
-		if err := signals.CheckCost(expr, e, nil); err != nil {
-			return err.Error()
+		cost, err := signals.Cost(expr, e, nil)
+		if err != nil {
+			return err.Error(), 0
 		}
-		return ""
+		return "", cost
 	case parser.ValueTypeMatrix:
-		return "PromQL gives a range vector, not a value per series (wrap it in a function such as rate())"
+		return "PromQL gives a range vector, not a value per series (wrap it in a function such as rate())", 0
 	default:
-		return fmt.Sprintf("PromQL gives a %s, not a number", e.Type())
+		return fmt.Sprintf("PromQL gives a %s, not a number", e.Type()), 0
 	}
 }
 

@@ -158,6 +158,8 @@ func (s *Schedule) Check() []FieldError {
 		seen[e.From] = i
 	}
 	names := map[string]int{}
+	var qs queries
+	errs = append(errs, qs.check("spec.idle.activity", sp.Idle.Activity, "a PromQL instant vector or scalar expression")...)
 	for i, t := range sp.Triggers {
 		if j, dup := names[t.Name]; dup {
 			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.triggers.%d.name", i), Message: "a second trigger named " + t.Name,
@@ -165,20 +167,9 @@ func (s *Schedule) Check() []FieldError {
 		} else {
 			names[t.Name] = i
 		}
-		if msg := CheckPromQL(t.Query); msg != "" {
-			errs = append(errs, FieldError{Path: fmt.Sprintf("spec.triggers.%d.query", i), Message: msg, Expected: "a PromQL instant vector or scalar expression"})
-		}
+		errs = append(errs, qs.check(fmt.Sprintf("spec.triggers.%d.query", i), t.Query, "a PromQL instant vector or scalar expression")...)
 	}
-	if sp.Idle.Activity != "" {
-		if msg := CheckPromQL(sp.Idle.Activity); msg != "" {
-			errs = append(errs, FieldError{Path: "spec.idle.activity", Message: msg, Expected: "a PromQL instant vector or scalar expression"})
-		}
-	}
-	qs := []specQuery{{"spec.idle.activity", sp.Idle.Activity}}
-	for i, t := range sp.Triggers {
-		qs = append(qs, specQuery{fmt.Sprintf("spec.triggers.%d.query", i), t.Query})
-	}
-	errs = append(errs, budgetErrors(qs)...)
+	errs = append(errs, qs.past()...)
 	if slices.ContainsFunc(sp.DependsOn, func(d string) bool { k, n := SplitDependency(d); return k == sp.Target.Kind && n == sp.Target.Name }) {
 		errs = append(errs, FieldError{Path: "spec.dependsOn", Message: "a workload cannot depend on itself", Expected: "other workloads of the namespace"})
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 func TestBudgetCharge(t *testing.T) {
@@ -114,7 +116,7 @@ func TestInFlightRefusesAndGivesUp(t *testing.T) {
 		done <- err
 	}()
 	// b waits behind a; its context ends: it gives up, holding nothing.
-	waitFor(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the waiter queued", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, ErrBudget) {
 		t.Fatalf("a wait that ends must say the budget: %v", err)
@@ -128,23 +130,12 @@ func TestInFlightRefusesAndGivesUp(t *testing.T) {
 	r1, _ := f.Acquire(context.Background(), "a", 5)
 	order := make(chan string, 2)
 	go func() { r, _ := f.Acquire(context.Background(), "c", 9); order <- "c"; r() }()
-	waitFor(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the waiter queued", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 1 })
 	go func() { r, _ := f.Acquire(context.Background(), "d", 2); order <- "d"; r() }()
-	waitFor(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 2 })
+	testutil.Eventually(t, 10*time.Second, "the waiter queued", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.waiters) == 2 })
 	r1()
 	if first := <-order; first != "c" {
 		t.Fatalf("%s was served before c, which waited first", first)
 	}
 	<-order
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

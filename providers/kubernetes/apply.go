@@ -85,18 +85,8 @@ func validate(k *kind, c providers.ObjectChange) error {
 		return err
 	}
 	for path, v := range c.Attributes {
-		at, ok := k.attrOf(path)
-		switch {
-		case !ok:
-			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
-		case at.readOnly && k.name == KindKnative && !path.HasPrefix(workload.Status):
-			return fmt.Errorf("%s: not written on a KnativeService: its CRD makes the container list atomic, so an apply would own (and could drop) every container", path)
-		case at.readOnly:
-			return fmt.Errorf("%s: read only", path)
-		case v.Type() != at.typ:
-			return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
-		case v.Int() < 0:
-			return fmt.Errorf("%s: %s is negative", path, v)
+		if err := writable(k, path, v); err != nil {
+			return err
 		}
 	}
 	for _, path := range c.Released {
@@ -108,17 +98,10 @@ func validate(k *kind, c providers.ObjectChange) error {
 		}
 	}
 	for _, path := range restoredPaths(c) {
-		at, ok := k.attrOf(path)
-		v := c.Restored[path]
+		if err := writable(k, path, c.Restored[path]); err != nil {
+			return err
+		}
 		switch {
-		case !ok:
-			return fmt.Errorf("%s: %s has no such attribute", path, k.name)
-		case at.readOnly:
-			return fmt.Errorf("%s: read only", path)
-		case v.Type() != at.typ:
-			return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
-		case v.Int() < 0:
-			return fmt.Errorf("%s: %s is negative", path, v)
 		case slices.Contains(c.Released, path):
 			return fmt.Errorf("%s is both restored and released", path)
 		case c.Action != action.Update:
@@ -127,6 +110,25 @@ func validate(k *kind, c providers.ObjectChange) error {
 		if _, set := c.Attributes[path]; set {
 			return fmt.Errorf("%s is both set and restored", path)
 		}
+	}
+	return nil
+}
+
+// writable checks a value setpoint writes (set or restored) against the
+// kind's attribute.
+func writable(k *kind, path addrs.Path, v values.Value) error {
+	at, ok := k.attrOf(path)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: %s has no such attribute", path, k.name)
+	case at.readOnly && k.name == KindKnative && !path.HasPrefix(workload.Status):
+		return fmt.Errorf("%s: not written on a KnativeService: its CRD makes the container list atomic, so an apply would own (and could drop) every container", path)
+	case at.readOnly:
+		return fmt.Errorf("%s: read only", path)
+	case v.Type() != at.typ:
+		return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
+	case v.Int() < 0:
+		return fmt.Errorf("%s: %s is negative", path, v)
 	}
 	return nil
 }

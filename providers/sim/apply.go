@@ -111,12 +111,7 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	// conflict unless the change forces it; so is a restored one (its
 	// owner now is not the user setpoint recorded).
 	if o != nil && !c.Force {
-		for _, path := range paths {
-			if m := o.manager(path); changed[path] && m != c.Manager && m != "" {
-				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
-			}
-		}
-		for _, path := range p.restore {
+		for _, path := range slices.SortedFunc(slices.Values(slices.Concat(c.Changed, p.restore)), comparePaths) {
 			if m := o.manager(path); m != c.Manager && m != "" {
 				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
 			}
