@@ -49,15 +49,8 @@ func TestConfirmReleaseHandsOnlyToAWatch(t *testing.T) {
 	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil || !strings.Contains(p.logs.String(), "Confirmed 1 spec deleted") {
-			t.Fatalf("confirm-release --lock-timeout after the apply let go: %v\n%s", err, p.logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("confirm-release --lock-timeout still waits after the lock was let go:\n%s", p.logs.String())
+	if err := p.wait(t, 30*time.Second); err != nil || !strings.Contains(p.logs.String(), "Confirmed 1 spec deleted") {
+		t.Fatalf("confirm-release --lock-timeout after the apply let go: %v\n%s", err, p.logs.String())
 	}
 	if _, err := os.Stat(handed); !os.IsNotExist(err) {
 		t.Fatalf("a confirmation was handed over with the lock free: %v", err)

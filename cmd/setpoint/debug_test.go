@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -429,15 +428,7 @@ func TestDebugWatchCommand(t *testing.T) {
 	}
 	w := startProc(t, "watch", "--debug-addr", "127.0.0.1:0", "--debug-token-file", token, dir)
 	poll := func(what string, ok func() bool) { t.Helper(); testutil.Eventually(t, 20*time.Second, what, ok) }
-	addrRE := regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
-	var base string
-	poll("debug server", func() bool {
-		m := addrRE.FindStringSubmatch(w.logs.String())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	})
+	base := "http://" + w.addr(t, "serving debug endpoints")
 	get := func(method, path, auth, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -542,15 +533,7 @@ func TestDebugEvalAttackMemory(t *testing.T) {
 	if _, err := os.Stat(status); err != nil {
 		t.Fatalf("the watch's peak memory cannot be read: %v", err)
 	}
-	addrRE := regexp.MustCompile(`msg="serving debug endpoints" addr=(\S+)`)
-	var url string
-	testutil.Eventually(t, 20*time.Second, "debug server", func() bool {
-		m := addrRE.FindStringSubmatch(w.logs.String())
-		if m != nil {
-			url = "http://" + m[1] + "/debug/promql/eval"
-		}
-		return m != nil
-	})
+	url := "http://" + w.addr(t, "serving debug endpoints") + "/debug/promql/eval"
 	type answer struct {
 		code int
 		body string

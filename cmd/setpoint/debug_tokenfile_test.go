@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -133,16 +132,10 @@ func TestDebugTokenFIFOWatchExits(t *testing.T) {
 // TestHealthAddrServesMetrics: with --health-addr and no debug server,
 // /metrics is served there, counting what the watch does.
 func TestHealthAddrServesMetrics(t *testing.T) {
-	// A free port: the health server logs no address to read one from.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	dir := copySpecs(t)
 	start := time.Now()
-	w := startProc(t, "watch", "--health-addr", addr, dir)
+	w := startProc(t, "watch", "--health-addr", "127.0.0.1:0", dir)
+	addr := w.addr(t, "serving health")
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,14 +46,38 @@ func (p *proc) stop(t *testing.T, within time.Duration) {
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
+	if err := p.wait(t, within); err != nil {
+		t.Fatalf("it did not stop cleanly: %v", err)
+	}
+}
+
+// addr waits for the process to log the address it serves msg on ("serving
+// health", "serving debug endpoints") and returns it: asked for port 0, it
+// binds what it is given, so no port is taken between a test's choice and
+// its bind.
+func (p *proc) addr(t *testing.T, msg string) string {
+	t.Helper()
+	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
+	var addr string
+	testutil.Eventually(t, 20*time.Second, "the address of "+msg, func() bool {
+		if m := re.FindStringSubmatch(p.logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr
+}
+
+// wait waits for the process to exit, for at most within.
+func (p *proc) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("it did not stop cleanly: %v", err)
-		}
+		return err
 	case <-time.After(within):
-		t.Fatal("it did not stop on SIGINT")
+		t.Fatalf("%s did not exit within %s", p.cmd.Args[1], within)
+		return nil
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,14 +74,8 @@ func TestStateSurvivesGitSyncSwaps(t *testing.T) {
 	t.Run("watch", func(t *testing.T) {
 		base := gitSyncRoot(t)
 		dir := filepath.Join(base, "current")
-		// A free port: the health server logs no address to read one from.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		w := startProc(t, "watch", "--health-addr", addr, dir)
+		w := startProc(t, "watch", "--health-addr", "127.0.0.1:0", dir)
+		addr := w.addr(t, "serving health")
 		reconciles := func() (ok, failed float64) {
 			resp, err := http.Get("http://" + addr + "/metrics")
 			if err != nil {

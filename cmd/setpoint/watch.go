@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -104,7 +105,11 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 			stateAt := ws.env.Spec.State
 			tickAt := w.Tick
 			said := &logged{}
-			lockGone := stateLockGone(ws.state)
+			lockGone := func() error { return nil } // in a cluster the shard Leases are the lock
+			if hc, ok := ws.state.(interface{ CheckHeld() error }); ok {
+				lockGone = hc.CheckHeld
+				go watchStateLock(ctx, lockGone, lost)
+			}
 			shards := startShards(ctx, ws, w, shardCount, healthAddr, dbg.selfMetrics(), lockGone)
 			// The directory is this process's until it stops: a second
 			// watch (with its own clock on the sim world) or an apply
@@ -112,13 +117,7 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 			if err := ws.holdLock(ctx, state.WatchHolder); err != nil {
 				return err
 			}
-			go watchStateLock(ctx, lockGone, lost)
 			w.Reconcile = func(ctx context.Context, set watch.Set, keys []string, reason string) map[string]watch.Result {
-				if err := lockGone(); err != nil {
-					// Not one more plan: the monitor may not have looked yet.
-					lost(stateLockLost{err})
-					return nil
-				}
 				if shards != nil {
 					defer shards.h.Busy()()
 				}
@@ -176,11 +175,11 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 			if err := w.Run(ctx); err != nil {
 				return err
 			}
-			if ll := (stateLockLost{}); errors.As(context.Cause(ctx), &ll) {
+			if err := lockLost(ctx); err != nil {
 				// Non-zero, so a supervisor starts it again: the new
 				// process locks the state anew, or refuses, naming whoever
 				// took it meanwhile.
-				return fmt.Errorf("%w; watch stopped so as never to apply beside another process: run it again to lock the state anew", ll.error)
+				return fmt.Errorf("%w; watch stopped so as never to apply beside another process: run it again to lock the state anew", errors.Unwrap(err))
 			}
 			return nil
 		},
@@ -203,16 +202,13 @@ type stateLockLost struct{ error }
 
 func (e stateLockLost) Unwrap() error { return e.error }
 
-// stateLockGone returns what says whether the state lock this process
-// holds is still the one its path names (nil: it is, or the backend has
-// no lock file to lose, as in a cluster, where the shard Leases are the
-// lock). Before the lock is taken it says so too.
-func stateLockGone(b state.Backend) func() error {
-	hc, ok := b.(interface{ CheckHeld() error })
-	if !ok {
-		return func() error { return nil }
+// lockLost is why ctx's watch stopped for its lock, nil while it holds it.
+func lockLost(ctx context.Context) error {
+	var l stateLockLost
+	if errors.As(context.Cause(ctx), &l) {
+		return l
 	}
-	return hc.CheckHeld
+	return nil
 }
 
 // lockCheckEvery is how often a watch looks at its lock file between
@@ -221,7 +217,8 @@ func stateLockGone(b state.Backend) func() error {
 const lockCheckEvery = time.Second
 
 // watchStateLock cancels the watch (lost) once its lock file is removed
-// or replaced. Locking the new file in place is not provably safe: another
+// or replaced (a reconcile meanwhile finds it too, before it loads the
+// state: workspace.loadRunSave). Locking the new file in place is not provably safe: another
 // process may have locked it while a reconcile of this one was running,
 // and the two may already have interleaved; an exit shows that (exit
 // code, the supervisor's restarts) where a quiet re-lock would hide it,
@@ -269,7 +266,8 @@ type shardSet struct {
 // ones it gained are then its own). It serves health on addr.
 //
 // lockGone says why this process no longer holds the state lock (nil: it
-// does); /healthz and /readyz fail while it says so.
+// does); /healthz and /readyz ask it, so they fail from the moment the
+// lock file goes, before the watch has stopped.
 func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, addr string, m *selfMetrics, lockGone func() error) *shardSet {
 	var ss *shardSet
 	if kb, ok := ws.state.(*kstate.Backend); ok {
@@ -320,11 +318,17 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 			fmt.Fprintf(rw, "ok %s\n", ss.describe())
 		})
 		srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-				slog.Error("health server", "addr", addr, "err", err)
-			}
-		}()
+		if ln, err := net.Listen("tcp", addr); err != nil {
+			slog.Error("health server", "addr", addr, "err", err)
+		} else {
+			// The address bound (a port 0 asked for is chosen here).
+			slog.Info("serving health", "addr", ln.Addr().String())
+			go func() {
+				if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+					slog.Error("health server", "addr", addr, "err", err)
+				}
+			}()
+		}
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 	}
 	return ss
@@ -412,7 +416,7 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	// Specs with a change applied short of what they wanted (a bounded
 	// step) look again at once: the next plan says when the rest is due.
 	more := map[string]bool{}
-	err := ws.withState(ctx, "setpoint watch", lockWait, func(st *state.State) error {
+	err := ws.withState(ctx, state.WatchHolder, lockWait, func(st *state.State) error {
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
 		m.observePlan(p)

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,13 +28,7 @@ func TestWatchHoldsTheDirectoryForItsLifetime(t *testing.T) {
 
 	// Bounded: a second watch that did not refuse would run for ever.
 	second := startProc(t, "watch", dir)
-	done := make(chan error, 1)
-	go func() { done <- second.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("a second watch runs beside the first:\n%s", second.logs.String())
-	}
+	_ = second.wait(t, 30*time.Second)
 	errOut, code := second.logs.String(), second.cmd.ProcessState.ExitCode()
 	// Advice names only flags the command has: watch has no --lock-timeout.
 	if code != 1 || !strings.Contains(errOut, "another setpoint runs on this directory's state") || !strings.Contains(errOut, "(setpoint watch)") || strings.Contains(errOut, "--lock-timeout") {
@@ -103,13 +96,7 @@ func treeDigest(t *testing.T, dir string) string {
 // (a supervisor restarts it) instead of living on unable to reconcile.
 // Started again, it locks the state anew.
 func TestWatchStopsWhenItsLockGoes(t *testing.T) {
-	// A free port: the health server logs no address to read one from.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	var addr string
 	healthz := func() (int, string) {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
@@ -120,12 +107,11 @@ func TestWatchStopsWhenItsLockGoes(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	dir := copySpecs(t, quick...)
-	w := startProc(t, "watch", "--health-addr", addr, dir)
+	w := startProc(t, "watch", "--health-addr", "127.0.0.1:0", dir)
+	addr = w.addr(t, "serving health")
 	w.waitLog(t, 20*time.Second, "msg=watching")
 	w.waitLog(t, 20*time.Second, "reason=start")
 	testutil.Eventually(t, 20*time.Second, "/healthz ok", func() bool { code, _ := healthz(); return code == 200 })
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
 
 	if err := os.Remove(filepath.Join(dir, ".setpoint", "state.json.lock")); err != nil {
 		t.Fatal(err)
@@ -134,11 +120,7 @@ func TestWatchStopsWhenItsLockGoes(t *testing.T) {
 	if code, body := healthz(); code == 200 || (code != 0 && !strings.Contains(body, "was removed while held")) {
 		t.Fatalf("/healthz with the lock file gone: %d %q", code, body)
 	}
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("watch lives on without its lock")
-	}
+	_ = w.wait(t, 20*time.Second)
 	if code := w.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(w.logs.String(), "was removed while held: another process could take the state; watch stopped so as never to apply beside another process") {
 		t.Fatalf("want exit 1 saying why, got %d", code)
 	}

@@ -530,7 +530,7 @@ func (w *workspace) loadRunSave(ctx context.Context, f func(*state.State) error)
 		// Held for the process's life: still ours? (Nothing is applied
 		// while another process might hold the state too.)
 		if err := hc.CheckHeld(); err != nil {
-			return fmt.Errorf("%w; restart watch to lock it again", err)
+			return stateLockLost{err}
 		}
 	}
 	st, err := w.state.Load(ctx)
