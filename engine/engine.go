@@ -958,7 +958,7 @@ func (o Observation) fingerprintable() map[string]string {
 		}
 		for k, v := range obj.Attributes {
 			if ks := k.String(); !strings.HasPrefix(ks, "status.") {
-				out[a+" "+ks] = v.String() + " (manager " + obj.Managers[k] + ")"
+				out[a+" "+ks] = plan.ObservedValue(v, obj.Managers[k])
 			}
 		}
 	}

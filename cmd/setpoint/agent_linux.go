@@ -58,6 +58,7 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 			if err := checkAgentFlags(cmd.Flags(), args[0], node, every, refresh, cfg, nriCfg); err != nil {
 				return err
 			}
+			limitMemory()
 			rc, err := kubernetes.RestConfig(kubernetes.Config{Kubeconfig: kubeconfig, InCluster: kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != ""})
 			if err != nil {
 				return err

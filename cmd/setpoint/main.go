@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,6 +19,21 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// limitMemory keeps the heap of a long-running process (watch, an agent)
+// under its container's memory limit (GOMEMLIMIT, when set, wins): one-shot
+// commands end before a limit would matter.
+func limitMemory() {
+	n, why, err := memlimit.Set(os.DirFS("/"), os.Getenv, memlimit.DefaultRatio)
+	switch {
+	case err != nil:
+		slog.Warn("no Go memory limit from the cgroup", "error", err)
+	case n > 0:
+		slog.Debug("Go memory limit from the cgroup", "bytes", n)
+	default:
+		slog.Debug("no Go memory limit from the cgroup", "why", why)
+	}
+}
+
 // errSilent marks an error whose details were already printed (for example
 // validation diagnostics); main only sets the exit code.
 var errSilent = errors.New("failed")
@@ -27,11 +43,6 @@ func run(args []string) int {
 	// processes and releases the state lock on the way out.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// In a container, the heap keeps under its memory limit (GOMEMLIMIT,
-	// when set, wins).
-	if _, _, err := memlimit.Set(os.DirFS("/"), os.Getenv, memlimit.DefaultRatio); err != nil {
-		fmt.Fprintln(os.Stderr, "warning: no Go memory limit from the cgroup:", err)
-	}
 	root := newRootCmd()
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {

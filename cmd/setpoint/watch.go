@@ -48,6 +48,7 @@ removed or replaced under it, /healthz fails at once and watch exits non-zero,
 to be run again (by hand or its supervisor), which locks the state anew.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			limitMemory()
 			// A shard is a Lease and a spec's shard a hash modulo their
 			// count: none would divide by zero.
 			if shardCount < 1 || shardCount > maxShards {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/setpoint-dev/setpoint/internal/cgroupfs"
 )
 
 // cgroup is a memory cgroup made for one child: the kernel's bound, exact
@@ -77,102 +79,19 @@ func newCgroup(limit int64) (*cgroup, error) {
 // from /proc/self/cgroup and /proc/self/mountinfo. Version 2 is used when
 // its memory controller may be given to a child cgroup; else version 1's.
 func memoryCgroup(own, mountinfo string) (dir string, v2 bool, err error) {
-	var path1, path2 string
-	have2 := false
-	for _, line := range strings.Split(own, "\n") {
-		// hierarchy-id:controllers:path
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		if f[0] == "0" && f[1] == "" {
-			path2, have2 = f[2], true
-			continue
-		}
-		for _, c := range strings.Split(f[1], ",") {
-			if c == "memory" {
-				path1 = f[2]
-			}
+	m := cgroupfs.Find(own, mountinfo)
+	if m.V2 != "" {
+		// The controller must be enabled for our children: a cgroup
+		// without it has no memory.max.
+		ctl, err := os.ReadFile(filepath.Join(m.V2, "cgroup.subtree_control"))
+		if err == nil && cgroupfs.HasWord(string(ctl), "memory") {
+			return m.V2, true, nil
 		}
 	}
-	for _, line := range strings.Split(mountinfo, "\n") {
-		// id parent dev root mountpoint options [optional...] - fstype source superoptions
-		left, right, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		lf, rf := strings.Fields(left), strings.Fields(right)
-		if len(lf) < 5 || len(rf) < 3 {
-			continue
-		}
-		root, mnt := unescapeMount(lf[3]), unescapeMount(lf[4])
-		switch {
-		case rf[0] == "cgroup2" && have2:
-			rel, ok := within(path2, root)
-			if !ok {
-				continue
-			}
-			d := filepath.Join(mnt, rel)
-			// The controller must be enabled for our children: a
-			// cgroup without it has no memory.max.
-			ctl, err := os.ReadFile(filepath.Join(d, "cgroup.subtree_control"))
-			if err == nil && hasWord(string(ctl), "memory") {
-				return d, true, nil
-			}
-		case rf[0] == "cgroup" && path1 != "" && hasWord(strings.ReplaceAll(rf[2], ",", " "), "memory"):
-			rel, ok := within(path1, root)
-			if !ok {
-				continue
-			}
-			dir = filepath.Join(mnt, rel)
-		}
-	}
-	if dir == "" {
+	if m.V1 == "" {
 		return "", false, errors.New("no memory cgroup controller is mounted for this process")
 	}
-	return dir, false, nil
-}
-
-// within returns path relative to a mount's root, if the mount shows it.
-func within(path, root string) (string, bool) {
-	if root == "/" {
-		return path, true
-	}
-	if path == root {
-		return "/", true
-	}
-	if rest, ok := strings.CutPrefix(path, root+"/"); ok {
-		return "/" + rest, true
-	}
-	return "", false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func hasWord(s, w string) bool {
-	for _, f := range strings.Fields(s) {
-		if f == w {
-			return true
-		}
-	}
-	return false
+	return m.V1, false, nil
 }
 
 func (c *cgroup) write(file, value string) error {

@@ -409,6 +409,15 @@ func parse(path string, b []byte) (*Plan, error) {
 	return &p, nil
 }
 
+// observedManager separates a value from its field's manager in Observed.
+const observedManager = " (manager "
+
+// ObservedValue is an attribute as a plan's Observed records it: its value
+// and its field's manager (last: a string value may hold the separator).
+func ObservedValue(v values.Value, manager string) string {
+	return v.String() + observedManager + manager + ")"
+}
+
 // check refuses a change a saved plan could not have held: one without an
 // address, or (but for a delete) an attribute or a value (JSON leaves a
 // missing field zero).
@@ -422,7 +431,8 @@ func (p *Plan) check() error {
 		}
 		key := a.Address.String() + " " + a.Attribute.String()
 		seen, ok := p.Observed[key]
-		if val, _, _ := strings.Cut(seen, " (manager "); v == nil || !ok || val != v.String() {
+		// The manager comes last (a value may hold the separator).
+		if at := strings.LastIndex(seen, observedManager); v == nil || !ok || at < 0 || seen[:at] != v.String() {
 			return fmt.Errorf("adoption %d (%s) is not a value the plan observed", i, key)
 		}
 	}

@@ -130,12 +130,14 @@ func TestTextEscapes(t *testing.T) {
 func TestAdoptionsAreWhatThePlanObserved(t *testing.T) {
 	a := addrs.Object{Provider: "sim", Kind: "HorizontalPodAutoscaler", Namespace: "shop", Name: "checkout"}
 	path := addrs.MustPath("spec.minReplicas")
+	// A string holding the separator reads back whole.
+	odd := values.StringOf("x (manager y)")
 	for _, c := range []struct {
-		user values.Value
-		ok   bool
-	}{{values.CountOf(2), true}, {values.CountOf(0), false}} {
+		seen, user values.Value
+		ok         bool
+	}{{values.CountOf(2), values.CountOf(2), true}, {values.CountOf(2), values.CountOf(0), false}, {odd, odd, true}, {odd, values.StringOf("x"), false}} {
 		u := c.user
-		p := &Plan{FormatVersion: FormatVersion, Observed: map[string]string{a.String() + " " + path.String(): "2 (manager kubectl)"},
+		p := &Plan{FormatVersion: FormatVersion, Observed: map[string]string{a.String() + " " + path.String(): ObservedValue(c.seen, "kubectl")},
 			Changes: []Change{}, Held: []Change{}, Adopted: []Adoption{{Address: a, Attribute: path, User: &u}}}
 		p.Seal()
 		f := filepath.Join(t.TempDir(), "plan.json")
@@ -144,7 +146,7 @@ func TestAdoptionsAreWhatThePlanObserved(t *testing.T) {
 		}
 		_, err := Load(f)
 		if (err == nil) != c.ok {
-			t.Fatalf("adopting %s where 2 was observed: %v", u, err)
+			t.Fatalf("adopting %s where %s was observed: %v", u, c.seen, err)
 		}
 	}
 }

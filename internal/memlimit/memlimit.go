@@ -6,8 +6,6 @@
 package memlimit
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +14,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/setpoint-dev/setpoint/internal/cgroupfs"
 )
 
 // DefaultRatio of the cgroup's limit is given to the Go heap: the rest is
@@ -28,47 +28,33 @@ const unlimited = 1 << 62
 
 // Limit reads the memory limit of the process's cgroup from root (the
 // filesystem at /, e.g. os.DirFS("/")): the smallest limit on the path from
-// the process's cgroup to the hierarchy's root, as the kernel enforces
-// every ancestor's. ok is false when there is none.
+// the process's cgroup up to its hierarchy's mount, as the kernel enforces
+// every ancestor's, on either cgroup version (a hybrid host has the memory
+// controller on v1 and none on v2). ok is false when there is none, or no
+// /proc to read it from.
 func Limit(root fs.FS) (limit int64, ok bool, err error) {
-	b, err := fs.ReadFile(root, "proc/self/cgroup")
+	own, err := fs.ReadFile(root, "proc/self/cgroup")
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
 	if err != nil {
 		return 0, false, fmt.Errorf("reading /proc/self/cgroup: %w", err)
 	}
-	v1, v2 := "", ""
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// hierarchy-ID:controller-list:cgroup-path
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			v2 = parts[2]
-		case controllerListHas(parts[1], "memory"):
-			v1 = parts[2]
-		}
+	mounts, err := fs.ReadFile(root, "proc/self/mountinfo")
+	if err != nil {
+		return 0, false, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
 	}
-	var files []string
-	switch {
-	case v1 != "":
-		files = candidates("sys/fs/cgroup/memory", v1, "memory.limit_in_bytes")
-	case v2 != "":
-		files = candidates("sys/fs/cgroup", v2, "memory.max")
-	default:
-		return 0, false, nil
-	}
+	m := cgroupfs.Find(string(own), string(mounts))
+	files := append(candidates(m.V2, m.V2Mount, "memory.max"), candidates(m.V1, m.V1Mount, "memory.limit_in_bytes")...)
 	limit = math.MaxInt64
 	for _, f := range files {
-		raw, err := fs.ReadFile(root, f)
+		raw, err := fs.ReadFile(root, strings.TrimPrefix(f, "/"))
 		if errors.Is(err, fs.ErrNotExist) {
-			// A cgroup namespace shows the process's own cgroup as the
-			// mount's root: the full path is not there.
+			// No memory controller at this level of this version.
 			continue
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("reading /%s: %w", f, err)
+			return 0, false, fmt.Errorf("reading %s: %w", f, err)
 		}
 		s := strings.TrimSpace(string(raw))
 		if s == "max" {
@@ -76,7 +62,7 @@ func Limit(root fs.FS) (limit int64, ok bool, err error) {
 		}
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			return 0, false, fmt.Errorf("/%s: %q is not a memory limit", f, s)
+			return 0, false, fmt.Errorf("%s: %q is not a memory limit", f, s)
 		}
 		if n < unlimited {
 			limit = min(limit, n)
@@ -88,26 +74,19 @@ func Limit(root fs.FS) (limit int64, ok bool, err error) {
 	return limit, true, nil
 }
 
-func controllerListHas(list, c string) bool {
-	for x := range strings.SplitSeq(list, ",") {
-		if x == c {
-			return true
-		}
+// candidates lists file in the cgroup directory dir and in each of its
+// ancestors up to the hierarchy's mount point.
+func candidates(dir, mount, file string) []string {
+	if dir == "" {
+		return nil
 	}
-	return false
-}
-
-// candidates lists file in the cgroup at p under mount and in each of its
-// ancestors up to the mount itself.
-func candidates(mount, p, file string) []string {
-	p = path.Clean("/" + p)
 	var out []string
 	for {
-		out = append(out, path.Join(mount, p, file))
-		if p == "/" {
+		out = append(out, path.Join(dir, file))
+		if dir == mount || dir == "/" || !strings.HasPrefix(dir, mount) {
 			return out
 		}
-		p = path.Dir(p)
+		dir = path.Dir(dir)
 	}
 }
 
