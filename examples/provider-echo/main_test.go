@@ -66,6 +66,30 @@ func TestEchoOverThePluginProtocol(t *testing.T) {
 	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{other}}).Results[0]; x.Err != "" || x.After[replicas] != values.CountOf(5) {
 		t.Fatalf("forced: %+v", x)
 	}
+	// A restore crosses the protocol (version 3): the user's value comes
+	// back and the field is nobody's, in one change.
+	take := providers.ObjectChange{Address: a, Action: action.Update, Manager: "setpoint", Force: true, Changed: []addrs.Path{replicas},
+		Attributes: map[addrs.Path]values.Value{replicas: values.CountOf(7)}}
+	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{take}}).Results[0]; x.Err != "" {
+		t.Fatalf("take: %+v", x)
+	}
+	restore := providers.ObjectChange{Address: a, Action: action.Update, Manager: "setpoint", Restored: map[addrs.Path]values.Value{replicas: values.CountOf(5)}}
+	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{restore}}).Results[0]; x.Err != "" {
+		t.Fatalf("restore: %+v", x)
+	}
+	if o := p.Read(ctx, providers.ReadRequest{Now: time.Now(), Addresses: []providers.Address{a}}).Objects[0]; o.Attributes[replicas] != values.CountOf(5) || o.Managers[replicas] != "" {
+		t.Fatalf("after the restore: %v, manager %q; want the user's 5, nobody's", o.Attributes[replicas], o.Managers[replicas])
+	}
+	// A field both set and restored is refused whole, on the wire.
+	both := restore
+	both.Attributes, both.Changed = map[addrs.Path]values.Value{replicas: values.CountOf(9)}, []addrs.Path{replicas}
+	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{both}}).Results[0]; x.Err == "" {
+		t.Fatal("a field both set and restored was taken")
+	}
+	// kubectl's again, for what follows.
+	if x := p.Apply(ctx, providers.ApplyRequest{Now: time.Now(), Changes: []providers.ObjectChange{other}}).Results[0]; x.Err != "" {
+		t.Fatalf("kubectl: %+v", x)
+	}
 	l := p.List(ctx, providers.ListRequest{Now: time.Now(), Provider: "echo", Kind: "Deployment", Selector: map[string]string{"app": "checkout"}})
 	if len(l.Diagnostics) > 0 || len(l.Objects) != 1 || l.Objects[0].Address != a || l.Objects[0].Managers[replicas] != "kubectl" {
 		t.Fatalf("list: %+v", l)

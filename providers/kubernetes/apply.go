@@ -214,6 +214,27 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 			return fail(fmt.Errorf("%s: %s is set only when setpoint creates the HPA (it replaces the whole metrics list)", c.Address, AttrTargetCPU))
 		}
 	}
+	if len(c.Restored) > 0 && live != nil && !c.Force {
+		// A restore writes a value: a field another manager took since the
+		// plan read it (a GitOps controller) is theirs, a conflict as for
+		// any change, not overwritten by the hand-back's force. Checked
+		// before anything is written, pods resized in place included.
+		ms := managedSets(live.GetManagedFields())
+		for _, path := range restoredPaths(c) {
+			at, _ := k.attrOf(path)
+			fp, err := fieldPath(at.place())
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", path, err))
+			}
+			if m := managerOf(ms, fp, c.Manager); m != "" && m != c.Manager && m != HandbackManager {
+				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
+			}
+		}
+		if len(res.Conflicts) > 0 {
+			res.Err = conflictText(res.Conflicts)
+			return res
+		}
+	}
 	obj, err := applyConfig(k, c, live)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", c.Address, err))
@@ -250,29 +271,6 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 					}
 				}
 			}()
-		}
-	}
-	if live == nil && len(c.Restored) > 0 {
-		return fail(fmt.Errorf("%s does not exist: nothing to restore", c.Address))
-	}
-	if len(c.Restored) > 0 && live != nil && !c.Force {
-		// A restore writes a value: a field another manager took since
-		// the plan read it (a GitOps controller) is theirs, a conflict as
-		// for any change, not overwritten by the hand-back's force.
-		ms := managedSets(live.GetManagedFields())
-		for _, path := range restoredPaths(c) {
-			at, _ := k.attrOf(path)
-			fp, err := fieldPath(at.place())
-			if err != nil {
-				return fail(fmt.Errorf("%s: %w", path, err))
-			}
-			if m := managerOf(ms, fp, c.Manager); m != "" && m != c.Manager && m != HandbackManager {
-				res.Conflicts = append(res.Conflicts, providers.Conflict{Path: path, Manager: m})
-			}
-		}
-		if len(res.Conflicts) > 0 {
-			res.Err = conflictText(res.Conflicts)
-			return res
 		}
 	}
 	if (len(c.Released) > 0 || len(c.Restored) > 0) && live != nil {

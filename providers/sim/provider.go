@@ -102,11 +102,8 @@ func LastChangeAt(path string, tr *Trace) (time.Time, error) {
 	if err != nil || len(changes) == 0 {
 		return time.Time{}, err
 	}
-	last := 0
-	for _, c := range changes {
-		last = max(last, c.At)
-	}
-	return tr.Start.Add(time.Duration(last) * time.Second), nil
+	// In order: the file is refused otherwise.
+	return tr.Start.Add(time.Duration(changes[len(changes)-1].At) * time.Second), nil
 }
 
 // parseChanges reads the content of the sim state file at path (named in
