@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/engine/signals"
 )
 
 func TestCheckPromQL(t *testing.T) {
@@ -148,8 +150,8 @@ func TestLookbackDeltaBounds(t *testing.T) {
 		}
 	}
 	// An Environment made in Go, with none decoded, looks back the default.
-	if d := (SignalSources{}).Lookback(); d != DefaultLookbackDelta {
-		t.Errorf("Lookback() with none set: %s, want %s", d, DefaultLookbackDelta)
+	if d := (SignalSources{}).Lookback(); d != signals.DefaultLookbackDelta {
+		t.Errorf("Lookback() with none set: %s, want %s", d, signals.DefaultLookbackDelta)
 	}
 	if d := (SignalSources{LookbackDelta: Duration(10 * time.Minute)}).Lookback(); d != 10*time.Minute {
 		t.Errorf("Lookback() of 10m: %s", d)

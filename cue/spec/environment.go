@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/decide/nodepolicy"
+	"github.com/setpoint-dev/setpoint/engine/signals"
 	"github.com/setpoint-dev/setpoint/internal/confine"
 )
 
@@ -64,16 +65,11 @@ type SignalSources struct {
 	LookbackDelta Duration `json:"lookbackDelta"`
 }
 
-// DefaultLookbackDelta is the schema's lookbackDelta, Prometheus's own
-// default: engine/signals/embedded's DefaultLookbackDelta, repeated here
-// as EmbeddedRetention is (a test checks the two agree).
-const DefaultLookbackDelta = 5 * time.Minute
-
 // Lookback is the embedded source's lookback delta, the default when none
 // was decoded (an Environment made in Go).
 func (s SignalSources) Lookback() time.Duration {
 	if s.LookbackDelta <= 0 {
-		return DefaultLookbackDelta
+		return signals.DefaultLookbackDelta
 	}
 	return s.LookbackDelta.D()
 }

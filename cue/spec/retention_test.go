@@ -15,11 +15,3 @@ func TestEmbeddedRetention(t *testing.T) {
 		t.Fatalf("spec.EmbeddedRetention %v, embedded.DefaultRetention %v", spec.EmbeddedRetention, embedded.DefaultRetention)
 	}
 }
-
-// TestDefaultLookbackDelta: the schema's default lookback is the embedded
-// source's.
-func TestDefaultLookbackDelta(t *testing.T) {
-	if spec.DefaultLookbackDelta != embedded.DefaultLookbackDelta {
-		t.Fatalf("spec.DefaultLookbackDelta %v, embedded.DefaultLookbackDelta %v", spec.DefaultLookbackDelta, embedded.DefaultLookbackDelta)
-	}
-}

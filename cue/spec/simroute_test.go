@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/setpoint-dev/setpoint/engine/signals"
 )
 
 // TestSimRouteGroupChecks: what setpoint validate refuses in a sim
@@ -59,7 +61,7 @@ func TestSimRouteGroupChecks(t *testing.T) {
 func TestSimRouteGroupChecksRunInCheck(t *testing.T) {
 	cfg := `{"trace":"t.csv","workloads":[],"routeGroups":[{"namespace":"shop","name":"a","vip":"127.100.0.1","errorWindow":"1m","backends":[{"address":"127.0.0.1:9001","capacity":1}]}]}`
 	e := &Environment{Spec: EnvironmentSpec{Providers: []Provider{{Name: "sim", Config: json.RawMessage(cfg)}}, Tick: Duration(5e9),
-		Signals: SignalSources{Default: "embedded", Scrape: Scrape{Interval: Duration(5e9), Timeout: Duration(2e9)}, LookbackDelta: Duration(DefaultLookbackDelta)}}}
+		Signals: SignalSources{Default: "embedded", Scrape: Scrape{Interval: Duration(5e9), Timeout: Duration(2e9)}, LookbackDelta: Duration(signals.DefaultLookbackDelta)}}}
 	errs := e.Check()
 	if len(errs) != 1 || errs[0].Path != "spec.providers.0.config.routeGroups.0.vip" {
 		t.Errorf("%+v", errs)

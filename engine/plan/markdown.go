@@ -60,10 +60,10 @@ func (p *Plan) Markdown(w io.Writer, limit int) error {
 	}
 	var notes []string
 	for _, n := range p.Errors {
-		notes = append(notes, diag.Cut(diag.Escape("error: "+noteHead(n)+n.Message), lineMax))
+		notes = append(notes, diag.Cut(noteLine("error", n), lineMax))
 	}
 	for _, n := range p.Notes {
-		notes = append(notes, diag.Cut(diag.Escape("note: "+noteHead(n)+n.Message), lineMax))
+		notes = append(notes, diag.Cut(noteLine("note", n), lineMax))
 	}
 
 	room := limit - len(head)
@@ -71,7 +71,7 @@ func (p *Plan) Markdown(w io.Writer, limit int) error {
 		// Sections come before notes, but a comment that hides its
 		// errors must still say it has some: the notes' block with none
 		// of them, only the line counting them, always fits.
-		room -= notesSize(notes, len(p.Errors), 0)
+		room -= blockSize(len(notesCut(notes, len(p.Errors), 0)), 0)
 	}
 	shown, notice := len(sections), ""
 	if total > room {
@@ -162,16 +162,6 @@ func writeNotes(b *bytes.Buffer, notes []string, errs, kept int) {
 	text.WriteString(notesCut(notes, errs, kept))
 	b.WriteString("\n")
 	fenced(b, "", text.String())
-}
-
-// notesSize is how many bytes writeNotes writes for the first kept notes.
-func notesSize(notes []string, errs, kept int) int {
-	text, run := 0, 0
-	for _, n := range notes[:kept] {
-		text += len(n) + 1
-		run = max(run, longestRun(n))
-	}
-	return blockSize(text+len(notesCut(notes, errs, kept)), run)
 }
 
 // blockSize is the size of writeNotes' block around text of n bytes whose

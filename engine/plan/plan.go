@@ -89,6 +89,12 @@ type Change struct {
 // and the position in its file.
 type Note = diag.Diagnostic
 
+// noteLine is a note as the plan prints it, on one line whatever it says
+// (kind "note" or "error").
+func noteLine(kind string, n Note) string {
+	return diag.Escape(kind + ": " + noteHead(n) + n.Message)
+}
+
 // noteHead is "SPEC (POS): " before a note's message, each part only when
 // the note has it.
 func noteHead(n Note) string {
@@ -316,10 +322,10 @@ func (p *Plan) Text(w io.Writer) {
 		}
 	}
 	for _, n := range p.Notes {
-		line(w, "note: %s%s", noteHead(n), n.Message)
+		fmt.Fprintln(w, noteLine("note", n))
 	}
 	for _, n := range p.Errors {
-		line(w, "error: %s%s", noteHead(n), n.Message)
+		fmt.Fprintln(w, noteLine("error", n))
 	}
 	s := p.Summary()
 	if s.Add+s.Change+s.Release+s.Held == 0 && len(p.Errors) == 0 {

@@ -36,6 +36,10 @@ const (
 	// DefaultSubqueryStep is the step of a subquery that names none, as a
 	// Prometheus server's default evaluation interval.
 	DefaultSubqueryStep = time.Minute
+	// DefaultLookbackDelta is how far back an instant selector looks for
+	// a sample unless the Environment says otherwise
+	// (spec.signals.lookbackDelta): Prometheus's default.
+	DefaultLookbackDelta = 5 * time.Minute
 )
 
 // ErrBound is wrapped by every error of a query refused or stopped at one

@@ -1081,19 +1081,11 @@ func symlinkParents(p string) []string {
 
 // scan is one listing of the tree.
 type scan struct {
-	dirs, files []string // as specTree
+	dirs, files []string // as load.Walk lists them (Tree.Dirs, Tree.Files)
 	watch       []string // the directories to watch
 	// refused is what the walk found and does not read, said as the
 	// loader says it.
 	refused load.Diagnostics
-}
-
-// specTree lists the directories to watch and the spec files under root as
-// the loader walks them: symlinks followed, a directory reached twice not
-// re-entered, load.SkipDir directories skipped. Paths are clean.
-func specTree(root string) (dirs, files []string, err error) {
-	sc, err := scanTree(root)
-	return sc.dirs, sc.files, err
 }
 
 // scanTree is the loader's walk (load.Walk), with the directories to

@@ -91,7 +91,13 @@ type Cluster struct {
 }
 
 // Multiple is what a cluster's node counts move in: the zones when it
-// is multi-AZ (DefaultZones when zones is not above 0), else 1.
+// is multi-AZ (DefaultZones when zones is not above 0), else 1. It is
+// also the fewest nodes a scale-down leaves, whatever the floor and the
+// workload minimum say: one per zone multi-AZ, one single-AZ. The
+// reference asks for 3 of every cluster; 3 is the multi-AZ multiple,
+// which a single-AZ cluster does not have, and a single-AZ floor of 1 in
+// the spec would be overridden unsaid. None is never allowed: a cluster
+// without a node runs neither instances nor the reporter of its capacity.
 func Multiple(multiAZ bool, zones int) int {
 	switch {
 	case !multiAZ:
@@ -104,15 +110,6 @@ func Multiple(multiAZ bool, zones int) int {
 
 // Multiple of the cluster: see the function.
 func (c Cluster) Multiple() int { return Multiple(c.MultiAZ, c.Zones) }
-
-// MinNodes is the fewest nodes a scale-down leaves, whatever the floor
-// and the workload minimum say: one per zone multi-AZ (Multiple), one
-// single-AZ. The reference asks for 3 of every cluster; 3 is the
-// multi-AZ multiple, which a single-AZ cluster does not have, and a
-// single-AZ floor of 1 in the spec would be overridden unsaid. None is
-// never allowed: a cluster without a node runs neither instances nor the
-// reporter of its capacity.
-func MinNodes(multiAZ bool, zones int) int { return Multiple(multiAZ, zones) }
 
 // RoundDown is n rounded down to a multiple of m (m ≥ 1; n ≥ 0).
 func RoundDown(n, m int) int {
@@ -239,7 +236,7 @@ func StatusOf(c Cluster, dims []Dimension) Report {
 // (perNode × step), the count is above the workload minimum, and the
 // result stays at or above the workload minimum and the restricted floor
 // (equal is allowed, as the reference's code does: "above" would keep a
-// step of nodes too many) and at or above MinNodes. Nothing while a step
+// step of nodes too many) and at or above Multiple. Nothing while a step
 // is in progress or the capacity reporter is not ready, nor on a cluster
 // failed, provisioning or unknown, nor with node scaling off.
 func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
@@ -285,9 +282,9 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 			why = fmt.Sprintf("%d after the step is below the workload minimum %d", after, c.WorkloadMinimum)
 		case after < d.Floor:
 			why = fmt.Sprintf("%d after the step is below the restricted floor %d", after, d.Floor)
-		case after < MinNodes(c.MultiAZ, c.Zones) && c.MultiAZ:
+		case after < m && c.MultiAZ:
 			why = fmt.Sprintf("%d after the step is below the multi-AZ %d", after, m)
-		case after < MinNodes(c.MultiAZ, c.Zones):
+		case after < m:
 			why = fmt.Sprintf("%d after the step is below 1 node, single-AZ", after)
 		}
 		if why != "" {

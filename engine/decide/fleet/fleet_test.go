@@ -148,10 +148,10 @@ func TestDecideCluster(t *testing.T) {
 	}
 }
 
-// TestSingleAZFloor: a scale-down never leaves fewer than MinNodes: one
-// node per zone multi-AZ, one node single-AZ (not the reference code's 3
-// for every cluster), and no fewer than the floor and the workload
-// minimum say. An instance needs 3000 connections and 1000 partitions, a
+// TestSingleAZFloor pins the floor setpoint had and now states (it was
+// never the reference code's 3 for every cluster): a scale-down never
+// leaves fewer than Multiple, one node per zone multi-AZ, one node
+// single-AZ, and no fewer than the floor and the workload minimum say. An instance needs 3000 connections and 1000 partitions, a
 // node frees 1000 and 500: 1e6 of each spares any step.
 func TestSingleAZFloor(t *testing.T) {
 	for _, c := range []struct {
@@ -159,8 +159,8 @@ func TestSingleAZFloor(t *testing.T) {
 		zones   int
 		want    int
 	}{{false, 0, 1}, {false, 3, 1}, {false, 5, 1}, {true, 0, 3}, {true, 2, 2}, {true, 3, 3}, {true, 5, 5}} {
-		if got := MinNodes(c.multiAZ, c.zones); got != c.want {
-			t.Errorf("MinNodes(%v, %d) = %d, want %d", c.multiAZ, c.zones, got, c.want)
+		if got := Multiple(c.multiAZ, c.zones); got != c.want {
+			t.Errorf("Multiple(%v, %d) = %d, want %d", c.multiAZ, c.zones, got, c.want)
 		}
 	}
 	for _, c := range []struct {

@@ -27,11 +27,6 @@ type Source struct {
 	InFlight *signals.InFlight
 }
 
-// DefaultLookbackDelta is how far back an instant selector looks for a
-// sample unless the Environment says otherwise (spec.signals.lookbackDelta),
-// Prometheus's default.
-const DefaultLookbackDelta = 5 * time.Minute
-
 // QueryTime bounds one evaluation, below the default 5 s tick and the
 // signals.MaxQueryTime of every source: in memory, a query within the
 // sample bound takes well under a second, so one that runs this long is
@@ -39,7 +34,7 @@ const DefaultLookbackDelta = 5 * time.Minute
 // them).
 const QueryTime = 4 * time.Second
 
-// NewSource returns a source over store, looking back DefaultLookbackDelta.
+// NewSource returns a source over store, looking back signals.DefaultLookbackDelta.
 func NewSource(store *Store) *Source {
 	p := parser.NewParser(parser.Options{})
 	return &Source{
@@ -48,7 +43,7 @@ func NewSource(store *Store) *Source {
 			Logger:               slog.New(slog.DiscardHandler),
 			MaxSamples:           signals.MaxSamples,
 			Timeout:              QueryTime,
-			LookbackDelta:        DefaultLookbackDelta,
+			LookbackDelta:        signals.DefaultLookbackDelta,
 			EnableAtModifier:     true,
 			EnableNegativeOffset: true,
 			// Without it a subquery that names no step ("x[5m:]")
@@ -57,18 +52,15 @@ func NewSource(store *Store) *Source {
 			Parser:                   p,
 		}),
 		parser:  p,
-		opts:    promql.NewPrometheusQueryOpts(false, DefaultLookbackDelta),
+		opts:    promql.NewPrometheusQueryOpts(false, signals.DefaultLookbackDelta),
 		timeout: QueryTime,
 	}
 }
 
 // WithLookback sets how far back an instant selector looks for a sample
-// (not above 0: the default) and returns s. Set before the first query:
-// the queries read it unguarded.
+// (0: the engine's, signals.DefaultLookbackDelta) and returns s. Set before
+// the first query: the queries read it unguarded.
 func (s *Source) WithLookback(d time.Duration) *Source {
-	if d <= 0 {
-		d = DefaultLookbackDelta
-	}
 	s.opts = promql.NewPrometheusQueryOpts(false, d)
 	return s
 }

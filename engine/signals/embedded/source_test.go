@@ -181,8 +181,8 @@ func TestLookbackDelta(t *testing.T) {
 	if err != nil || len(r.Samples) != 1 || r.Samples[0].Value != 42 {
 		t.Errorf("a millisecond within a 7m lookback: %v %v, want 42", r.Samples, err)
 	}
-	if d := NewSource(s).Lookback(); d != DefaultLookbackDelta {
-		t.Errorf("default lookback %s, want %s", d, DefaultLookbackDelta)
+	if d := NewSource(s).Lookback(); d != signals.DefaultLookbackDelta {
+		t.Errorf("default lookback %s, want %s", d, signals.DefaultLookbackDelta)
 	}
 }
 
