@@ -6,6 +6,10 @@ package providers
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/action"
@@ -119,6 +123,26 @@ type ObjectChange struct {
 	// that no longer names it, or carried with a stale value. Neither in
 	// Attributes nor in Released.
 	Restored map[addrs.Path]values.Value
+}
+
+// CheckRestored refuses a change whose restored fields it could not hold
+// whole: a restore is an update of an object that exists, and a field is
+// set, released or restored, never two of them. Every provider and the
+// protocol call it; what value each field may take is the provider's.
+func (c ObjectChange) CheckRestored() error {
+	if len(c.Restored) == 0 {
+		return nil
+	}
+	if c.Action != action.Update {
+		return fmt.Errorf("%s: a restore is an update of an object that exists, not a %s", c.Address, c.Action)
+	}
+	// In order, so the first wrong one named is the same every time.
+	for _, p := range slices.SortedFunc(maps.Keys(c.Restored), func(a, b addrs.Path) int { return strings.Compare(a.String(), b.String()) }) {
+		if _, set := c.Attributes[p]; set || p.IsZero() || slices.Contains(c.Released, p) {
+			return fmt.Errorf("restored %q is also set or released, or has no path", p)
+		}
+	}
+	return nil
 }
 
 // What a refused in-place resize does.

@@ -97,18 +97,12 @@ func validate(k *kind, c providers.ObjectChange) error {
 			return fmt.Errorf("%s is both set and released", path)
 		}
 	}
+	if err := c.CheckRestored(); err != nil {
+		return err
+	}
 	for _, path := range restoredPaths(c) {
 		if err := writable(k, path, c.Restored[path]); err != nil {
 			return err
-		}
-		switch {
-		case slices.Contains(c.Released, path):
-			return fmt.Errorf("%s is both restored and released", path)
-		case c.Action != action.Update:
-			return fmt.Errorf("%s: a restore is an update of an object that exists", path)
-		}
-		if _, set := c.Attributes[path]; set {
-			return fmt.Errorf("%s is both set and restored", path)
 		}
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -398,12 +397,10 @@ func fromChange(c *pb.ObjectChange) (providers.ObjectChange, error) {
 		if len(errs) > 0 {
 			return providers.ObjectChange{Address: a}, fmt.Errorf("restored: %w", joinErrs(errs))
 		}
-		for p := range restored {
-			if _, set := out.Attributes[p]; set || slices.Contains(out.Released, p) {
-				return providers.ObjectChange{Address: a}, fmt.Errorf("restored %s is also set or released", p)
-			}
-		}
 		out.Restored = restored
+	}
+	if err := out.CheckRestored(); err != nil {
+		return providers.ObjectChange{Address: a}, err
 	}
 	return out, nil
 }

@@ -43,10 +43,13 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 	o := w.byKey[c.Address.Key()]
 	p := &pending{c: c, o: o}
 	if len(c.Restored) > 0 {
+		if err := c.CheckRestored(); err != nil {
+			return fail("%v", err)
+		}
 		switch {
 		case c.Address.Kind != KindDeployment && c.Address.Kind != KindHPA && c.Address.Kind != KindKnative && c.Address.Kind != KindCluster:
 			return fail("a %s has no user's value to restore", c.Address.Kind)
-		case c.Action != action.Update || o == nil:
+		case o == nil:
 			return fail("a restore is an update of an object that exists")
 		}
 	}
@@ -99,9 +102,6 @@ func (w *World) check(c providers.ObjectChange) (*pending, providers.ObjectResul
 
 	p.restore = slices.SortedFunc(maps.Keys(c.Restored), comparePaths)
 	for _, path := range p.restore {
-		if _, set := c.Attributes[path]; set || slices.Contains(c.Released, path) {
-			return fail("%s is both restored and set or released", path)
-		}
 		if err := wl.checkValue(kind, path, c.Restored[path]); err != nil {
 			return fail("%v", err)
 		}

@@ -436,9 +436,6 @@ func (w *World) checkCluster(p *pending, res providers.ObjectResult) (*pending, 
 		case v.Type() != values.Count || v.Int() < 0 || v.Int() > 1000:
 			return fail("%s: %s is not a node count (0 to 1000)", path, v)
 		}
-		if _, set := c.Attributes[path]; set {
-			return fail("%s is both set and restored", path)
-		}
 	}
 	switch c.Action {
 	case action.Delete:

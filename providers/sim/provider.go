@@ -271,10 +271,10 @@ func (c Change) check() error {
 			return fmt.Errorf("released %q is set too, or has no path", p)
 		}
 	}
+	if err := c.objectChange().CheckRestored(); err != nil {
+		return err
+	}
 	for p, v := range c.Restored {
-		if _, ok := c.Attributes[p]; ok || p.String() == "" || slices.Contains(c.Released, p) {
-			return fmt.Errorf("restored %q is set or released too, or has no path", p)
-		}
 		if v.Type() != values.Count && v.Type() != values.Bytes || v.Int() < 0 {
 			return fmt.Errorf("restored %s: the sim world restores only a count or a size, not the %s %s", p, v.Type(), v)
 		}
