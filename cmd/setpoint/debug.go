@@ -423,7 +423,8 @@ func (d *debugServer) store(rw http.ResponseWriter, _ *http.Request) {
 		Points           int    `json:"points"`
 		Oldest           string `json:"oldest,omitempty"`
 		Newest           string `json:"newest,omitempty"`
-	}{Requested: src.Store.RequestedNames(), RequestedLeftOut: src.Store.RequestedOverCap(), Series: st.Series, Points: st.Samples}
+	}{Series: st.Series, Points: st.Samples}
+	out.Requested, out.RequestedLeftOut = src.Store.RequestedNames()
 	if out.Requested == nil {
 		out.Requested = []string{}
 	}

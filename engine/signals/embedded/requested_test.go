@@ -27,7 +27,7 @@ func TestRequestedNamesExpire(t *testing.T) {
 	if _, err := s.AppendScraped(live, ms(50), 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := s.RequestedNames(); !slices.Equal(got, []string{"gone", "live", "never_scraped"}) {
+	if got, _ := s.RequestedNames(); !slices.Equal(got, []string{"gone", "live", "never_scraped"}) {
 		t.Fatalf("within the retention: %v", got)
 	}
 	// Two minutes on, only live is still written.
@@ -37,13 +37,13 @@ func TestRequestedNamesExpire(t *testing.T) {
 		}
 	}
 	s.Request("asked_now")
-	if got := s.RequestedNames(); !slices.Equal(got, []string{"asked_now", "live"}) {
+	if got, _ := s.RequestedNames(); !slices.Equal(got, []string{"asked_now", "live"}) {
 		t.Fatalf("past the retention: %v, want the name just asked for and the one still written", got)
 	}
 	if ok, _ := s.AppendScraped(gone, ms(130), 1); ok {
 		t.Fatal("a forgotten name's samples are still kept")
 	}
-	if n := s.RequestedOverCap(); n != 0 {
+	if _, n := s.RequestedNames(); n != 0 {
 		t.Fatalf("%d names counted over the cap; none was", n)
 	}
 }
@@ -78,9 +78,9 @@ func TestRequestedNamesCapped(t *testing.T) {
 			s.Request(name(0)) // asked again: no longer the oldest
 		}
 	}
-	got := s.RequestedNames()
-	if len(got) != MaxRequested || s.RequestedOverCap() != extra {
-		t.Fatalf("%d names kept, %d counted over the cap; want %d and %d", len(got), s.RequestedOverCap(), MaxRequested, extra)
+	got, over := s.RequestedNames()
+	if len(got) != MaxRequested || over != extra {
+		t.Fatalf("%d names kept, %d counted over the cap; want %d and %d", len(got), over, MaxRequested, extra)
 	}
 	for i, want := range map[int]bool{0: true, 1: false, extra: false, extra + 1: true, MaxRequested + extra - 1: true} {
 		if s.Requested(name(i)) != want {
