@@ -55,6 +55,8 @@ func scenarios() []scenario {
 			}},
 		{name: "on-off", about: "100 req/s with bursts to 600 req/s of 1–3 minutes at exponential gaps (mean 5 minutes), seed 1",
 			rate: onOff(1)},
+		{name: "heavy-tail", about: "100 req/s with bursts of 30–150 s at exponential gaps (mean 4 minutes), each 250 × a Pareto(1.5) draw req/s above it (at most 1,400), seed 6",
+			rate: heavyTail(6)},
 		{name: "decline", about: "500 → 100 req/s, linearly",
 			rate: func(s int) float64 { return 500 - 400*float64(s)/(hour-1) }},
 		{name: "shipped-5m", about: "the shipped trace as the demo's checkout replays it, each superposed copy shifted by up to ±5 minutes",
@@ -81,6 +83,27 @@ func onOff(seed uint64) func(int) float64 {
 		}
 		return 100
 	}
+}
+
+// heavyTail is a rate of 100 req/s with bursts whose size is heavy-tailed:
+// each lasts 30 to 150 s (uniform) and adds 250/U^(1/1.5) req/s (U uniform
+// in (0, 1]: a Pareto draw of index 1.5, so half the bursts add under
+// 400 req/s and one in twenty over 1,100), capped at 1,400; the gap before
+// each is exponential with a mean of 240 s. It is burstier than onOff at
+// the minute scale: the size of the next burst says little about the one
+// after it.
+func heavyTail(seed uint64) func(int) float64 {
+	rng := rand.New(rand.NewPCG(seed, 0x0f0f))
+	add := make([]float64, hour)
+	for t := rng.ExpFloat64() * 240; t < hour; {
+		d := 30 + rng.Float64()*120
+		h := min(1400, 250/math.Pow(1-rng.Float64(), 1/1.5))
+		for s := int(t); s < min(hour, int(t+d)); s++ {
+			add[s] = h
+		}
+		t += d + rng.ExpFloat64()*240
+	}
+	return func(s int) float64 { return 100 + add[s] }
 }
 
 func main() {
