@@ -31,6 +31,10 @@ var (
 	// TargetCPU is an HPA's CPU utilisation target in percent, named as
 	// autoscaling/v1 names it.
 	TargetCPU = addrs.MustPath("spec.targetCPUUtilizationPercentage")
+	// ScaleDownWindow is an HPA's scale-down stabilization window in
+	// seconds (autoscaling/v2 behavior; 300 when unset): how long it keeps
+	// the highest recommendation before scaling down.
+	ScaleDownWindow = addrs.MustPath("spec.behavior.scaleDown.stabilizationWindowSeconds")
 	MinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
 	MaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
 	// Containers is where a pod template's containers are.
