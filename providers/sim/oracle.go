@@ -64,8 +64,9 @@ type Oracle struct {
 	Greedy   bool `json:"greedy"`
 	// Backtracks counts the minutes raised after a later one was stuck.
 	Backtracks int `json:"backtracks"`
-	// Reactive is the schedule replayed by a controller that can only
-	// react (see ReactivePoint), at each floor.
+	// Reactive is the reactive family: a controller that can only react
+	// to the load it has seen, given the oracle's capacity per pod, at
+	// each floor of pods kept (see oracleWorld.reactive).
 	Reactive []ReactivePoint `json:"reactive,omitempty"`
 }
 
@@ -254,49 +255,60 @@ func (ow *oracleWorld) evaluateSeconds(ready []int, each func(sec int, n, over i
 	return overSeconds, measured
 }
 
-// ReactivePoint is how the oracle's schedule does when it can only react:
-// every rise is ready startup seconds after the minute that needs it
-// begins (a controller that knows at once how many pods a minute needs
-// and starts them that second), and Floor pods are kept at all times.
+// ReactivePoint is one member of the reactive family: a controller that
+// can only react to the load it has seen, keeping Floor pods at all times
+// (see reactive for the exact definition). OverPct is its share of
+// measured seconds over the target, ReplicaHours the pods it paid for.
 type ReactivePoint struct {
 	Floor        int     `json:"floor"`
 	OverPct      float64 `json:"overPct"`
 	ReplicaHours float64 `json:"replicaHours"`
 }
 
-// reactive replays the schedule as a reactive controller would get it,
-// for each floor from 1 to the schedule's highest count: what keeping
-// pods in hand buys against the pods' startup. No causal controller does
-// better than this one at the same floor, so where every point that is
-// within a time over costs more than a bound, so does every controller.
+// reactiveWindow is the seconds of arrivals a reactive controller's rate
+// is taken over: the second itself and the four before it.
+const reactiveWindow = 5
+
+// reactive is the reactive family for the oracle's schedule sched: what a
+// controller that sees the load only as it comes, and starts pods only
+// when it has seen their need, does at each floor of pods kept. It is
+// defined second by second, causally:
+//
+//   - rate(t) is the arrivals of the trailing five seconds [t−4, t] over
+//     the seconds counted (fewer at the trace's start: t+1 of them while
+//     t < 4).
+//   - K, the requests a second one pod serves, is the tightest packing the
+//     oracle proved enough for a whole minute: the most, over the minutes
+//     m with sched[m] > 0, of minute m's arrivals over its seconds, over
+//     sched[m]. This is hindsight about a pod's capacity only (the
+//     controller is given a perfect capacity model), never about the load
+//     to come.
+//   - need(t) = max(1, ceil(rate(t)/K − 1e-9)): the pods the load seen by
+//     t needs, knowing nothing of the rest of the minute (1 throughout
+//     when K is 0: no minute with pods has a request).
+//   - At floor f, at second t, the controller runs max(f, need(t)) pods and
+//     pays for each from that second: paid = Σ_t max(f, need(t)). A pod
+//     started at t is ready startup seconds later and a drop takes pods
+//     away at once (the newest first), so the pods ready at t are
+//     ready(t) = max(f, min of need(u) for u in [max(t−startup, 0), t]); the
+//     pods at the trace's start were ready already.
+//
+// ready is replayed as the oracle's schedule is (evaluateSeconds), and each
+// point is OverPct = 100·over/measured seconds and ReplicaHours =
+// paid/3600. The floors run from 1 to the highest need(t) of the trace (at
+// most maxReactiveFloors), stopping at the first floor never over: a
+// higher one costs more and cannot do better. need(t) and the readiness
+// before the floor are computed once for every floor.
 func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
-	n := len(ow.secs)
-	startup := int(ow.startup)
-	// ready: a pod present at t has been since it started (the newest go
-	// first), so those ready at t are the fewest needed over the startup
-	// before it; the pods at the trace's start were ready already.
-	readyAt := func(t int) int {
-		r := sched[t/60]
-		for m := max(t-startup, 0) / 60; m < t/60; m++ {
-			r = min(r, sched[m])
-		}
-		return r
+	need := ow.reactiveNeed(ow.perPodRate(sched))
+	if len(need) == 0 {
+		return nil
 	}
-	// What the schedule alone gives, every floor then raises: the pods
-	// ready, and those paid for (the pods a minute needs are started at
-	// its first second and paid from it).
-	base, need := make([]int, n), make([]int, n)
-	for t := range n {
-		base[t], need[t] = readyAt(t), sched[t/60]
-	}
+	base := slidingMin(need, int(ow.startup))
 	var out []ReactivePoint
-	ready := make([]int, n)
-	for floor := 1; floor <= min(slices.Max(sched), maxReactiveFloors); floor++ {
-		var paid float64
-		for t := range n {
-			ready[t] = max(floor, base[t])
-			paid += float64(max(floor, need[t]))
-		}
+	ready := make([]int, len(need))
+	for floor := 1; floor <= min(slices.Max(need), maxReactiveFloors); floor++ {
+		paid := reactiveAt(need, base, floor, ready)
 		over, measured := ow.evaluateSeconds(ready, nil)
 		pt := ReactivePoint{Floor: floor, ReplicaHours: paid / 3600}
 		if measured > 0 {
@@ -308,6 +320,75 @@ func (ow *oracleWorld) reactive(sched []int) []ReactivePoint {
 		}
 	}
 	return out
+}
+
+// rate is rate(t) of reactive: the arrivals of seconds [t−4, t] (those of
+// them in the trace) over the seconds counted.
+func (ow *oracleWorld) rate(t int) float64 {
+	from := max(t-reactiveWindow+1, 0)
+	n := 0
+	for s := from; s <= t; s++ {
+		n += len(ow.secs[s])
+	}
+	return float64(n) / float64(t-from+1)
+}
+
+// perPodRate is K of reactive: the most requests a second per pod of any
+// minute the schedule gives pods, or 0 when none of them has a request.
+func (ow *oracleWorld) perPodRate(sched []int) float64 {
+	k := 0.0
+	for m, r := range sched {
+		if r <= 0 || m >= ow.minutes() {
+			continue
+		}
+		n := 0
+		for s := 60 * m; s < 60*m+ow.seconds(m); s++ {
+			n += len(ow.secs[s])
+		}
+		k = max(k, float64(n)/float64(ow.seconds(m))/float64(r))
+	}
+	return k
+}
+
+// reactiveNeed is need(t) of reactive for every second, at k requests a
+// second per pod (k = 0: one pod throughout).
+func (ow *oracleWorld) reactiveNeed(k float64) []int {
+	need := make([]int, len(ow.secs))
+	for t := range need {
+		need[t] = 1
+		if k > 0 {
+			need[t] = max(1, int(math.Ceil(ow.rate(t)/k-1e-9)))
+		}
+	}
+	return need
+}
+
+// slidingMin is, for every t, the least of v[u] for u in
+// [max(t−width, 0), t] (a monotone queue: O(len(v)) time and memory).
+func slidingMin(v []int, width int) []int {
+	out := make([]int, len(v))
+	q := make([]int, 0, len(v)) // indices in the window, values rising
+	for t, x := range v {
+		for len(q) > 0 && v[q[len(q)-1]] >= x {
+			q = q[:len(q)-1]
+		}
+		q = append(q, t)
+		if q[0] < t-max(width, 0) {
+			q = q[1:]
+		}
+		out[t] = v[q[0]]
+	}
+	return out
+}
+
+// reactiveAt fills ready with the pods ready each second at a floor, from
+// need and its sliding minimum base, and returns the pod-seconds paid.
+func reactiveAt(need, base []int, floor int, ready []int) (paid float64) {
+	for t := range need {
+		ready[t] = max(floor, base[t])
+		paid += float64(max(floor, need[t]))
+	}
+	return paid
 }
 
 func (ow *oracleWorld) minutes() int { return (len(ow.secs) + 59) / 60 }

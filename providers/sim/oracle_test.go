@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,12 +274,23 @@ func TestOracleBounds(t *testing.T) {
 	}
 }
 
-// TestOracleReactive replays the hand-worked schedule [1 r 1] as a
-// controller that can only react gets it (startup 30 s): minute 1's extra
-// pods serve only from second 90, so its first 30 s of 9 requests a second
-// fall on one pod and are over; paid from their start, the pods cost
-// 60 + 60r + 60 pod-seconds at floor 1, and each floor up to r is tried
-// until one is never over.
+// TestOracleReactive replays the hand-worked schedule [1 r 1] (4, 9 and 2
+// requests at the start of each second of three minutes; startup 30 s) as
+// the reactive family. r ≥ 3: on two pods one of them gets at least 5 of
+// the 9, and the 5th finishes at 300 ms, 1 late in 9 every second, over a
+// p99. So K = max(4/1, 9/r, 2/1) = 4 requests a second a pod, and the
+// trailing five seconds' rate gives need(t):
+//   - 0–59: 4 → 1 pod;
+//   - 60–63: (4·4+9)/5 = 5, (3·4+2·9)/5 = 6, 7, 8 → 1.25–2 → 2 pods;
+//   - 64–119: 9 → 2.25 → 3 pods;
+//   - 120–122: (4·9+2)/5 = 7.6, 6.2, 4.8 → 1.2–1.9 → 2 pods;
+//   - 123–179: 3.4, then 2 → 1 pod.
+//
+// Paid at floor 1: 60 + 4·2 + 56·3 + 3·2 + 57 = 299 pod-seconds; at floor
+// 2: 120 + 8 + 168 + 6 + 114 = 416; at floor 3: 3·180 = 540. The floors
+// run to the highest need, 3. At floor 1, seconds 60–89 have one pod
+// ready (need(59) = 1 is in their startup window) for 9 requests a
+// second: over.
 func TestOracleReactive(t *testing.T) {
 	tr := handTrace(t, []int{4, 9, 2})
 	cfg, c := handPods(250 * time.Millisecond)
@@ -285,18 +298,277 @@ func TestOracleReactive(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("FindOracle: %v, ok %v", err, ok)
 	}
-	r := o.Replicas[1]
+	if r := o.Replicas[1]; r < 3 {
+		t.Fatalf("schedule %v: minute 1 needs at least 3 pods", o.Replicas)
+	}
 	pts := oracleFor(t, tr, c, 250*time.Millisecond).reactive(o.Replicas)
-	if len(pts) == 0 || pts[0].Floor != 1 || pts[0].ReplicaHours != float64(60+60*r+60)/3600 || pts[0].OverPct <= 0 {
-		t.Fatalf("floor 1: %+v, want %v replica-hours and time over", pts, float64(60+60*r+60)/3600)
+	paid := []float64{299, 416, 540}
+	if len(pts) == 0 || len(pts) > len(paid) || pts[0].OverPct <= 0 {
+		t.Fatalf("%+v: want floors from 1 to at most 3, floor 1 over", pts)
 	}
-	last := pts[len(pts)-1]
-	if len(pts) > r || last.OverPct != 0 && last.Floor != r {
-		t.Fatalf("%+v: want floors up to the first never over, at most %d", pts, r)
-	}
-	for i, p := range pts[1:] {
-		if p.Floor != pts[i].Floor+1 || p.ReplicaHours < pts[i].ReplicaHours {
-			t.Fatalf("%+v: floors rise one at a time and cost no less", pts)
+	for i, p := range pts {
+		if p.Floor != i+1 || p.ReplicaHours != paid[i]/3600 {
+			t.Errorf("point %d: %+v, want floor %d at %v pod-seconds", i, p, i+1, paid[i])
+		}
+		if i < len(pts)-1 && p.OverPct == 0 {
+			t.Errorf("%+v: the family goes on past a floor never over", pts)
 		}
 	}
+}
+
+// tinyWorld is an oracle world of per[s] requests at the start of each
+// second s, 100 ms each, on pods of 2 servers (target 250 ms), startup 2 s.
+func tinyWorld(per []int) *oracleWorld { return tinyWorldSpread(per, false) }
+
+// tinyWorldSpread is tinyWorld, with each second's requests spread
+// evenly over it (the i-th of n at s + i/n) when spread.
+func tinyWorldSpread(per []int, spread bool) *oracleWorld {
+	ow := &oracleWorld{servers: 2, startup: 2, target: 0.25, seed: 7}
+	for s, n := range per {
+		sec := make([]oracleArrival, n)
+		for i := range sec {
+			sec[i] = oracleArrival{at: float64(s), service: 0.1}
+			if spread {
+				sec[i].at += float64(i) / float64(n)
+			}
+		}
+		ow.secs = append(ow.secs, sec)
+	}
+	return ow
+}
+
+// TestOracleReactiveStops: the family ends at the first floor never over.
+// 60 s of 10 requests a second then 60 s of 19, spread evenly, schedule
+// [1 2]: K = max(10/1, 19/2) = 10, so need is 1 through second 59 (rate
+// 10) and 2 from second 60 (rate (4·10+19)/5 = 11.8, then up to 19), 180
+// pod-seconds at floor 1, and the floors could run to 2. But requests
+// are never less than 1/19 s (52.6 ms) apart, so whatever pod one is sent
+// to has at most one other in service (100 ms each) and a free server:
+// nothing waits, nothing is late, floor 1 is never over and is the only
+// member.
+func TestOracleReactiveStops(t *testing.T) {
+	var per []int
+	for s := range 120 {
+		per = append(per, map[bool]int{true: 10, false: 19}[s < 60])
+	}
+	ow := tinyWorldSpread(per, true)
+	if need := ow.reactiveNeed(ow.perPodRate([]int{1, 2})); slices.Max(need) != 2 {
+		t.Fatalf("highest need %d, want 2", slices.Max(need))
+	}
+	pts := ow.reactive([]int{1, 2})
+	if want := (60*1 + 60*2) / 3600.0; len(pts) != 1 || pts[0] != (ReactivePoint{Floor: 1, ReplicaHours: want}) {
+		t.Fatalf("%+v: want floor 1 alone, never over, at %v replica-hours", pts, want)
+	}
+}
+
+// TestOracleReactiveArithmetic works the reactive family's definition by
+// hand on 70 seconds, startup 2 s, schedule [1 3]. Arrivals: second 0 has
+// 6, second 1 none, seconds 2–59 two each (122 in minute 0); seconds
+// 60–69 have 2 2 12 12 12 12 12 5 3 3 (75 in 10 s). K = max(122/60/1,
+// 75/10/3) = max(2.03, 2.5) = 2.5 requests a second a pod.
+//
+// rate(t) averages [t−4, t], fewer seconds at the start; need(t) =
+// max(1, ceil(rate/2.5)); ready at floor 1 is the least need of [t−2, t]:
+//
+//	t   window           rate       rate/K  need  ready(f1)  ready(f3)
+//	0   6                6/1 = 6    2.4     3     3          3
+//	1   6 0              6/2 = 3    1.2     2     2          3
+//	2   6 0 2            8/3        1.07    2     2          3
+//	3   6 0 2 2          10/4 = 2.5 1       1     1          3
+//	4   6 0 2 2 2        12/5 = 2.4 0.96    1     1          3
+//	5   0 2 2 2 2        8/5 = 1.6  0.64    1     1          3
+//	60  2 2 2 2 2        2          0.8     1     1          3
+//	62  2 2 2 2 12       4          1.6     2     1          3
+//	63  2 2 2 12 12      6          2.4     3     1          3
+//	64  2 2 12 12 12     8          3.2     4     2          3
+//	65  2 12 12 12 12    10         4       4     3          3
+//	66  12 12 12 12 12   12         4.8     5     4          4
+//	67  12 12 12 12 5    10.6       4.24    5     4          4
+//	68  12 12 12 5 3     8.8        3.52    4     4          4
+//	69  12 12 5 3 3      7          2.8     3     3          3
+//
+// (At 3 and 65 rate/K is 1 and 4 exactly: that many pods, none more.)
+// need is 3 2 2, then 1 for seconds 3–61 (59 of them), then 2 3 4 4 5 5 4
+// 3 (30). Paid: floor 1 = 7 + 59 + 30 = 96 pod-seconds; floor 2 = 7 + 118
+// + 30 = 155; floor 3 = 9 + 177 + (3 3 4 4 5 5 4 3 =) 31 = 217; floor 4 =
+// 12 + 236 + (4 4 4 4 5 5 4 4 =) 34 = 282; floor 5 = 5·70 = 350.
+func TestOracleReactiveArithmetic(t *testing.T) {
+	per := []int{6, 0}
+	for range 58 {
+		per = append(per, 2)
+	}
+	per = append(per, 2, 2, 12, 12, 12, 12, 12, 5, 3, 3)
+	ow := tinyWorld(per)
+	sched := []int{1, 3}
+	k := ow.perPodRate(sched)
+	if k != 2.5 {
+		t.Fatalf("K = %v, want 2.5", k)
+	}
+	need := ow.reactiveNeed(k)
+	base := slidingMin(need, int(ow.startup))
+	ready1, ready3 := make([]int, len(need)), make([]int, len(need))
+	paid1, paid3 := reactiveAt(need, base, 1, ready1), reactiveAt(need, base, 3, ready3)
+	for _, c := range []struct {
+		t                    int
+		rate                 float64
+		need, ready1, ready3 int
+	}{
+		{0, 6, 3, 3, 3},
+		{1, 3, 2, 2, 3},
+		{2, 8.0 / 3, 2, 2, 3},
+		{3, 2.5, 1, 1, 3},
+		{4, 2.4, 1, 1, 3},
+		{5, 1.6, 1, 1, 3},
+		{60, 2, 1, 1, 3},
+		{62, 4, 2, 1, 3},
+		{63, 6, 3, 1, 3},
+		{64, 8, 4, 2, 3},
+		{65, 10, 4, 3, 3},
+		{66, 12, 5, 4, 4},
+		{67, 10.6, 5, 4, 4},
+		{68, 8.8, 4, 4, 4},
+		{69, 7, 3, 3, 3},
+	} {
+		if r := ow.rate(c.t); math.Abs(r-c.rate) > 1e-12 || need[c.t] != c.need || ready1[c.t] != c.ready1 || ready3[c.t] != c.ready3 {
+			t.Errorf("second %d: rate %v, need %d, ready %d at floor 1 and %d at floor 3; want %v, %d, %d, %d",
+				c.t, r, need[c.t], ready1[c.t], ready3[c.t], c.rate, c.need, c.ready1, c.ready3)
+		}
+	}
+	if paid1 != 96 || paid3 != 217 {
+		t.Errorf("paid %v pod-seconds at floor 1 and %v at floor 3, want 96 and 217", paid1, paid3)
+	}
+	// The family: floors from 1 up to the highest need, 5, each paid as
+	// above. Floor 1 is over: at second 62, 12 requests at once find one
+	// pod ready, whose 2 servers finish the j-th after 100·ceil(j/2) ms,
+	// so 6 are late among the trailing minute's 130 (more than 1%).
+	pts := ow.reactive(sched)
+	want := []float64{96, 155, 217, 282, 350}
+	if len(pts) == 0 || len(pts) > len(want) || pts[0].OverPct <= 0 {
+		t.Fatalf("%+v: want floors 1 to at most 5, floor 1 over", pts)
+	}
+	for i, p := range pts {
+		if p.Floor != i+1 || p.ReplicaHours != want[i]/3600 {
+			t.Errorf("point %d: %+v, want floor %d at %v pod-seconds", i, p, i+1, want[i])
+		}
+	}
+}
+
+// TestOracleReactiveCausal: need(u), and the pods ready and paid for at u,
+// depend on no arrival after u. Random traces (0–20 requests a second,
+// random schedules giving K) are cut at random seconds t and everything
+// after t drawn again: every second up to t must be unchanged. K is held:
+// it is the controller's capacity model, given, not learned from the load.
+func TestOracleReactiveCausal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	changed := false
+	for trial := range 20 {
+		per := make([]int, 120+rng.IntN(200))
+		for s := range per {
+			per[s] = rng.IntN(21)
+		}
+		ow := tinyWorld(per)
+		ow.startup = float64(rng.IntN(30))
+		sched := make([]int, ow.minutes())
+		for m := range sched {
+			sched[m] = 1 + rng.IntN(4)
+		}
+		k := ow.perPodRate(sched)
+		need := ow.reactiveNeed(k)
+		base := slidingMin(need, int(ow.startup))
+		cut := rng.IntN(len(per) - 1)
+		after := append([]int(nil), per[:cut+1]...)
+		for range len(per) - cut - 1 {
+			after = append(after, rng.IntN(21))
+		}
+		ow2 := tinyWorld(after)
+		ow2.startup = ow.startup
+		need2 := ow2.reactiveNeed(k)
+		base2 := slidingMin(need2, int(ow2.startup))
+		for u := 0; u <= cut; u++ {
+			if need2[u] != need[u] || base2[u] != base[u] {
+				t.Fatalf("trial %d, cut at %d: second %d needs %d (ready %d) after a change at seconds > %d, %d (%d) before",
+					trial, cut, u, need2[u], base2[u], cut, need[u], base[u])
+			}
+		}
+		if !slices.Equal(need, need2) {
+			changed = true
+		}
+	}
+	if !changed {
+		t.Fatal("no change after the cut changed any need: the test tests nothing")
+	}
+}
+
+// TestOracleReactiveMidMinute: the load rises fivefold at second 40 of
+// minute 2 (4 requests at the start of each second, then 20 from second
+// 160 to 239, then 4 again), pods of 2 servers at 100 ms, target 250 ms,
+// startup 20 s. K = 4 (minutes 0–1, one pod for 4 a second), so need is 1
+// through second 159; the reactive controller at floor 1 starts pods from
+// second 160 and has one ready until 180: 20 requests at once on 2
+// servers, the j-th done after 100·ceil(j/2) ms, 16 of them late each
+// second, and seconds 160–179 are over. The old definition (a minute's
+// pods started at its first second, ready from 140) had the oracle's
+// pods for minute 2 ready at the onset, and none of those seconds over.
+func TestOracleReactiveMidMinute(t *testing.T) {
+	var per []int
+	for s := range 300 {
+		per = append(per, map[bool]int{true: 20, false: 4}[s >= 160 && s < 240])
+	}
+	tr := secondsTrace(t, per, 0)
+	target := 250 * time.Millisecond
+	cfg, c := handPods(target)
+	cfg.Workloads[0].Startup = spec.Duration(20 * time.Second)
+	c.Startup = cfg.Workloads[0].Startup
+	o, ok, err := FindOracle(cfg, tr, Options{}, "shop", "checkout", target, 50, 0)
+	if err != nil || !ok {
+		t.Fatalf("FindOracle: %v, ok %v", err, ok)
+	}
+	ow := oracleFor(t, tr, c, target)
+	if k := ow.perPodRate(o.Replicas); k != 4 {
+		t.Fatalf("K = %v (schedule %v), want 4", k, o.Replicas)
+	}
+	need := ow.reactiveNeed(4)
+	ready := make([]int, len(need))
+	reactiveAt(need, slidingMin(need, 20), 1, ready)
+	old := make([]int, len(need))
+	for s := range old {
+		old[s] = o.Replicas[s/60]
+		for m := max(s-20, 0) / 60; m < s/60; m++ {
+			old[s] = min(old[s], o.Replicas[m])
+		}
+	}
+	onset := func(ready []int) (over int) {
+		for _, v := range overBySecond(ow, ready)[160:180] {
+			if v {
+				over++
+			}
+		}
+		return over
+	}
+	if n := onset(ready); n == 0 || ready[160] != 1 || ready[179] != 1 {
+		t.Errorf("reactive at floor 1: %d of seconds 160–179 over, %d–%d pods ready: want over, one pod", n, ready[160], ready[179])
+	}
+	if n := onset(old); n != 0 {
+		t.Errorf("the old definition (pods %v) has %d of seconds 160–179 over: the case does not tell them apart", old[155:165], n)
+	}
+	if pts := ow.reactive(o.Replicas); len(pts) == 0 || pts[0].Floor != 1 || pts[0].OverPct <= 0 {
+		t.Errorf("%+v: want floor 1 over", pts)
+	}
+}
+
+// overBySecond replays ready second by second and says which seconds'
+// trailing-minute p99 is over the target.
+func overBySecond(ow *oracleWorld, ready []int) []bool {
+	n, late := make([]int64, len(ready)), make([]int64, len(ready))
+	ow.evaluateSeconds(ready, func(s int, sn, sover int32) { n[s], late[s] = int64(sn), int64(sover) })
+	out := make([]bool, len(ready))
+	var wn, wl int64
+	for s := range ready {
+		wn, wl = wn+n[s], wl+late[s]
+		if s >= 60 {
+			wn, wl = wn-n[s-60], wl-late[s-60]
+		}
+		out[s] = p99Over(wn, wl)
+	}
+	return out
 }
