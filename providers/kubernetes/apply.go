@@ -123,6 +123,8 @@ func writable(k *kind, path addrs.Path, v values.Value) error {
 		return fmt.Errorf("%s: want a %s, got the %s %s", path, at.typ, v.Type(), v)
 	case v.Int() < 0:
 		return fmt.Errorf("%s: %s is negative", path, v)
+	case at.upTo > 0 && v.Int() > at.upTo:
+		return fmt.Errorf("%s: %s is above %d, the most the API server accepts", path, v, at.upTo)
 	}
 	return nil
 }
@@ -201,11 +203,6 @@ func (p *Provider) change(ctx context.Context, dyn dynamic.Interface, core k8s.I
 			if live, err = rc.Get(call(), c.Address.Name, metav1.GetOptions{}); err != nil {
 				return fail(explain(err, "get", k, c.Address.Namespace))
 			}
-		}
-	}
-	if live != nil && k.name == KindHPA {
-		if _, ok := c.Attributes[AttrTargetCPU]; ok && slices.Contains(c.Changed, AttrTargetCPU) {
-			return fail(fmt.Errorf("%s: %s is set only when setpoint creates the HPA (it replaces the whole metrics list)", c.Address, AttrTargetCPU))
 		}
 	}
 	if len(c.Restored) > 0 && live != nil && !c.Force {
@@ -367,7 +364,11 @@ func applyConfig(k *kind, c providers.ObjectChange, live *unstructured.Unstructu
 		if name, ok := path.Selected("name"); ok && live != nil && !slices.Contains(containerNames(live.Object, k.containers), name) {
 			return nil, fmt.Errorf("%s: no container %q", path, name)
 		}
-		if err := at.encode(obj, c.Attributes[path]); err != nil {
+		var base map[string]any
+		if live != nil {
+			base = live.Object
+		}
+		if err := at.encode(obj, base, c.Attributes[path]); err != nil {
 			return nil, err
 		}
 	}
@@ -425,7 +426,7 @@ func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c prov
 		if name, ok := path.Selected("name"); ok && !slices.Contains(containerNames(live.Object, k.containers), name) {
 			return fmt.Errorf("%s: no container %q", path, name)
 		}
-		if err := at.encode(obj, c.Restored[path]); err != nil {
+		if err := at.encode(obj, live.Object, c.Restored[path]); err != nil {
 			return err
 		}
 		n++

@@ -124,7 +124,7 @@ func TestDecodeEncode(t *testing.T) {
 		{kinds[KindKnative].attrs[0], values.CountOf(2)},
 		{kinds[KindHPA].attrs[2], values.CountOf(70)},
 	} {
-		if err := tc.at.encode(obj, tc.v); err != nil {
+		if err := tc.at.encode(obj, nil, tc.v); err != nil {
 			t.Fatal(err)
 		}
 		got, ok, err := tc.at.decode(obj)
@@ -138,7 +138,15 @@ func TestDecodeEncode(t *testing.T) {
 	if s, _ := get(obj, AttrMinScale); s != "2" {
 		t.Errorf("annotation written as %#v, want \"2\"", s)
 	}
-	// Two metrics are not "a CPU target".
+	// Two CPU utilisation metrics are not "a CPU target", nor is a list
+	// that is not one.
+	cpu := func(n int) any {
+		return map[string]any{"type": "Resource", "resource": map[string]any{"name": "cpu", "target": map[string]any{"type": "Utilization", "averageUtilization": int64(n)}}}
+	}
+	obj["spec"].(map[string]any)["metrics"] = []any{cpu(60), cpu(70)}
+	if _, ok, _ := kinds[KindHPA].attrs[2].decode(obj); ok {
+		t.Error("two CPU metrics read as a CPU target")
+	}
 	obj["spec"].(map[string]any)["metrics"] = []any{1, 2}
 	if _, ok, _ := kinds[KindHPA].attrs[2].decode(obj); ok {
 		t.Error("two metrics read as a CPU target")

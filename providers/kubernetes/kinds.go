@@ -12,9 +12,11 @@ import (
 	"github.com/setpoint-dev/setpoint/providers/workload"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -40,12 +42,17 @@ var (
 	AttrMaxReplicas     = workload.MaxReplicas
 	AttrCurrentReplicas = workload.CurrentReplicas
 	AttrDesiredReplicas = workload.DesiredReplicas
-	// AttrTargetCPU is, in autoscaling/v2, the one Resource metric of the
-	// HPA's metrics list (an atomic list: whoever sets it owns every
-	// metric).
+	// AttrTargetCPU is, in autoscaling/v2, the averageUtilization of the
+	// HPA's one cpu Resource metric with a Utilization target; its place
+	// is the whole metrics list (an atomic list: whoever sets it owns
+	// every metric, so setpoint writes the list as it is with only that
+	// number changed).
 	AttrTargetCPU = workload.TargetCPU
-	AttrMinScale  = workload.MinScale
-	AttrMaxScale  = workload.MaxScale
+	// AttrScaleDownWindow is the HPA's scale-down stabilization window,
+	// a field of its own (the behavior's policies stay the user's).
+	AttrScaleDownWindow = workload.ScaleDownWindow
+	AttrMinScale        = workload.MinScale
+	AttrMaxScale        = workload.MaxScale
 
 	pathTemplateContainers = workload.Containers
 	pathPodContainers      = addrs.MustPath("spec.containers")
@@ -77,7 +84,7 @@ const (
 	encInt        encoding = iota // a JSON integer
 	encQuantity                   // a resource quantity string ("512Mi")
 	encIntString                  // an integer in a string (an annotation)
-	encCPUTarget                  // an HPA's metrics list with one CPU utilisation target
+	encCPUTarget                  // the target of an HPA's one CPU utilisation metric, in its metrics list
 	encString                     // a JSON string
 	encStructured                 // a JSON object, as it is
 )
@@ -88,7 +95,9 @@ type attr struct {
 	typ      values.Type
 	enc      encoding
 	readOnly bool
-	desc     string
+	// upTo, when above 0, is the largest value the API server accepts.
+	upTo int64
+	desc string
 }
 
 // kind is one kind this provider serves: where it lives in the API.
@@ -125,7 +134,10 @@ var kinds = map[string]*kind{
 		attrs: []attr{
 			{path: AttrMinReplicas, typ: values.Count, enc: encInt, desc: "at least 1"},
 			{path: AttrMaxReplicas, typ: values.Count, enc: encInt, desc: "at least minReplicas"},
-			{path: AttrTargetCPU, typ: values.Count, enc: encCPUTarget, desc: "CPU utilisation target in percent of requests (set only when setpoint creates the HPA)"},
+			{path: AttrTargetCPU, typ: values.Count, enc: encCPUTarget, desc: "CPU utilisation target in percent of requests: the HPA's one cpu Utilization metric " +
+				"(absent with none, or two); written into its metrics list with the other metrics kept, so setpoint owns the list; never adds a metric"},
+			{path: AttrScaleDownWindow, typ: values.Count, enc: encInt, upTo: 3600, desc: "scale-down stabilization window in seconds, 0 to 3600 " +
+				"(absent when unset: the HPA then waits 300); the scale-down policies stay the user's"},
 			{path: AttrCurrentReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas at the last sync"},
 			{path: AttrDesiredReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas the last sync asked for"},
 			// What it scales, by which setpoint finds a workload's HPA
@@ -261,8 +273,10 @@ func (a attr) decode(obj map[string]any) (values.Value, bool, error) {
 	return values.Value{}, false, nil
 }
 
-// encode writes v at a's place in obj.
-func (a attr) encode(obj map[string]any, v values.Value) error {
+// encode writes v at a's place in obj. base is the object as it is (nil
+// for one setpoint creates): a value whose place holds more than it, the
+// HPA's metrics list, is written into base's.
+func (a attr) encode(obj, base map[string]any, v values.Value) error {
 	if v.Type() != a.typ {
 		return fmt.Errorf("%s: want a %s, got the %s %s", a.path, a.typ, v.Type(), v)
 	}
@@ -285,11 +299,11 @@ func (a attr) encode(obj map[string]any, v values.Value) error {
 		if v.Int() < 1 || v.Int() > math.MaxInt32 {
 			return fmt.Errorf("%s: %d is not a utilisation percentage", a.path, v.Int())
 		}
-		return set(obj, pathMetrics, []any{map[string]any{
-			"type": "Resource",
-			"resource": map[string]any{"name": "cpu",
-				"target": map[string]any{"type": "Utilization", "averageUtilization": v.Int()}},
-		}})
+		l, err := withCPUTarget(base, v.Int())
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.path, err)
+		}
+		return set(obj, pathMetrics, l)
 	}
 	return nil
 }
@@ -303,27 +317,103 @@ func (a attr) place() addrs.Path {
 }
 
 // cpuTarget reads an HPA's CPU utilisation target: present only when its
-// metrics are exactly one CPU utilisation target.
+// metrics have exactly one cpu Resource metric with a Utilization target,
+// whatever other metrics are beside it.
 func cpuTarget(obj map[string]any) (values.Value, bool, error) {
-	raw, ok := get(obj, pathMetrics)
+	raw, _ := get(obj, pathMetrics)
 	l, _ := raw.([]any)
-	if !ok || len(l) != 1 {
+	i := cpuMetrics(l)
+	if len(i) != 1 {
 		return values.Value{}, false, nil
 	}
-	m, _ := l[0].(map[string]any)
-	if m["type"] != "Resource" {
-		return values.Value{}, false, nil
-	}
-	r, _ := m["resource"].(map[string]any)
-	t, _ := r["target"].(map[string]any)
-	if r["name"] != "cpu" || t["type"] != "Utilization" {
-		return values.Value{}, false, nil
-	}
-	n, ok := asInt(t["averageUtilization"])
+	n, ok := asInt(utilisationOf(l[i[0]])["averageUtilization"])
 	if !ok {
 		return values.Value{}, false, nil
 	}
 	return values.CountOf(n), true, nil
+}
+
+// cpuMetrics are the indexes of a metrics list's cpu Resource metrics
+// with a Utilization target.
+func cpuMetrics(l []any) []int {
+	var out []int
+	for i, e := range l {
+		if utilisationOf(e) != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// utilisationOf is a metric's target when the metric is a cpu Resource
+// metric with a Utilization target, else nil.
+func utilisationOf(e any) map[string]any {
+	m, _ := e.(map[string]any)
+	if m["type"] != "Resource" {
+		return nil
+	}
+	r, _ := m["resource"].(map[string]any)
+	t, _ := r["target"].(map[string]any)
+	if r["name"] != "cpu" || t["type"] != "Utilization" {
+		return nil
+	}
+	return t
+}
+
+// withCPUTarget is the metrics list to apply for a CPU utilisation target
+// of pct: for an HPA setpoint creates (base nil), that one metric; for
+// one that exists, its own list with only the target's number changed,
+// every other metric carried as it is, in its order (the list is atomic:
+// an apply of it owns it whole, and what it leaves out is gone). An HPA
+// without exactly one such metric is refused: setpoint does not add a
+// metric the user did not choose, nor guess which of two it owns.
+func withCPUTarget(base map[string]any, pct int64) ([]any, error) {
+	if base == nil {
+		return []any{map[string]any{
+			"type": "Resource",
+			"resource": map[string]any{"name": "cpu",
+				"target": map[string]any{"type": "Utilization", "averageUtilization": pct}},
+		}}, nil
+	}
+	raw, _ := get(base, pathMetrics)
+	l, _ := raw.([]any)
+	switch i := cpuMetrics(l); len(i) {
+	case 0:
+		return nil, fmt.Errorf("the HPA has no cpu Resource metric with a Utilization target (its metrics: %s): setpoint changes the target of the user's CPU metric, it does not add a metric the user did not choose", metricNames(l))
+	case 1:
+		out := runtime.DeepCopyJSONValue(l).([]any)
+		utilisationOf(out[i[0]])["averageUtilization"] = pct
+		return out, nil
+	default:
+		return nil, fmt.Errorf("the HPA has %d cpu Resource metrics with a Utilization target: which one setpoint would own is not clear, so it owns none", len(i))
+	}
+}
+
+// metricNames says what a metrics list holds, for a message: "Pods
+// requests_per_second, Resource memory", "none".
+func metricNames(l []any) string {
+	var out []string
+	for _, e := range l {
+		m, _ := e.(map[string]any)
+		typ, _ := m["type"].(string)
+		name := ""
+		for _, src := range []string{"resource", "containerResource", "pods", "object", "external"} {
+			s, _ := m[src].(map[string]any)
+			if n, ok := s["name"].(string); ok {
+				name = n
+			} else if mt, _ := s["metric"].(map[string]any); mt != nil {
+				name, _ = mt["name"].(string)
+			}
+			if name != "" {
+				break
+			}
+		}
+		out = append(out, strings.TrimSpace(typ+" "+name))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return diag.Cut(strings.Join(out, ", "), maxQuoted)
 }
 
 func asInt(raw any) (int64, bool) {
@@ -403,7 +493,12 @@ func Encode(kindName string, obj map[string]any, attrs map[addrs.Path]values.Val
 		if !ok {
 			return fmt.Errorf("%s: %s has no such attribute", path, kindName)
 		}
-		if err := at.encode(obj, v); err != nil {
+		// obj is its own base: a metrics list it holds is written into.
+		var base map[string]any
+		if _, ok := get(obj, pathMetrics); ok {
+			base = obj
+		}
+		if err := at.encode(obj, base, v); err != nil {
 			return err
 		}
 	}
