@@ -68,6 +68,22 @@ type Autoscaler struct {
 	MaxReplicas int  `json:"maxReplicas,omitempty"`
 	// TargetCPU is a created HPA's CPU utilisation target.
 	TargetCPU Percent `json:"targetCPU"`
+	// Owns is what setpoint owns of an HPA: OwnsFloor or OwnsCount.
+	Owns string `json:"owns,omitempty"`
+}
+
+// What an NFR owns of its workload's HPA.
+const (
+	// OwnsFloor is minReplicas alone.
+	OwnsFloor = "floor"
+	// OwnsCount is minReplicas, the CPU utilisation target and the
+	// scale-down stabilization window.
+	OwnsCount = "count"
+)
+
+// OwnsCount reports whether the NFR owns its HPA's target and way down.
+func (s NFRSpec) OwnsCount() bool {
+	return s.Autoscaler != nil && s.Autoscaler.Owns == OwnsCount
 }
 
 // Replicas policies of an NFR.
@@ -87,6 +103,9 @@ type Throughput struct {
 	Floor Percent `json:"floor"`
 	// KeepWarm keeps the bound while a Schedule says idle.
 	KeepWarm bool `json:"keepWarm"`
+	// Startup is how late capacity asked for serves (a pod's start-up and
+	// the time to see the need): what burst memory weighs.
+	Startup Duration `json:"startup"`
 }
 
 // Latency is the latency target.

@@ -15,7 +15,7 @@ import (
 func TestDefaultQueriesWithinTheBound(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
 	many := func(*parser.VectorSelector) int { return 20_000 }
-	for _, q := range []string{nfrkind.QueryPeak, nfrkind.QueryServiceTime, nfrkind.QueryFit} {
+	for _, q := range []string{nfrkind.QueryHistory, nfrkind.QueryServiceTime, nfrkind.QueryFit} {
 		e, err := p.ParseExpr(q)
 		if err != nil {
 			t.Fatal(err)

@@ -34,6 +34,7 @@ var (
 	AttrReplicaFailure        = vocab.ReplicaFailure
 	AttrReplicaFailureMessage = vocab.ReplicaFailureMessage
 	AttrTargetCPU             = vocab.TargetCPU
+	AttrScaleDownWindow       = vocab.ScaleDownWindow
 	AttrMinScale              = vocab.MinScale
 	AttrMaxScale              = vocab.MaxScale
 
@@ -128,7 +129,7 @@ func (wl *workload) attrType(kind string, p addrs.Path) (values.Type, error) {
 		if kind == KindDeployment {
 			return values.Count, nil
 		}
-	case AttrMinReplicas, AttrMaxReplicas, AttrTargetCPU:
+	case AttrMinReplicas, AttrMaxReplicas, AttrTargetCPU, AttrScaleDownWindow:
 		if kind == KindHPA {
 			return values.Count, nil
 		}

@@ -59,6 +59,7 @@ func simSchema() providers.Schema {
 			attr(AttrMinReplicas, values.Count, false, "at least 1"),
 			attr(AttrMaxReplicas, values.Count, false, "at least minReplicas"),
 			attr(AttrTargetCPU, values.Count, false, "CPU utilisation target in percent of requests"),
+			attr(AttrScaleDownWindow, values.Count, false, "scale-down stabilization window in seconds (300 when unset)"),
 			attr(AttrCurrentReplicas, values.Count, true, "replicas at the last sync"),
 			attr(AttrDesiredReplicas, values.Count, true, "replicas the last sync asked for"),
 			attr(AttrScaleTargetKind, values.String, true, "the kind of the workload it scales (its workload's Deployment)"),

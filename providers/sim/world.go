@@ -702,7 +702,8 @@ func (wl *workload) autoscale(s int, arrivals int) {
 
 // hpaSync is the Kubernetes HPA algorithm on CPU utilisation of requests or
 // on requests per second per pod: a 10% tolerance, scale-up limited to
-// max(+4 pods, ×2) per sync, scale-down stabilised over 300 s, clamped to
+// max(+4 pods, ×2) per sync, scale-down stabilised over its window (300 s
+// unless spec.behavior.scaleDown.stabilizationWindowSeconds says), clamped to
 // [minReplicas, maxReplicas].
 func (wl *workload) hpaSync(s int) {
 	minR, maxR := wl.intAttr(wl.hpa, AttrMinReplicas), wl.intAttr(wl.hpa, AttrMaxReplicas)
@@ -715,9 +716,10 @@ func (wl *workload) hpaSync(s int) {
 		if h.TargetRPS > 0 {
 			ratio = wl.syncArrived / float64(wl.syncSecs) / float64(ready) / h.TargetRPS
 		} else {
+			// The target as the HPA holds it now (setpoint may own it).
 			target := 0.8
-			if h.TargetCPU != nil {
-				target = float64(*h.TargetCPU)
+			if t, ok := wl.hpa.attrs[AttrTargetCPU]; ok && t.Type() == values.Count && t.Int() > 0 {
+				target = float64(t.Int()) / 100
 			}
 			cpuPerPod := (wl.syncServed/float64(wl.syncSecs)/float64(ready))*wl.cpuPerReq + 0.002*float64(len(wl.cfg.Containers))
 			ratio = cpuPerPod / wl.cpuReq / target
@@ -732,8 +734,12 @@ func (wl *workload) hpaSync(s int) {
 	wl.hpaRecs = append(wl.hpaRecs, rec{s, desired})
 	kept := wl.hpaRecs[:0]
 	stab := desired
+	window := 300
+	if w, ok := wl.hpa.attrs[AttrScaleDownWindow]; ok && w.Type() == values.Count {
+		window = int(min(max(w.Int(), 0), 3600))
+	}
 	for _, r := range wl.hpaRecs {
-		if r.sec > s-300 {
+		if r.sec > s-window {
 			kept = append(kept, r)
 			stab = max(stab, r.replicas)
 		}

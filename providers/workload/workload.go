@@ -35,8 +35,8 @@ var (
 	// seconds (autoscaling/v2 behavior; 300 when unset): how long it keeps
 	// the highest recommendation before scaling down.
 	ScaleDownWindow = addrs.MustPath("spec.behavior.scaleDown.stabilizationWindowSeconds")
-	MinScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
-	MaxScale  = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
+	MinScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/min-scale"]`)
+	MaxScale        = addrs.MustPath(`spec.template.metadata.annotations["autoscaling.knative.dev/max-scale"]`)
 	// Containers is where a pod template's containers are.
 	Containers = addrs.MustPath("spec.template.spec.containers")
 	// Status is where controllers write; nothing there is applied.

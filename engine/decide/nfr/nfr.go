@@ -28,12 +28,17 @@ var (
 	AttrMaxReplicas = workload.MaxReplicas
 	AttrTargetCPU   = workload.TargetCPU
 	AttrMinScale    = workload.MinScale
+	// AttrScaleDownWindow is an HPA's scale-down stabilization window.
+	AttrScaleDownWindow = workload.ScaleDownWindow
 )
 
 // Dimensions of an NFR.
 const (
 	Replicas intent.Dimension = "replicas"
 	Memory   intent.Dimension = "memory"
+	// Autoscaler is what an NFR that owns the count writes of its HPA
+	// beside minReplicas (autoscaler.owns: count).
+	Autoscaler intent.Dimension = "autoscaler"
 )
 
 // ContainerAttr is the path of a container's memory request or limit
@@ -56,6 +61,9 @@ func Container(p addrs.Path) (string, bool) {
 func Dimension(p addrs.Path) intent.Dimension {
 	if _, ok := Container(p); ok {
 		return Memory
+	}
+	if p == AttrTargetCPU || p == AttrScaleDownWindow {
+		return Autoscaler
 	}
 	return Replicas
 }
@@ -95,6 +103,11 @@ type Signals struct {
 	// minute before it (whose backlog drains into it): the measured p99
 	// judges the model only when at least the model's count served both.
 	ReadyMin *float64
+	// History is the arrival rate (req/s, short window) at every
+	// HistoryStep over the recent past, oldest first: what burst memory
+	// learns from, and where the peak it keeps is read.
+	History     []float64
+	HistoryStep time.Duration
 }
 
 // Input is everything one decision needs.
@@ -171,7 +184,23 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 	return rec, why, true
 }
 
-// SLORecommendation sizes replicas for the p99 target (the slo policy):
+// SLORec is the slo policy's decision: the Replicas the rate asks for, the
+// Down count a decrease lands on (the same sizing with the tolerance's
+// headroom on the rate: the hysteresis that keeps a count from flapping
+// on noise), the HPA TargetCPU in percent the sizing runs at (0 when the
+// model has none to give), and Why, the arithmetic.
+type SLORec struct {
+	Replicas, Down, TargetCPU int64
+	Why                       string
+}
+
+// SLORecommendation is SLODecision's count and arithmetic.
+func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok bool) {
+	r, ok := SLODecision(s, sig)
+	return r.Replicas, r.Why, ok
+}
+
+// SLODecision sizes replicas for the p99 target (the slo policy):
 // the rate to serve is the largest of the measured rate, its recent peak
 // and the floor share of minRPS; a pod serves cpuPerPod ÷ the marginal CPU
 // per request (idle CPU removed) at 100%; it is run at the highest
@@ -180,10 +209,10 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 // multiplied by the feedback factor when the measured p99 is over the
 // target. It returns the recommendation and every number it used, or ok
 // false with the reason there is none.
-func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok bool) {
+func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	rps, cpu, why, ok := traffic(sig)
 	if !ok {
-		return 0, why, false
+		return SLORec{Why: why}, false
 	}
 	var fit Fit
 	fitOK := false
@@ -192,13 +221,8 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 	}
 	cost, ok := MarginalCost(rps, cpu, fit, fitOK)
 	if !ok {
-		return 0, fmt.Sprintf("no replicas recommendation: no CPU cost per request from %s req/s and %.0fm", num(rps), cpu), false
+		return SLORec{Why: fmt.Sprintf("no replicas recommendation: no CPU cost per request from %s req/s and %.0fm", num(rps), cpu)}, false
 	}
-	peak := math.NaN()
-	if sig.Peak != nil {
-		peak = *sig.Peak
-	}
-	rate, rateWhy := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
 	var target, p99, svc float64
 	svcWhy := ""
 	if s.Latency != nil {
@@ -213,6 +237,27 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 	if sig.P99 != nil {
 		p99 = *sig.P99
 	}
+	peak := math.NaN()
+	if sig.Peak != nil {
+		peak = *sig.Peak
+	}
+	memory := ""
+	if len(sig.History) > 0 {
+		// The pod's capacity does not depend on the rate: size once at
+		// the mean to learn it, then weigh the bursts of the history by it.
+		z0 := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
+		if z0.PerPod > 0 {
+			startup := DefaultStartup
+			if s.Throughput.Startup > 0 {
+				startup = s.Throughput.Startup.D()
+			}
+			b := BurstMemory(BurstInput{Rates: sig.History, Step: sig.HistoryStep, PodRate: z0.Rho * z0.PerPod, FullRate: z0.PerPod,
+				Startup: startup, LateShare: 1 - sizingQuantile})
+			peak = Recent(sig.History, sig.HistoryStep, b.Window)
+			memory = "; burst memory: " + b.Why
+		}
+	}
+	rate, rateWhy := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
 	z := SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
 	// A p99 over target while fewer pods than the model's count were ready
 	// is what too few pods do, and the model's count is the cure: the
@@ -248,7 +293,18 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 			fmt.Fprintf(&b, "; p99 %s ≤ %s", dur(p99), dur(target))
 		}
 	}
-	return z.Replicas, b.String(), true
+	b.WriteString(memory)
+	rec := SLORec{Replicas: z.Replicas, Down: z.Replicas, Why: b.String()}
+	if tol := float64(s.Safety.Tolerance); tol > 0 {
+		rec.Down = max(z.Replicas, replicasOf(z.Raw*(1+tol), z.Feedback))
+	}
+	if z.Feasible && target > 0 && z.ServiceTime > 0 && z.PerPod > 0 {
+		// The HPA measures CPU per pod against its request: the sized
+		// utilisation plus each pod's share of the idle CPU.
+		idle := cost.Idle / float64(max(z.Replicas, 1)) / float64(s.CPUPerPod)
+		rec.TargetCPU = int64(math.Round(100 * math.Min(MaxUtilisation, z.Rho+idle)))
+	}
+	return rec, true
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
@@ -284,8 +340,10 @@ func replicas(in Input, out *Output) {
 		latency = s.Latency.P99.D()
 	}
 	rec, why, ok := ReplicasRecommendation(s.Throughput.MinRPS, s.CPUPerPod, latency, in.Signals)
+	var slo SLORec
 	if s.Policy != spec.PolicyReference {
-		rec, why, ok = SLORecommendation(s, in.Signals)
+		slo, ok = SLODecision(s, in.Signals)
+		rec, why = slo.Replicas, slo.Why
 	}
 	if !ok {
 		out.note(Replicas, "%s", why)
@@ -315,11 +373,63 @@ func replicas(in Input, out *Output) {
 	default:
 		it.Attr = addrs.Attr{Object: in.Target.Address, Path: AttrReplicas}
 	}
+	if cur, ok := currentCount(in, it.Attr); ok && slo.Down > 0 && rec < cur {
+		// The way down lands with the tolerance's headroom on the rate,
+		// and not at all while that headroom needs what runs now.
+		if slo.Down >= cur {
+			it.Value = values.CountOf(cur)
+			it.Rationale += fmt.Sprintf("; %d would be within the %s%% band: %d kept", rec, shortNum(100*float64(s.Safety.Tolerance)), cur)
+		} else if slo.Down > rec {
+			it.Value = values.CountOf(slo.Down)
+			it.Rationale += fmt.Sprintf("; down to %d, the count with %s%% headroom on the rate", slo.Down, shortNum(100*float64(s.Safety.Tolerance)))
+		}
+	}
+	if s.OwnsCount() && in.HPA.Exists && it.Attr.Object == in.HPA.Address {
+		autoscalerIntents(in, slo, out)
+	}
 	if u, ok := in.UserValue[it.Attr.Path]; ok && u.Type() == values.Count && u.Compare(it.Value) > 0 {
 		it.Value = u
 		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u.Int())
 	}
 	out.Intents = append(out.Intents, it)
+}
+
+// currentCount is the count attr holds now.
+func currentCount(in Input, attr addrs.Attr) (int64, bool) {
+	for _, o := range []providers.Object{in.Target, in.HPA} {
+		if o.Address == attr.Object && o.Exists {
+			if v, ok := o.Attributes[attr.Path]; ok && v.Type() == values.Count {
+				return v.Int(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// autoscalerIntents are what an NFR that owns the count (autoscaler.owns:
+// count) writes of an HPA it found, beside minReplicas: the CPU
+// utilisation target the sizing runs at, so the HPA's own reaction (every
+// 15 s, doubling) holds the SLO's operating point; and a scale-down
+// window as short as the NFR's stability, since the NFR's minReplicas
+// carries the burst memory and the HPA's 300 s default would only keep
+// pods the memory already let go.
+func autoscalerIntents(in Input, slo SLORec, out *Output) {
+	s := in.Spec
+	pos := s.Src.PosOf("spec.autoscaler.owns")
+	add := func(path addrs.Path, v int64, why string) {
+		out.Intents = append(out.Intents, intent.Intent{Attr: addrs.Attr{Object: in.HPA.Address, Path: path}, Kind: intent.Exact,
+			Dimension: Autoscaler, Value: values.CountOf(v), Recommended: values.CountOf(v), Rationale: why, Source: s.ID(), SourcePos: pos})
+	}
+	if slo.TargetCPU > 0 {
+		if _, ok := in.HPA.Attributes[AttrTargetCPU]; ok {
+			add(AttrTargetCPU, slo.TargetCPU, fmt.Sprintf("the utilisation the p99 target is sized at, with each pod's idle CPU: %d%%", slo.TargetCPU))
+		} else {
+			out.note(Autoscaler, "the HPA has no CPU utilisation target: setpoint does not add one")
+		}
+	}
+	// Kubernetes takes at most an hour.
+	win := min(int64(s.Spec.Safety.Stability.D()/time.Second), 3600)
+	add(AttrScaleDownWindow, win, fmt.Sprintf("the NFR's stability %s: its minReplicas keeps the burst memory", s.Spec.Safety.Stability))
 }
 
 // RoundUp16Mi rounds bytes up to a multiple of 16Mi.

@@ -42,15 +42,23 @@ const (
 	QueryP99 = `histogram_quantile(0.99, sum by (namespace, app, le) (rate(http_request_duration_seconds_bucket[1m])))`
 )
 
-// Queries of the slo policy, grouped the same way. The peak is the
-// largest 30 s arrival rate (refused requests included: they are demand)
-// over the last 5 minutes; the service time the lowest 1-minute mean
+// Queries of the slo policy, grouped the same way. The history is the
+// 30 s arrival rate (refused requests included: they are demand) every
+// 15 s over the last 30 minutes (the embedded store's retention): burst
+// memory learns from it how long to keep a burst's pods, and the peak it
+// keeps is read from it; the service time the lowest 1-minute mean
 // latency over 30 minutes (at the quietest minute a request waits least);
 // the fit of CPU on RPS pairs the two over 30 one-minute points (one
 // subquery for both: each is evaluated once), and engine/decide/nfr
 // solves the least squares.
 const (
-	QueryPeak = `max_over_time((sum by (namespace, app) (rate(http_requests_total[30s])))[5m:10s])`
+	QueryHistory = `label_replace(sum by (namespace, app) (rate(http_requests_total[30s])), "series", "rate", "", "")[30m:15s]`
+	// HistoryStep is QueryHistory's step.
+	HistoryStep = 15 * time.Second
+	// QueryArrivals is the arrival rate now, appended to the history: a
+	// subquery's steps are aligned to multiples of its step, so its
+	// newest point can be a step old, and a burst is seen that much later.
+	QueryArrivals = `sum by (namespace, app) (rate(http_requests_total[30s]))`
 	// QueryReadyMin is the fewest pods ready at any scrape of the last two
 	// minutes (kube-state-metrics' readiness): the p99 of the last minute,
 	// and the backlog the minute before could leave in it, were served by
@@ -277,7 +285,17 @@ func signalsFor(t *engine.Tick, n *spec.NFR) (nfr.Signals, []plan.Note) {
 	s.CPUMilli = pick(n.Spec.Signals.CPU, QueryCPU, "cpu", "namespace", "label_app")
 	s.P99 = pick(n.Spec.Signals.P99, QueryP99, "p99", "namespace", "app")
 	if n.Spec.Policy != spec.PolicyReference && n.Spec.Throughput != nil {
-		s.Peak = grouped(QueryPeak, "peak", "namespace", "app")
+		if m, _, err := t.Series(QueryHistory, "series", "namespace", "app"); err != nil {
+			s.Missing["history"] = err.Error()
+		} else if pts := m[key]["rate"]; len(pts) > 0 {
+			s.History, s.HistoryStep = make([]float64, len(pts), len(pts)+1), HistoryStep
+			for i, p := range pts {
+				s.History[i] = p.V
+			}
+			if now := grouped(QueryArrivals, "arrivals", "namespace", "app"); now != nil {
+				s.History = append(s.History, *now)
+			}
+		}
 		if n.Spec.Latency != nil {
 			s.ReadyMin = grouped(QueryReadyMin, "readyMin", "namespace", "label_app")
 		}
@@ -335,8 +353,12 @@ func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.In
 	return engine.Restores(n.ID(), n.Src.PosOf("spec.enforcement"), objs, st, func(attr addrs.Path) (intent.Dimension, bool) {
 		dim := nfr.Dimension(attr)
 		mode := n.Spec.Enforcement.Replicas
-		if dim == nfr.Memory {
+		switch dim {
+		case nfr.Memory:
 			mode = n.Spec.Enforcement.Memory
+		case nfr.Autoscaler:
+			// Owning only the floor again hands the target and window back.
+			return dim, mode == spec.ModeOff || !n.Spec.OwnsCount()
 		}
 		return dim, mode == spec.ModeOff
 	})
@@ -356,11 +378,19 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 	}
 	// An off dimension has only restores: they go through at once, in one
 	// step, unless the target is paused.
-	if (d == nfr.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == nfr.Memory && s.Enforcement.Memory == spec.ModeOff) {
+	if (d == nfr.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == nfr.Memory && s.Enforcement.Memory == spec.ModeOff) ||
+		(d == nfr.Autoscaler && (s.Enforcement.Replicas == spec.ModeOff || !s.OwnsCount())) {
 		r.Mode = spec.ModeEnforce
 		return r
 	}
 	pol := gate.Stability{Key: "nfr", Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D()}
+	if d == nfr.Autoscaler {
+		// The HPA's target and window follow the sizing's model, which
+		// moves slowly: stability and cooldown, no step (a bounded step of
+		// a percentage or a window means nothing).
+		r.Mode, r.Policy = s.Enforcement.Replicas, pol
+		return r
+	}
 	if d == nfr.Replicas {
 		r.Mode, pol.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
 		// An increase of replicas is needed to meet the targets now.
