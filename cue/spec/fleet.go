@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/decide/fleet"
 )
@@ -35,6 +36,9 @@ type FleetSpec struct {
 		Floor           int `json:"floor"`
 		Ceiling         int `json:"ceiling"`
 		WorkloadMinimum int `json:"workloadMinimum"`
+		// SpareFor: a scale-down waits until every dimension has spared a
+		// step's worth for this long (0: at once).
+		SpareFor Duration `json:"spareFor"`
 	} `json:"nodes"`
 	Remaining map[string]string `json:"remaining"`
 	Instances string            `json:"instances,omitempty"`
@@ -71,6 +75,10 @@ var (
 	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.nodes.*", What: "floor, step and workloadMinimum ≤ ceiling, once rounded to the zones when multi-AZ", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
 	_ = RegisterCheck(Check{Kind: "Fleet", Path: "spec.nodes.ceiling", What: "a multi-AZ ceiling of at least the zones (rounded down, it would leave no node)", Why: WhyCompare, Example: "invalid/fleet-errors.yaml"})
 )
+
+// MaxFleetSpareFor bounds nodes.spareFor: a scale-down that waits longer
+// than an hour for a spare step to last, under churn, hardly comes.
+const MaxFleetSpareFor = time.Hour
 
 // Check: dimensions unique; remaining names exactly the dimensions; floor
 // ≤ ceiling and step ≤ ceiling, also once rounded to the zones when
@@ -131,6 +139,10 @@ func (f *Fleet) Check() []FieldError {
 		errs = append(errs, FieldError{Path: "spec.nodes.step", Message: fmt.Sprintf("step %d is above ceiling %d", n.Step, n.Ceiling), Expected: "step <= ceiling"})
 	case step > ceiling && !noRoom:
 		errs = append(errs, FieldError{Path: "spec.nodes.step", Message: fmt.Sprintf("multi-AZ, step %d rounds up to %d, above ceiling %d rounded down to %d", n.Step, step, n.Ceiling, ceiling), Expected: fmt.Sprintf("a step that, rounded up to a multiple of %d, is at most the ceiling rounded down", m)})
+	}
+	if d := n.SpareFor.D(); d < 0 || d > MaxFleetSpareFor {
+		errs = append(errs, FieldError{Path: "spec.nodes.spareFor", Message: fmt.Sprintf("spareFor %s: a scale-down would wait that long for a spare step to last", fleet.Dur(d)),
+			Expected: fmt.Sprintf("between 0s and %s: under churn, a longer wait hardly ever ends", fleet.Dur(MaxFleetSpareFor))})
 	}
 	if n.WorkloadMinimum > n.Ceiling {
 		errs = append(errs, FieldError{Path: "spec.nodes.workloadMinimum", Message: fmt.Sprintf("workload minimum %d is above ceiling %d", n.WorkloadMinimum, n.Ceiling), Expected: "workloadMinimum <= ceiling"})

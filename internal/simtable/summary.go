@@ -57,6 +57,11 @@ type FleetResult struct {
 	Created  int    `json:"created"`
 	Deleted  int    `json:"deleted"`
 	Steps    int    `json:"steps"`
+	// PerCluster is each cluster's node steps and time short, by name
+	// (Step, Short and Finish fill it).
+	PerCluster []FleetCluster `json:"perCluster,omitempty"`
+	stepsAt    map[string][]time.Duration
+	short      map[string]time.Duration
 }
 
 // Variant is one replay of the world.
@@ -143,7 +148,7 @@ func (s *Summary) Print(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, s.Table())
 	for _, f := range s.Fleets {
-		fmt.Fprintf(w, "fleet %s: %d clusters, %d nodes at the end; %d created, %d deleted, %d node steps\n", f.Fleet, f.Clusters, f.Nodes, f.Created, f.Deleted, f.Steps)
+		fmt.Fprint(w, FleetTable(f))
 	}
 	for _, r := range s.RouteGroups {
 		fmt.Fprintln(w)

@@ -88,6 +88,31 @@ type Cluster struct {
 	// Provisioning; anything else is a provisioned cluster, whose status
 	// StatusOf computes from its report.
 	Status Status
+	// Spare is the run of evaluations, up to the last one, in which
+	// every dimension spared a step's worth (the caller keeps it from the
+	// last Decision.Spare); SpareFor is how long that run must have lasted
+	// before a step is removed (0: at once).
+	Spare    SpareRun
+	SpareFor time.Duration
+}
+
+// SpareRun is an unbroken run of evaluations of a cluster at Nodes nodes
+// in which every dimension spared a step's worth, since Since. The zero
+// value is no run: the last evaluation did not find the spare step (or
+// could not weigh it, or a step was on its way).
+type SpareRun struct {
+	Since time.Time
+	Nodes int
+}
+
+// Held is how long the run has lasted at now, for a cluster of nodes
+// nodes: 0 when it has not begun, was at another node count (a step
+// since, by whomever, starts a new run) or begins after now.
+func (r SpareRun) Held(now time.Time, nodes int) time.Duration {
+	if r.Since.IsZero() || r.Nodes != nodes || r.Since.After(now) {
+		return 0
+	}
+	return now.Sub(r.Since)
 }
 
 // Multiple is what a cluster's node counts move in: the zones when it
@@ -160,6 +185,13 @@ type Decision struct {
 	// was decided, with the numbers.
 	Hold string
 	Why  string
+	// Spare is the run of spare evaluations to keep for the next one: the
+	// cluster's, carried on (or begun now) when every dimension spares a
+	// step's worth, the zero SpareRun otherwise.
+	Spare SpareRun
+	// SpareUntil, when not zero, is when the spare run will have lasted
+	// SpareFor: a scale-down waits for it (Why says so, with the numbers).
+	SpareUntil time.Time
 }
 
 // Report is a cluster's status and, with it, what the status rests on:
@@ -233,14 +265,24 @@ func StatusOf(c Cluster, dims []Dimension) Report {
 // then at most one scaling step. Scale up when ANY dimension's remaining
 // is below one instance's need and a step stays within the restricted
 // ceiling; scale down when ALL remaining exceed one step's worth
-// (perNode × step), the count is above the workload minimum, and the
-// result stays at or above the workload minimum and the restricted floor
-// (equal is allowed, as the reference's code does: "above" would keep a
-// step of nodes too many) and at or above Multiple. Nothing while a step
-// is in progress or the capacity reporter is not ready, nor on a cluster
-// failed, provisioning or unknown, nor with node scaling off.
+// (perNode × step), have done so in every evaluation for SpareFor (the
+// run c.Spare, at the same node count), the count is above the workload
+// minimum, and the result stays at or above the workload minimum and the
+// restricted floor (equal is allowed, as the reference's code does:
+// "above" would keep a step of nodes too many) and at or above Multiple.
+// Nothing while a step is in progress or the capacity reporter is not
+// ready, nor on a cluster failed, provisioning or unknown, nor with node
+// scaling off.
+//
+// The spare run (Decision.Spare) goes on only while every dimension
+// spares a step's worth on a settled cluster whose capacity could be
+// weighed: an evaluation that finds a dimension short or without a step
+// to spare, a step in progress (a scale-up's, a scale-down's, anyone's),
+// missing numbers, a reporter not ready or node scaling off ends it, and
+// a new one begins at the next spare evaluation. A scale-down decided
+// keeps it: held by the gate, it is asked again the next evaluation;
+// applied, the count it leaves starts a run of its own.
 func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
-	_ = now // the rules hold at an instant; now stays in the signature all deciders share
 	m := c.Multiple()
 	d := Decision{Nodes: c.Nodes, Ceiling: RestrictedCeiling(c.Ceiling, m), Floor: RestrictedFloor(c.Floor, m), Step: StepSize(c.Step, m)}
 	r := StatusOf(c, dims)
@@ -273,6 +315,12 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 			d.Why = fmt.Sprintf("scale up %d → %d: %s (%s)", c.Nodes, d.Nodes, short, bounds)
 		}
 	case r.AllSpare:
+		d.Spare = SpareRun{Since: now, Nodes: c.Nodes}
+		held := c.Spare.Held(now, c.Nodes)
+		if held > 0 {
+			d.Spare.Since = c.Spare.Since
+		}
+		lasted := fmt.Sprintf("spare %d nodes' worth for %s of %s", d.Step, Dur(held), Dur(c.SpareFor))
 		after := c.Nodes - d.Step
 		var why string
 		switch {
@@ -291,7 +339,15 @@ func DecideCluster(now time.Time, c Cluster, dims []Dimension) Decision {
 			d.Why = fmt.Sprintf("spare capacity (%s), but %s (%s)", spare, why, bounds)
 			break
 		}
+		if held < c.SpareFor {
+			d.SpareUntil = d.Spare.Since.Add(c.SpareFor)
+			d.Why = fmt.Sprintf("%s: held, scale down %d → %d at %s if it lasts: %s (%s)", lasted, c.Nodes, after, d.SpareUntil.UTC().Format(time.RFC3339), spare, bounds)
+			break
+		}
 		d.Action, d.Nodes = ScaleDown, after
+		if c.SpareFor > 0 {
+			spare = lasted + ": " + spare
+		}
 		d.Why = fmt.Sprintf("scale down %d → %d: %s (%s)", c.Nodes, after, spare, bounds)
 	default:
 		d.Why = "capacity available, none to spare: " + bounds
@@ -421,6 +477,18 @@ func orStatus(why string, s Status) string {
 		return string(s)
 	}
 	return why
+}
+
+// Dur is a duration as a spec writes it: 5m, 2m10s, 1h, 0s.
+func Dur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func num(f float64) string {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -440,4 +441,103 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// TestSpareFor: a scale-down waits until every dimension has spared a
+// step's worth, evaluation after evaluation at the same count, for
+// SpareFor (5m here). The cluster: multi-AZ, 12 nodes, step 2 → 3, so a
+// step's worth is 3 × 1000 = 3000 connections and 3 × 500 = 1500
+// partitions; 3001 and 1501 spare it, 1500 partitions does not; 2999
+// connections is short of an instance's 3000.
+func TestSpareFor(t *testing.T) {
+	run := func(ago time.Duration, nodes int) SpareRun { return SpareRun{Since: t0.Add(-ago), Nodes: nodes} }
+	spare := func(nodes int, r SpareRun, edit ...func(*Cluster)) Cluster {
+		c := cluster(nodes, 3001, 1501)
+		c.Spare, c.SpareFor = r, 5*time.Minute
+		for _, e := range edit {
+			e(&c)
+		}
+		return c
+	}
+	for _, c := range []struct {
+		name   string
+		c      Cluster
+		action Action
+		nodes  int
+		// the run kept for the next evaluation, and when a held
+		// scale-down would go (zero: none waits)
+		run   SpareRun
+		until time.Time
+		why   string
+	}{
+		{"first spare evaluation: the run begins, nothing yet", spare(12, SpareRun{}), None, 12, run(0, 12), t0.Add(5 * time.Minute),
+			"spare 3 nodes' worth for 0s of 5m: held, scale down 12 → 9 at 2026-05-04T12:05:00Z if it lasts"},
+		{"2m10s of 5m: held", spare(12, run(2*time.Minute+10*time.Second, 12)), None, 12, run(2*time.Minute+10*time.Second, 12), t0.Add(2*time.Minute + 50*time.Second),
+			"spare 3 nodes' worth for 2m10s of 5m: held"},
+		{"4m55s of 5m: still held", spare(12, run(4*time.Minute+55*time.Second, 12)), None, 12, run(4*time.Minute+55*time.Second, 12), t0.Add(5 * time.Second),
+			"for 4m55s of 5m: held"},
+		// Kept as it is: if the gate holds the step, the next evaluation
+		// asks again; once applied, 9 nodes start a run of their own.
+		{"5m of 5m: down a step", spare(12, run(5*time.Minute, 12)), ScaleDown, 9, run(5*time.Minute, 12), time.Time{},
+			"scale down 12 → 9: spare 3 nodes' worth for 5m of 5m: connections 3001 > 3000 (3 nodes × 1000), partitions 1501 > 1500 (3 nodes × 500)"},
+		{"1h of 5m: down a step", spare(12, run(time.Hour, 12)), ScaleDown, 9, run(time.Hour, 12), time.Time{}, "for 1h of 5m"},
+		{"a run at 15 nodes says nothing of 12: it begins again", spare(12, run(time.Hour, 15)), None, 12, run(0, 12), t0.Add(5 * time.Minute), "for 0s of 5m: held"},
+		{"a run from after now (the clock went back) begins again now", spare(12, SpareRun{Since: t0.Add(time.Minute), Nodes: 12}), None, 12, run(0, 12), t0.Add(5 * time.Minute), "for 0s of 5m: held"},
+		{"a dimension without a step to spare ends the run", spare(12, run(time.Hour, 12), func(c *Cluster) { c.Remaining["partitions"] = 1500 }), None, 12, SpareRun{}, time.Time{}, "none to spare"},
+		{"short: up at once, the run ends", spare(9, run(time.Hour, 9), func(c *Cluster) { c.Remaining["connections"] = 2999 }), ScaleUp, 12, SpareRun{}, time.Time{}, "scale up 9 → 12"},
+		{"a step in progress ends the run", spare(12, run(time.Hour, 12), func(c *Cluster) { c.InProgress = true }), None, 12, SpareRun{}, time.Time{}, "in progress"},
+		{"missing numbers end the run", spare(12, run(time.Hour, 12), func(c *Cluster) { delete(c.Remaining, "partitions") }), None, 12, SpareRun{}, time.Time{}, ""},
+		{"a reporter not ready ends the run", spare(12, run(time.Hour, 12), func(c *Cluster) { c.ReporterReady = false }), None, 12, SpareRun{}, time.Time{}, "not ready"},
+		{"node scaling off ends the run", spare(12, run(time.Hour, 12), func(c *Cluster) { c.NodesOff = true }), None, 12, SpareRun{}, time.Time{}, "off"},
+		// The run goes on: the bound may move (an override), and the
+		// spare step has lasted all along.
+		{"at the workload minimum: no step, the run goes on", spare(6, run(time.Minute, 6), func(c *Cluster) { c.WorkloadMinimum = 6 }), None, 6, run(time.Minute, 6), time.Time{},
+			"6 nodes is not above the workload minimum 6"},
+		{"spareFor 0: at once, as the reference", spare(12, SpareRun{}, func(c *Cluster) { c.SpareFor = 0 }), ScaleDown, 9, run(0, 12), time.Time{},
+			"scale down 12 → 9: connections 3001 > 3000"},
+	} {
+		d := DecideCluster(t0, c.c, dims)
+		if d.Action != c.action || d.Nodes != c.nodes || d.Spare != c.run || !d.SpareUntil.Equal(c.until) || !strings.Contains(d.Why, c.why) {
+			t.Errorf("%s: %s to %d, run %+v, until %s (%s); want %q to %d, run %+v, until %s, why with %q",
+				c.name, d.Action, d.Nodes, d.Spare, d.SpareUntil, d.Why, c.action, c.nodes, c.run, c.until, c.why)
+		}
+	}
+}
+
+// TestSpareForOverTime: evaluations every 30 s, each fed the run the one
+// before kept, the node count what the last step left. Spare from 0s; at
+// 3m the partitions drop to 1500 (no step to spare) for one evaluation;
+// spare again from 3m30s, so the step down comes 5m later, at 8m30s, not
+// at 5m. At 9m, 9 nodes, short: up at once.
+func TestSpareForOverTime(t *testing.T) {
+	var run SpareRun
+	var got []string
+	nodes := 12
+	for at := time.Duration(0); at <= 9*time.Minute; at += 30 * time.Second {
+		c := cluster(nodes, 3001, 1501)
+		c.Spare, c.SpareFor = run, 5*time.Minute
+		switch at {
+		case 3 * time.Minute:
+			c.Remaining["partitions"] = 1500
+		case 9 * time.Minute:
+			c.Remaining["connections"] = 0
+		}
+		d := DecideCluster(t0.Add(at), c, dims)
+		run = d.Spare
+		if d.Action != None {
+			got = append(got, fmt.Sprintf("%s %s %d → %d", Dur(at), d.Action, nodes, d.Nodes))
+			nodes = d.Nodes
+		}
+	}
+	if want := "8m30s scale-down 12 → 9, 9m scale-up 9 → 12"; strings.Join(got, ", ") != want {
+		t.Fatalf("steps %q, want %q", strings.Join(got, ", "), want)
+	}
+}
+
+func TestDur(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0s", 5 * time.Minute: "5m", 130 * time.Second: "2m10s", time.Hour: "1h", 65 * time.Minute: "1h5m", 3601 * time.Second: "1h0m1s", 1500 * time.Millisecond: "1.5s"} {
+		if got := Dur(d); got != want {
+			t.Errorf("Dur(%s) = %q, want %q", d, got, want)
+		}
+	}
 }

@@ -6,6 +6,7 @@
 package fleetkind
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -174,6 +175,7 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		since := emptySince(st, addrs.Attr{Object: o.Address, Path: cluster.Nodes}, t.Now,
 			c.Status == fleet.Ready && c.InstancesKnown && c.Instances == 0)
 		c.EmptyLongEnough = !since.IsZero() && t.Now.Sub(since) >= sp.Clusters.EmptyFor.D()
+		c.Spare, c.SpareFor = spareRun(st, addrs.Attr{Object: o.Address, Path: cluster.Nodes}), sp.Nodes.SpareFor.D()
 		cs = append(cs, c)
 	}
 	places := make([]fleet.Place, len(sp.Regions))
@@ -196,6 +198,13 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 		d := res.Clusters[c.Name]
 		statuses = append(statuses, c.Name+" "+string(d.Status))
 		a := byName[c.Name].Address
+		keepSpare(st, addrs.Attr{Object: a, Path: cluster.Nodes}, d.Spare)
+		if !d.SpareUntil.IsZero() {
+			// The scale-down waits for its spare step to last: said, and
+			// planned again when it will have.
+			t.RequeueAt(id, d.SpareUntil)
+			notes = append(notes, plan.Note{Severity: diag.Info, Spec: id, Pos: f.Src.PosOf("spec.nodes.spareFor"), Message: c.Name + ": " + d.Why})
+		}
 		switch {
 		case d.Hold != "":
 			notes = append(notes, plan.Note{Severity: diag.Warning, Spec: id, Pos: f.Src.PosOf("spec.remaining"), Message: c.Name + ": " + d.Hold})
@@ -247,6 +256,33 @@ func (decider) Decide(t *engine.Tick, doc spec.Document, _ []addrs.Object, obs e
 	return its, notes, errs
 }
 
+// StatusesNoted reads the note a Fleet's plan says its clusters'
+// statuses in ("2 clusters: east-a ready, east-b full"), by cluster name;
+// false for any other note. A sim run counts the time each cluster was
+// short from it.
+func StatusesNoted(n plan.Note) (map[string]fleet.Status, bool) {
+	count, list, ok := strings.Cut(n.Message, " clusters: ")
+	if !ok || n.Severity != diag.Info || !strings.HasPrefix(n.Spec, "Fleet/") || strings.Trim(count, "0123456789") != "" {
+		return nil, false
+	}
+	out := map[string]fleet.Status{}
+	if list == "" {
+		return out, true
+	}
+	for _, s := range strings.Split(list, ", ") {
+		name, status, ok := strings.Cut(s, " ")
+		if !ok {
+			return nil, false
+		}
+		out[name] = fleet.Status(status)
+	}
+	return out, true
+}
+
+// Short says whether a status is a cluster short of one instance's need
+// in some dimension: scaling up, or full.
+func Short(s fleet.Status) bool { return s == fleet.ScalingUp || s == fleet.Full }
+
 // emptySinceKey keeps, in the state entry of a cluster's node count, when
 // it was first seen empty: a delete waits until it has been empty for
 // clusters.emptyFor.
@@ -260,6 +296,53 @@ func emptySince(st *state.State, a addrs.Attr, now time.Time, empty bool) time.T
 		return time.Time{}
 	}
 	return engine.FirstNoted(st, a, emptySinceKey, now)
+}
+
+// spareKey keeps, in the state entry of a cluster's node count, the run
+// of evaluations in which every dimension spared a step's worth (since
+// when, at which count): a scale-down waits until it has lasted
+// nodes.spareFor.
+const spareKey = "fleet.spare"
+
+// spareRun is the run kept for the cluster (none when none is, or it
+// cannot be read).
+func spareRun(st *state.State, a addrs.Attr) fleet.SpareRun {
+	var r spareJSON
+	if e, ok := st.Lookup(a); ok {
+		if b, ok := e.Policy[spareKey]; ok && json.Unmarshal(b, &r) != nil {
+			return fleet.SpareRun{}
+		}
+	}
+	return fleet.SpareRun{Since: r.Since, Nodes: r.Nodes}
+}
+
+// spareJSON is a spare run as the state keeps it.
+type spareJSON struct {
+	Since time.Time `json:"since"`
+	Nodes int       `json:"nodes"`
+}
+
+// keepSpare keeps the decision's run for the next evaluation, or forgets
+// the one kept (an entry left with nothing in it goes).
+func keepSpare(st *state.State, a addrs.Attr, r fleet.SpareRun) {
+	if r.Since.IsZero() {
+		if e, ok := st.Lookup(a); ok && e.Policy[spareKey] != nil {
+			delete(e.Policy, spareKey)
+			if e.IsEmpty() {
+				st.Delete(a)
+			}
+		}
+		return
+	}
+	if old := spareRun(st, a); old.Since.Equal(r.Since) && old.Nodes == r.Nodes {
+		return
+	}
+	e := st.Entry(a)
+	if e.Policy == nil {
+		e.Policy = map[string]json.RawMessage{}
+	}
+	b, _ := json.Marshal(spareJSON{Since: r.Since.UTC(), Nodes: r.Nodes})
+	e.Policy[spareKey] = b
 }
 
 // initialNodes is a new cluster's node count: the restricted floor, at

@@ -1,6 +1,7 @@
 package fleetkind
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"testing"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
+	"github.com/setpoint-dev/setpoint/engine/decide/fleet"
+	"github.com/setpoint-dev/setpoint/engine/diag"
+	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/values"
 	"github.com/setpoint-dev/setpoint/providers/cluster"
@@ -100,5 +104,61 @@ func TestCreatedWithin(t *testing.T) {
 	}
 	if !slices.Equal(east, []time.Time{now.Add(-50 * time.Minute), now.Add(-10 * time.Minute)}) {
 		t.Errorf("us-east-1 %v: want 50 and 10 minutes ago, oldest first", east)
+	}
+}
+
+// TestStatusesNoted: the statuses note read back, by cluster; other notes
+// are not it.
+func TestStatusesNoted(t *testing.T) {
+	n := plan.Note{Severity: diag.Info, Spec: "Fleet/streaming/streaming", Message: "3 clusters: east-a ready, east-b compute_node_scaling_up, east-c full"}
+	got, ok := StatusesNoted(n)
+	if !ok || len(got) != 3 || got["east-a"] != fleet.Ready || got["east-b"] != fleet.ScalingUp || got["east-c"] != fleet.Full {
+		t.Fatalf("%v, %v", got, ok)
+	}
+	if Short(got["east-a"]) || !Short(got["east-b"]) || !Short(got["east-c"]) || Short(fleet.Provisioning) {
+		t.Error("short: scaling up and full only")
+	}
+	if got, ok := StatusesNoted(plan.Note{Severity: diag.Info, Spec: "Fleet/a/b", Message: "0 clusters: "}); !ok || len(got) != 0 {
+		t.Errorf("no cluster: %v, %v", got, ok)
+	}
+	for _, other := range []plan.Note{
+		{Severity: diag.Info, Spec: "Fleet/a/b", Message: "east-a: spare 3 nodes' worth for 2m10s of 5m: held, scale down 12 → 9 at … if it lasts: …"},
+		{Severity: diag.Warning, Spec: "Fleet/a/b", Message: "2 clusters: a ready, b ready"},
+		{Severity: diag.Info, Spec: "Schedule/a/b", Message: "2 clusters: a ready, b ready"},
+	} {
+		if got, ok := StatusesNoted(other); ok {
+			t.Errorf("%+v: read as %v", other, got)
+		}
+	}
+}
+
+// TestSpareKept: the spare run goes into the node count's state entry
+// and comes back; a zero run forgets it, and an entry left with nothing
+// goes, while one with more in it stays.
+func TestSpareKept(t *testing.T) {
+	st := state.New()
+	a := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: cluster.Kind, Namespace: "ns", Name: "east-a"}, Path: cluster.Nodes}
+	if r := spareRun(st, a); r != (fleet.SpareRun{}) {
+		t.Fatalf("nothing kept: %+v", r)
+	}
+	at := time.Date(2026, 5, 4, 12, 0, 0, 0, time.FixedZone("x", 3600))
+	keepSpare(st, a, fleet.SpareRun{Since: at, Nodes: 12})
+	if r := spareRun(st, a); !r.Since.Equal(at) || r.Nodes != 12 {
+		t.Fatalf("kept %+v", r)
+	}
+	keepSpare(st, a, fleet.SpareRun{})
+	if e, ok := st.Lookup(a); ok {
+		t.Fatalf("forgotten, the entry stays: %+v", e)
+	}
+	st.Entry(a).User = &values.Value{}
+	*st.Entry(a).User = values.CountOf(6)
+	keepSpare(st, a, fleet.SpareRun{Since: at, Nodes: 12})
+	keepSpare(st, a, fleet.SpareRun{})
+	if e, ok := st.Lookup(a); !ok || e.User == nil || len(e.Policy) != 0 {
+		t.Fatalf("an entry with a user value: %+v, %v", e, ok)
+	}
+	st.Entry(a).Policy = map[string]json.RawMessage{spareKey: json.RawMessage(`"not a run"`)}
+	if r := spareRun(st, a); r != (fleet.SpareRun{}) {
+		t.Fatalf("unreadable: %+v", r)
 	}
 }
