@@ -6,20 +6,34 @@ import (
 	"time"
 )
 
-// Burst memory: how long the capacity a burst needed is kept after it.
-// Keeping pods after a burst costs them for as long as they are kept;
-// letting them go costs the next burst's first moments, served by too few
-// pods until new ones are ready — the keep-alive problem of serverless
-// platforms. Neither cost is a constant here: both are read off the
-// workload's own recent rates. A window W is replayed over the history:
-// at each step the pods held are the most any step of the W before it
-// needed, as decided `startup` earlier (what a pod asked for then serves
-// now); a step whose rate is over what the held pods serve at full CPU
-// makes its requests late. The memory is the shortest W whose replay
-// makes no more requests late than the p99 target allows (1%), or, when
-// no W does, the shortest that makes as few late as the longest does: a
-// burst nothing before it foretold (a flash crowd) is late whatever is
-// kept, and keeping more after it buys nothing.
+// Burst memory: how long the pods a burst needed are kept after it.
+// Keeping them costs them for as long as they are kept; letting them go
+// costs the next burst's first moments, served by too few pods until new
+// ones are ready — the keep-alive problem of serverless platforms. Neither
+// side is a constant here: both are read off the workload's own recent
+// rates, one pod count (level) at a time.
+//
+// For level k, an episode is a run of steps needing at least k pods. The
+// gap between two episodes counts only when the next one, met cold, would
+// have been late: longer than the startup (nothing released and asked for
+// again in less serves sooner), and with the pods the gap itself needed
+// unable to serve level k's rate at full CPU (a dip one pod down that the
+// utilisation's headroom covers is noise, not a gap). With the gaps
+// counted, the episodes recur as a Poisson process would: a mean gap μ and
+// a mean episode d, f = 1/(μ + d) episodes a second. Keeping the level for
+// T after an episode meets the next one cold with probability e^{−T/μ},
+// and a cold episode makes its first `startup` D of requests late, D·R
+// for a level of rate R. The p99 target lets a share β = 1% of the
+// requests be late, over the history's mean rate R̄: the level is kept for
+// the shortest T with
+//
+//	f · e^{−T/μ} · D · R ≤ β · R̄,  T = μ · ln(f · D · R / (β · R̄))
+//
+// (0 when the logarithm is not positive, at most the history's span). A
+// level seen in one episode only has no gap to learn from and is not kept:
+// a burst nothing foretold (a flash crowd) is met as it comes, and keeping
+// its pods after it buys nothing the history can show. The memory is the
+// highest level still within its keep.
 
 // DefaultStartup is how late new capacity serves when a spec does not say.
 const DefaultStartup = 30 * time.Second
@@ -30,9 +44,9 @@ type BurstInput struct {
 	Rates []float64
 	Step  time.Duration
 	// PodRate is what one pod serves at the utilisation sized for
-	// (req/s), and FullRate what it serves at full CPU; a pod count is
-	// ceil(rate / PodRate), and a step is late when its rate is over
-	// count × FullRate.
+	// (req/s), and FullRate what it serves at full CPU: a step needs
+	// ceil(rate / PodRate) pods, and a level of k pods is served by j pods
+	// at full CPU when k·PodRate ≤ j·FullRate.
 	PodRate, FullRate float64
 	// Startup is how late capacity asked for serves.
 	Startup time.Duration
@@ -41,107 +55,93 @@ type BurstInput struct {
 	LateShare float64
 }
 
-// Burst is the memory chosen and what it rests on.
+// Burst is the memory: the Pods kept (0: none beyond what the newest step
+// needs), the Level of rate they serve at the sized utilisation, how long
+// that level is Kept after its last episode and how long ago that was
+// (Since), and Why in words.
 type Burst struct {
-	Window time.Duration
-	// Late is the share of the history's requests the replay at Window
-	// makes late; Budget the share allowed.
-	Late, Budget float64
-	Why          string
+	Pods        int
+	Kept, Since time.Duration
+	Why         string
 }
 
-// BurstMemory chooses the memory (see the package's burst memory notes).
-// It is the whole history's span when the history is too short to replay
-// (fewer steps than the startup and one more), and 0 when the inputs make
-// no sense (no pod rate): nothing to weigh.
+// maxLevels bounds the levels weighed (the pod counts a history needs).
+const maxLevels = 10_000
+
+// BurstMemory weighs every level the history reached (see the package's
+// burst memory notes).
 func BurstMemory(in BurstInput) Burst {
 	n := len(in.Rates)
-	if !(in.PodRate > 0) || !(in.FullRate > 0) || in.Step <= 0 || math.IsInf(in.PodRate, 0) || math.IsInf(in.FullRate, 0) {
-		return Burst{Why: "no pod capacity to weigh bursts by"}
-	}
-	d := int(math.Ceil(float64(in.Startup) / float64(in.Step)))
-	span := time.Duration(n) * in.Step
-	if n < d+2 {
-		return Burst{Window: span, Why: fmt.Sprintf("%d rate samples, too few to weigh: keeping the %s seen", n, span)}
+	if !(in.PodRate > 0) || !(in.FullRate > 0) || in.Step <= 0 || math.IsInf(in.PodRate, 0) || math.IsInf(in.FullRate, 0) || n == 0 {
+		return Burst{Why: "no pod capacity or rates to weigh bursts by"}
 	}
 	need := make([]int, n)
-	var total float64
+	top := 0
+	var sum float64
 	for i, r := range in.Rates {
 		if !(r > 0) || math.IsInf(r, 0) {
 			continue
 		}
-		need[i] = int(math.Min(maxSLOReplicas, math.Ceil(r/in.PodRate-1e-9)))
-		if i >= d {
-			total += r
+		need[i] = int(math.Min(maxLevels, math.Ceil(r/in.PodRate-1e-9)))
+		top = max(top, need[i])
+		sum += r
+	}
+	mean := sum / float64(n)
+	span := time.Duration(n) * in.Step
+	d := in.Startup.Seconds()
+	step := in.Step.Seconds()
+	best := Burst{Why: fmt.Sprintf("no level the last %s reached came back after a gap it would have been late in: none kept", span)}
+	if !(mean > 0) {
+		return best
+	}
+	// From the top down: the first level kept is the memory.
+	for k := top; k > need[n-1] && k >= 1; k-- {
+		var gaps, eps []float64
+		start, end, low := -1, -1, math.MaxInt
+		for i, v := range need {
+			if v >= k {
+				if start < 0 {
+					start = i
+				} else if end >= 0 && end < i-1 {
+					// A gap [end+1, i−1] just ended.
+					g := float64(i-1-end) * step
+					if g > d && float64(k)*in.PodRate > float64(low)*in.FullRate {
+						gaps = append(gaps, g)
+						eps = append(eps, float64(end-start+1)*step)
+						start = i
+					}
+				}
+				end, low = i, math.MaxInt
+			} else if start >= 0 {
+				low = min(low, v)
+			}
 		}
-	}
-	budget := in.LateShare * total
-	maxW := n - 1 - d
-	late := func(w int) float64 { return replayLate(in.Rates, need, d, w, in.FullRate) }
-	floor := late(maxW)
-	allowed := math.Max(budget, floor)
-	// Late requests fall as the window grows (a longer window holds at
-	// least as many pods at every step), so the shortest window within
-	// the allowance is found by bisection.
-	lo, hi := -1, maxW
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if late(mid) <= allowed+1e-9 {
-			hi = mid
-		} else {
-			lo = mid
+		if start < 0 || len(gaps) == 0 {
+			continue
 		}
+		eps = append(eps, float64(end-start+1)*step)
+		mu, ep := meanOf(gaps), meanOf(eps)
+		rate := float64(k) * in.PodRate
+		x := d * rate / (mu + ep) / (in.LateShare * mean)
+		if !(x > 1) {
+			continue
+		}
+		keep := time.Duration(math.Min(mu*math.Log(x), span.Seconds()) * float64(time.Second)).Round(time.Second)
+		since := time.Duration(n-1-end) * in.Step
+		if since > keep {
+			continue
+		}
+		return Burst{Pods: k, Kept: keep, Since: since,
+			Why: fmt.Sprintf("keep %d pods (%s req/s) for %s after it: it came back after %s on average (%d gaps, episodes of %s), and meeting it %s cold %.1f times an hour would make more than %g%% of requests late; last needed %s ago",
+				k, num(round1(rate)), keep, dur(mu), len(gaps), dur(ep), in.Startup, 3600/(mu+ep), 100*in.LateShare, since)}
 	}
-	b := Burst{Window: time.Duration(hi) * in.Step}
-	if total > 0 {
-		b.Late, b.Budget = late(hi)/total, in.LateShare
-	}
-	switch {
-	case hi == 0:
-		b.Why = fmt.Sprintf("no burst in the last %s came back sooner than %s (the startup) could meet it: no memory", span, in.Startup)
-	case floor > budget+1e-9:
-		b.Why = fmt.Sprintf("keep %s: bursts no memory foretold make %.1f%% late over %s; keeping longer saves none", b.Window, 100*floor/total, span)
-	default:
-		b.Why = fmt.Sprintf("keep %s: the shortest memory that keeps late requests at %.2f%% ≤ %g%% over the last %s", b.Window, 100*b.Late, 100*in.LateShare, span)
-	}
-	return b
+	return best
 }
 
-// replayLate is the requests (rate × steps) late when, at each step i ≥ d,
-// the pods held are the most needed at any step of [i−d−w, i−d].
-func replayLate(rates []float64, need []int, d, w int, full float64) float64 {
-	var late float64
-	// A monotone deque of indices whose need decreases: its front is the
-	// window's most.
-	q := make([]int, 0, w+1)
-	for i := d; i < len(rates); i++ {
-		j := i - d // the newest step the pods at i were asked for at
-		for len(q) > 0 && need[q[len(q)-1]] <= need[j] {
-			q = q[:len(q)-1]
-		}
-		q = append(q, j)
-		for q[0] < j-w {
-			q = q[1:]
-		}
-		if r := rates[i]; r > float64(need[q[0]])*full+1e-9 {
-			late += r
-		}
+func meanOf(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
 	}
-	return late
-}
-
-// Recent is the highest rate of the last window of rates sampled every
-// step (the newest included), NaN when there are none.
-func Recent(rates []float64, step, window time.Duration) float64 {
-	if len(rates) == 0 || step <= 0 {
-		return math.NaN()
-	}
-	k := int(window/step) + 1
-	m := math.NaN()
-	for _, r := range rates[max(0, len(rates)-k):] {
-		if r >= 0 && !math.IsInf(r, 0) && !(r <= m) {
-			m = r
-		}
-	}
-	return m
+	return s / float64(len(v))
 }

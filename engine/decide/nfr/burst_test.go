@@ -12,104 +12,89 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
-// TestBurstMemory: hand-computed replays. A pod serves 100 req/s as sized
+// TestBurstMemory: hand-computed memories. A pod serves 100 req/s as sized
 // and 125 at full CPU, so 100 req/s needs 1 pod and 500 needs 5; steps are
-// 15 s and the startup 15 s, one step: the pods at step i are the most any
-// step of [i−1−w, i−1] needed.
+// 15 s, the startup 15 s, and 1% of requests may be late.
 func TestBurstMemory(t *testing.T) {
 	in := func(rates ...float64) BurstInput {
 		return BurstInput{Rates: rates, Step: 15 * time.Second, PodRate: 100, FullRate: 125, Startup: 15 * time.Second, LateShare: 0.01}
 	}
+	rep := func(v float64, k int) []float64 {
+		out := make([]float64, k)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	cat := func(parts ...[]float64) []float64 {
+		var out []float64
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	one := []float64{500}
 	cases := []struct {
-		name   string
-		in     BurstInput
-		window time.Duration
-		late   float64
-		why    string
+		name  string
+		in    BurstInput
+		pods  int
+		kept  time.Duration
+		since time.Duration
+		why   string
 	}{
-		// Needs 1 1 5 1 1 5 1. Steps 1–6 count: 1,400 requests, 14 may be
-		// late. The burst at step 2 is late whatever is kept (nothing
-		// before it needed 5): 500. The one at step 5 is late unless step 2
-		// is in the window of step 5's pods, [4−w, 4]: w ≥ 2. So late(0) =
-		// late(1) = 1,000, late(2..5) = 500 > 14: the shortest window that
-		// makes as few late as the longest, 2 steps.
-		{"a burst back soon", in(100, 100, 500, 100, 100, 500, 100), 30 * time.Second, 500.0 / 1400, "bursts no memory foretold make 35.7% late"},
-		// Needs 5 1 1 1 5 1. Steps 1–5: 900 requests, 9 may be late. The
-		// burst at step 4 is late unless step 0 is in [3−w, 3]: w ≥ 3;
-		// then nothing is late, within the allowance.
-		{"within the allowance", in(500, 100, 100, 100, 500, 100), 45 * time.Second, 0, "keep 45s: the shortest memory that keeps late requests at 0.00% ≤ 1% over the last 1m30s"},
-		// Steady: nothing is ever late, no memory.
-		{"steady", in(100, 110, 90, 100, 120, 100), 0, 0, "no burst in the last 1m30s came back sooner than 15s"},
-		// Under the full rate is not late: 120 ≤ 125 needs no memory of
-		// the 500 before it.
-		{"headroom", in(500, 100, 120, 120), 0, 0, "no memory"},
-		// Two steps are fewer than the startup and one more: keep all.
-		{"too short", in(500, 100), 30 * time.Second, 0, "2 rate samples, too few to weigh"},
+		// Needs 5 1 1 1 1 5 1 1 1 1 5 1 1: level 5 in three one-step
+		// episodes, two gaps of 4 steps (60 s > 15 s, the 1 pod in them
+		// serving 125 < 500). μ = 60 s, d = 15 s, the mean rate 2,500/13 =
+		// 192.31: x = 15 × 500 / 75 / (0.01 × 192.31) = 52.0, kept 60 ×
+		// ln 52 = 237 s, cut to the history's 13 × 15 = 195 s; last needed
+		// 2 steps ago.
+		{"bursts back soon", in(cat(one, rep(100, 4), one, rep(100, 4), one, rep(100, 2))...), 5, 195 * time.Second, 30 * time.Second,
+			"keep 5 pods (500 req/s) for 3m15s after it: it came back after 1m0s on average (2 gaps, episodes of 15s)"},
+		// Needs 5, 1 × 4, 5, 1 × 20: one gap of 60 s; the mean 3,400/26 =
+		// 130.77. Level 5: x = 100 / 1.3077 = 76.5, kept 60 × ln 76.5 =
+		// 260 s; level 4 (400 req/s): 61.2, 247 s; 3: 45.9, 230 s; 2:
+		// 30.6, 205 s. Last needed 20 steps, 300 s, ago: past every keep.
+		{"gone for longer than kept", in(cat(one, rep(100, 4), one, rep(100, 20))...), 0, 0, 0, "none kept"},
+		// Needs 6 5 5 5 6 5: the dip to 5 pods lasts 45 s, but 5 pods at
+		// full CPU serve 625 ≥ 600: noise, not a gap; one episode.
+		{"a dip the headroom covers", in(600, 500, 500, 500, 600, 500), 0, 0, 0, "none kept"},
+		// A flash crowd: one episode of level 5, nothing to learn from.
+		{"one burst", in(100, 500, 500, 500, 100, 100), 0, 0, 0, "none kept"},
+		// The first case with a 1 ms startup: x = 0.001 × 500 / 75 /
+		// 1.9231 = 0.0035 ≤ 1: meeting a burst cold costs nothing to speak
+		// of.
+		{"instant startup", func() BurstInput {
+			b := in(cat(one, rep(100, 4), one, rep(100, 4), one, rep(100, 2))...)
+			b.Startup = time.Millisecond
+			return b
+		}(), 0, 0, 0, "none kept"},
+		{"no capacity", BurstInput{Rates: []float64{1, 2, 3}, Step: time.Second}, 0, 0, 0, "no pod capacity"},
 	}
 	for _, c := range cases {
 		b := BurstMemory(c.in)
-		if b.Window != c.window || math.Abs(b.Late-c.late) > 1e-9 || !strings.Contains(b.Why, c.why) {
-			t.Errorf("%s: %+v, want window %s, late %.4f, why %q", c.name, b, c.window, c.late, c.why)
+		if b.Pods != c.pods || b.Kept != c.kept || b.Since != c.since || !strings.Contains(b.Why, c.why) {
+			t.Errorf("%s: %+v, want %d pods kept %s, %s ago, why %q", c.name, b, c.pods, c.kept, c.since, c.why)
 		}
-	}
-	if b := BurstMemory(BurstInput{Rates: []float64{1, 2, 3}, Step: time.Second}); b.Window != 0 || !strings.Contains(b.Why, "no pod capacity") {
-		t.Errorf("no capacity: %+v", b)
 	}
 }
 
-// TestBurstMemoryLateFalls: a longer window never makes more requests
-// late, which the bisection relies on; and the window chosen is the
-// shortest within the allowance.
-func TestBurstMemoryLateFalls(t *testing.T) {
+// TestBurstMemoryBounds: whatever the history, the memory keeps at most
+// the most any step needed, for at most the history's span, and only a
+// level last needed within its keep.
+func TestBurstMemoryBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for range 200 {
-		n := 5 + r.IntN(60)
+	for range 300 {
+		n := 1 + r.IntN(130)
 		rates := make([]float64, n)
+		top := 0
 		for i := range rates {
-			rates[i] = 50 + 100*float64(r.IntN(2))*r.Float64()*8
+			rates[i] = 50 + float64(r.IntN(2))*r.Float64()*900
+			top = max(top, int(math.Ceil(rates[i]/100-1e-9)))
 		}
-		d := 1 + r.IntN(3)
-		need := make([]int, n)
-		for i, v := range rates {
-			need[i] = int(math.Ceil(v/100 - 1e-9))
+		b := BurstMemory(BurstInput{Rates: rates, Step: 15 * time.Second, PodRate: 100, FullRate: 125, Startup: time.Duration(r.IntN(90)) * time.Second, LateShare: 0.01})
+		if b.Pods > top || b.Pods < 0 || b.Since > b.Kept || b.Kept > time.Duration(n)*15*time.Second {
+			t.Fatalf("rates %v: %+v (top %d)", rates, b, top)
 		}
-		prev := math.Inf(1)
-		for w := 0; w <= n; w++ {
-			l := replayLate(rates, need, d, w, 125)
-			if l > prev+1e-9 {
-				t.Fatalf("rates %v, d %d: late(%d) = %v > late(%d) = %v", rates, d, w, l, w-1, prev)
-			}
-			prev = l
-		}
-		in := BurstInput{Rates: rates, Step: time.Second, PodRate: 100, FullRate: 125, Startup: time.Duration(d) * time.Second, LateShare: 0.01}
-		b := BurstMemory(in)
-		if n < d+2 {
-			continue
-		}
-		w := int(b.Window / time.Second)
-		var total float64
-		for _, v := range rates[d:] {
-			total += v
-		}
-		allowed := math.Max(0.01*total, replayLate(rates, need, d, n-1-d, 125))
-		if replayLate(rates, need, d, w, 125) > allowed+1e-9 || w > 0 && replayLate(rates, need, d, w-1, 125) <= allowed+1e-9 {
-			t.Fatalf("rates %v, d %d: window %d is not the shortest within %v", rates, d, w, allowed)
-		}
-	}
-}
-
-func TestRecent(t *testing.T) {
-	rates := []float64{1, 5, 2, 3}
-	for _, c := range []struct {
-		window time.Duration
-		want   float64
-	}{{20 * time.Second, 5}, {10 * time.Second, 3}, {0, 3}, {time.Hour, 5}} {
-		if got := Recent(rates, 10*time.Second, c.window); got != c.want {
-			t.Errorf("Recent(%s) = %v, want %v", c.window, got, c.want)
-		}
-	}
-	if !math.IsNaN(Recent(nil, time.Second, time.Minute)) {
-		t.Error("no rates: want NaN")
 	}
 }
 

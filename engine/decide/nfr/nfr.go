@@ -241,8 +241,13 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	if sig.Peak != nil {
 		peak = *sig.Peak
 	}
-	memory := ""
+	memory, kept := "", 0.0
 	if len(sig.History) > 0 {
+		// The newest short-window rate is the need now: a burst is seen
+		// as soon as it shows there, not a window later.
+		if v := sig.History[len(sig.History)-1]; v >= 0 && !(v <= peak) && !math.IsInf(v, 0) {
+			peak = v
+		}
 		// The pod's capacity does not depend on the rate: size once at
 		// the mean to learn it, then weigh the bursts of the history by it.
 		z0 := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
@@ -253,11 +258,18 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 			}
 			b := BurstMemory(BurstInput{Rates: sig.History, Step: sig.HistoryStep, PodRate: z0.Rho * z0.PerPod, FullRate: z0.PerPod,
 				Startup: startup, LateShare: 1 - sizingQuantile})
-			peak = Recent(sig.History, sig.HistoryStep, b.Window)
+			kept = float64(b.Pods) * z0.Rho * z0.PerPod
 			memory = "; burst memory: " + b.Why
 		}
 	}
+	nowRate, _ := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
+	if kept > nowRate {
+		peak = kept
+	}
 	rate, rateWhy := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
+	if kept > 0 && peak == kept {
+		rateWhy = fmt.Sprintf("burst memory %s req/s", num(round1(kept)))
+	}
 	z := SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
 	// A p99 over target while fewer pods than the model's count were ready
 	// is what too few pods do, and the model's count is the cure: the
@@ -296,7 +308,10 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	b.WriteString(memory)
 	rec := SLORec{Replicas: z.Replicas, Down: z.Replicas, Why: b.String()}
 	if tol := float64(s.Safety.Tolerance); tol > 0 {
-		rec.Down = max(z.Replicas, replicasOf(z.Raw*(1+tol), z.Feedback))
+		// The headroom is on the rate now, not on what burst memory keeps:
+		// the memory already says how long its pods stay.
+		zNow := SizeForSLO(nowRate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+		rec.Down = max(z.Replicas, replicasOf(zNow.Raw*(1+tol), z.Feedback))
 	}
 	if z.Feasible && target > 0 && z.ServiceTime > 0 && z.PerPod > 0 {
 		// The HPA measures CPU per pod against its request: the sized

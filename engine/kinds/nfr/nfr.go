@@ -58,7 +58,7 @@ const (
 	// QueryArrivals is the arrival rate now, appended to the history: a
 	// subquery's steps are aligned to multiples of its step, so its
 	// newest point can be a step old, and a burst is seen that much later.
-	QueryArrivals = `sum by (namespace, app) (rate(http_requests_total[30s]))`
+	QueryArrivals = `sum by (namespace, app) (rate(http_requests_total[10s]))`
 	// QueryReadyMin is the fewest pods ready at any scrape of the last two
 	// minutes (kube-state-metrics' readiness): the p99 of the last minute,
 	// and the backlog the minute before could leave in it, were served by
