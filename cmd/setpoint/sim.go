@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/action"
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/clock"
+	fleetkind "github.com/setpoint-dev/setpoint/engine/kinds/fleet"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/internal/simreport"
 	"github.com/setpoint-dev/setpoint/internal/simtable"
@@ -243,6 +245,21 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		}
 		sum.Ticks++
 		p := w.eng.Plan(ctx, now, st, nil)
+		for _, n := range p.Notes {
+			// Each fleet's clusters' statuses: the time each was short.
+			if sts, ok := fleetkind.StatusesNoted(n); ok {
+				ns := strings.Split(n.Spec, "/")[1]
+				fs := fleetSteps[ns]
+				for name, s := range sts {
+					if fleetkind.Short(s) {
+						fs.Short(name, tick)
+					} else {
+						fs.Short(name, 0)
+					}
+				}
+				fleetSteps[ns] = fs
+			}
+		}
 		for _, h := range p.Held {
 			sum.Held[h.Held.Kind.String()]++
 			if h.Dimension == "replicas" {
@@ -270,7 +287,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 					case action.Delete:
 						fs.Deleted++
 					default:
-						fs.Steps++
+						fs.Step(c.Address.Name, now.Sub(start))
 					}
 					fleetSteps[c.Address.Namespace] = fs
 				}
@@ -298,6 +315,7 @@ func runSim(ctx context.Context, w *workspace, end time.Time, speed float64, out
 		}
 		fr := fleetSteps[f.Metadata.Namespace]
 		fr.Fleet = f.Metadata.Namespace + "/" + f.Metadata.Name
+		fr.Finish(end.Sub(start))
 		resp := w.providers["sim"].List(ctx, providers.ListRequest{Now: end, Provider: "sim", Kind: fleetcluster.Kind, Namespace: f.Metadata.Namespace, Selector: map[string]string{fleetcluster.LabelFleet: f.Metadata.Name}})
 		for _, o := range resp.Objects {
 			fr.Clusters++
