@@ -393,3 +393,59 @@ func TestDecreaseNeverAboveCapOrCurrent(t *testing.T) {
 		t.Fatalf("a decrease went to %s, above the cap and the current 100", d.Value)
 	}
 }
+
+// TestStepPeriod: with a period, the step bounds the change since the
+// period began, not one apply: under watch the next apply follows the
+// last within a second, and without the period 3 → 4 → 5 went through in
+// 0.7 s. 30% of 3 is 0.9, at least 1: 3 → 4 in the period, then from the
+// new period's 4, 30% is 1.2, at least 1: 4 → 5. Down from 10: 30% is 3:
+// 10 → 7, held at 7 for the period, then 7 → 5 (30% of 7 = 2.1, floor 2).
+func TestStepPeriod(t *testing.T) {
+	type step struct {
+		at        time.Duration
+		cur, want int64
+		got       int64
+		bound     string
+	}
+	run := func(pol Stability, steps []step) {
+		t.Helper()
+		var prev json.RawMessage
+		for i, s := range steps {
+			v, next := pol.Evaluate(Input{Now: t0.Add(s.at), Current: values.CountOf(s.cur), HasCurrent: true, Desired: values.CountOf(s.want)}, prev)
+			prev = next
+			bound := ""
+			if len(v.Bounds) == 1 {
+				bound = v.Bounds[0].String()
+			}
+			if v.Value.Int() != s.got || bound != s.bound || v.Hold != nil {
+				t.Errorf("step %d (%s, %d → %d): %s, %q, hold %v; want %d, %q", i, s.at, s.cur, s.want, v.Value, bound, v.Hold, s.got, s.bound)
+			}
+		}
+	}
+	up := Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.3, Period: 15 * time.Second}
+	run(up, []step{
+		{0, 3, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
+		{700 * time.Millisecond, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
+		{14 * time.Second, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
+		{15 * time.Second, 4, 10, 5, "bounded to +30% of 4 per 15s, at least 1"},
+		// Within the new period, an increase that fits is not bounded.
+		{16 * time.Second, 5, 5, 5, ""},
+	})
+	// Without a period each apply is bounded alone: the watch's 3 → 4 → 5.
+	run(Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.3}, []step{
+		{0, 3, 10, 4, "bounded to +30% of 3, at least 1"},
+		{700 * time.Millisecond, 4, 10, 5, "bounded to +30% of 4, at least 1"},
+	})
+	down := Stability{Key: "nfr", MaxStep: 0.3, Period: 15 * time.Second}
+	run(down, []step{
+		{0, 10, 2, 7, "bounded to -30% of 10 per 15s, at least 1"},
+		{time.Second, 7, 2, 7, "bounded to -30% of 10 per 15s, at least 1"},
+		{15 * time.Second, 7, 2, 5, "bounded to -30% of 7 per 15s, at least 1"},
+	})
+	// A period that began below an increase already made leaves no room,
+	// never a decrease: from 3, 30% allows 4; the value is 6 now.
+	run(up, []step{
+		{0, 3, 3, 3, ""},
+		{time.Second, 6, 10, 6, "bounded to +30% of 3 per 15s, at least 1"},
+	})
+}

@@ -36,6 +36,12 @@ type Stability struct {
 	// (0: MaxStep).
 	ImmediateUp bool
 	MaxStepUp   float64
+	// Period, when positive, makes the step bound hold over a period as
+	// well as over one apply, as the HPA's scaling policies do: within a
+	// Period of its start the value moves at most the step from where the
+	// period began, however many applies it takes (under watch the next
+	// step would otherwise follow the last as soon as it is applied).
+	Period time.Duration
 	// Check, if set, is the kind's rule for a group of coupled attributes.
 	Check func(group []addrs.Path, value func(addrs.Path) (values.Value, bool)) error
 }
@@ -43,9 +49,13 @@ type Stability struct {
 // Window is the stability window the policy persists: opened by Anchor at
 // OpenedAt; High is the highest recommendation seen in it.
 type Window struct {
-	OpenedAt time.Time    `json:"openedAt"`
-	Anchor   values.Value `json:"anchor"`
+	OpenedAt time.Time    `json:"openedAt,omitzero"`
+	Anchor   values.Value `json:"anchor,omitzero"`
 	High     values.Value `json:"high,omitzero"`
+	// PeriodAt is when the step's period began, PeriodFrom the value
+	// then (Period).
+	PeriodAt   time.Time    `json:"periodAt,omitzero"`
+	PeriodFrom values.Value `json:"periodFrom,omitzero"`
 }
 
 // Name is the state key.
@@ -68,6 +78,29 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	if !wanted.IsValid() {
 		wanted = in.Desired
 	}
+	var old Window
+	decoded := prev != nil && json.Unmarshal(prev, &old) == nil
+	// The step's period: the value it began at bounds every apply in it.
+	period := Window{PeriodAt: old.PeriodAt, PeriodFrom: old.PeriodFrom}
+	if s.Period > 0 && in.HasCurrent {
+		if !decoded || period.PeriodAt.IsZero() || in.Now.Before(period.PeriodAt) || in.Now.Sub(period.PeriodAt) >= s.Period ||
+			!period.PeriodFrom.IsValid() || period.PeriodFrom.Type() != in.Current.Type() {
+			period = Window{PeriodAt: in.Now, PeriodFrom: in.Current}
+		}
+	} else {
+		period = Window{}
+	}
+	save := func(w *Window) json.RawMessage {
+		if w == nil {
+			if period.PeriodAt.IsZero() {
+				return nil
+			}
+			w = &Window{}
+		}
+		w.PeriodAt, w.PeriodFrom = period.PeriodAt, period.PeriodFrom
+		b, _ := json.Marshal(w)
+		return b
+	}
 	up := !in.HasCurrent || in.Desired.Compare(in.Current) > 0
 	if up && s.ImmediateUp {
 		v.Value = in.Desired
@@ -76,13 +109,10 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 			if step == 0 {
 				step = s.MaxStep
 			}
-			v.Value = values.Step(in.Current, in.Desired, step)
-			if v.Value != in.Desired {
-				v.Bounds = append(v.Bounds, plan.Bound{Kind: plan.BoundStep, Percent: step, Of: in.Current, Up: true})
-			}
+			v.Value, v.Bounds = s.step(in, period, in.Desired, step)
 		}
 		// The apply ends any window: a later decrease starts a fresh one.
-		return v, nil
+		return v, save(nil)
 	}
 	inCooldown := false
 	var since time.Duration
@@ -93,8 +123,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	var w *Window
 	if !inCooldown {
-		var old Window
-		ok := prev != nil && json.Unmarshal(prev, &old) == nil && old.Anchor.IsValid()
+		ok := decoded && old.Anchor.IsValid()
 		// A window opened before the last apply is over: the apply used it.
 		fresh := in.Applied == nil || !old.OpenedAt.Before(in.Applied.At)
 		if ok && fresh && values.Within(old.Anchor, wanted, s.Tolerance) {
@@ -120,11 +149,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	v.Value = target
 	if in.HasCurrent {
-		bounded := values.Step(in.Current, target, s.MaxStep)
-		if bounded != target {
-			v.Bounds = append(v.Bounds, plan.Bound{Kind: plan.BoundStep, Percent: s.MaxStep, Of: in.Current, Up: target.Compare(in.Current) > 0})
-		}
-		v.Value = bounded
+		v.Value, v.Bounds = s.step(in, period, target, s.MaxStep)
 	}
 	switch {
 	case inCooldown:
@@ -140,9 +165,29 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		// start over from now, so the high it saw ages out.
 		w = &Window{OpenedAt: in.Now, Anchor: wanted, High: in.Desired}
 	}
-	if w == nil {
+	return v, save(w)
+}
+
+// step bounds a move from the current value to target: at most pct of the
+// current value, or, with a Period, of the value the period began at, and
+// never past the current value the wrong way (a period that began lower
+// than an increase already made leaves no room, not a decrease).
+func (s Stability) step(in Input, period Window, target values.Value, pct float64) (values.Value, []plan.Bound) {
+	from := in.Current
+	if s.Period > 0 && period.PeriodFrom.IsValid() {
+		from = period.PeriodFrom
+	}
+	v := values.Step(from, target, pct)
+	up := target.Compare(in.Current) > 0
+	if up && v.Compare(in.Current) < 0 || !up && v.Compare(in.Current) > 0 {
+		v = in.Current
+	}
+	if v == target {
 		return v, nil
 	}
-	b, _ := json.Marshal(w)
-	return v, b
+	b := plan.Bound{Kind: plan.BoundStep, Percent: pct, Of: from, Up: up}
+	if s.Period > 0 {
+		b.Period = s.Period
+	}
+	return v, []plan.Bound{b}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/setpoint-dev/setpoint/engine/values"
 )
@@ -56,6 +57,9 @@ type Bound struct {
 	Field string
 	// Manager the field is taken from.
 	Manager string
+	// Period, for a step, is the time the step bounds the change over
+	// (0: each apply alone); Of is then the value at the period's start.
+	Period time.Duration
 }
 
 // String is the bound as a plan prints it.
@@ -68,9 +72,9 @@ func (b Bound) String() string {
 			if b.Up {
 				sign = "+"
 			}
-			return fmt.Sprintf("bounded to %s%s%% of %s, at least 1", sign, pct, b.Of)
+			return fmt.Sprintf("bounded to %s%s%% of %s%s, at least 1", sign, pct, b.Of, b.per())
 		}
-		return fmt.Sprintf("step bounded to %s%% of %s", pct, b.Of)
+		return fmt.Sprintf("step bounded to %s%% of %s%s", pct, b.Of, b.per())
 	case BoundCap:
 		return fmt.Sprintf("capped at %s by %s", b.Cap, b.Field)
 	case BoundTakeover:
@@ -81,6 +85,14 @@ func (b Bound) String() string {
 	return ""
 }
 
+// per says the period a step bound runs over ("" for one apply).
+func (b Bound) per() string {
+	if b.Period <= 0 {
+		return ""
+	}
+	return " per " + b.Period.String()
+}
+
 type boundJSON struct {
 	Kind    BoundKind     `json:"kind"`
 	Percent float64       `json:"percent,omitempty"`
@@ -89,6 +101,7 @@ type boundJSON struct {
 	Cap     *values.Value `json:"cap,omitempty"`
 	Field   string        `json:"field,omitempty"`
 	Manager string        `json:"manager,omitempty"`
+	Period  string        `json:"period,omitempty"`
 	Text    string        `json:"text"`
 }
 
@@ -101,7 +114,11 @@ func optional(v values.Value) *values.Value {
 
 // MarshalJSON writes the bound's numbers and its text.
 func (b Bound) MarshalJSON() ([]byte, error) {
-	return json.Marshal(boundJSON{Kind: b.Kind, Percent: b.Percent, Of: optional(b.Of), Up: b.Up, Cap: optional(b.Cap), Field: b.Field, Manager: b.Manager, Text: b.String()})
+	j := boundJSON{Kind: b.Kind, Percent: b.Percent, Of: optional(b.Of), Up: b.Up, Cap: optional(b.Cap), Field: b.Field, Manager: b.Manager, Text: b.String()}
+	if b.Period > 0 {
+		j.Period = b.Period.String()
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote.
@@ -111,6 +128,13 @@ func (b *Bound) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*b = Bound{Kind: j.Kind, Percent: j.Percent, Up: j.Up, Field: j.Field, Manager: j.Manager}
+	if j.Period != "" {
+		d, err := time.ParseDuration(j.Period)
+		if err != nil || d < 0 {
+			return fmt.Errorf("bound period %q: not a duration", j.Period)
+		}
+		b.Period = d
+	}
 	if j.Of != nil {
 		b.Of = *j.Of
 	}

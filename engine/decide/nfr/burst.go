@@ -132,8 +132,8 @@ func BurstMemory(in BurstInput) Burst {
 			continue
 		}
 		return Burst{Pods: k, Kept: keep, Since: since,
-			Why: fmt.Sprintf("keep %d pods (%s req/s) for %s after it: it came back after %s on average (%d gaps, episodes of %s), and meeting it %s cold %.1f times an hour would make more than %g%% of requests late; last needed %s ago",
-				k, num(round1(rate)), keep, dur(mu), len(gaps), dur(ep), in.Startup, 3600/(mu+ep), 100*in.LateShare, since)}
+			Why: fmt.Sprintf("keep %d pods (%s req/s) for %s after it: it came back after %s on average (%s, episodes of %s), and meeting it %s cold %.1f times an hour would make more than %g%% of requests late; last needed %s ago",
+				k, num(round1(rate)), keep, dur(mu), plural(len(gaps), "gap"), dur(ep), in.Startup, 3600/(mu+ep), 100*in.LateShare, since)}
 	}
 	return best
 }
@@ -144,4 +144,12 @@ func meanOf(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// plural is n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -98,12 +98,14 @@ func TestBurstMemoryBounds(t *testing.T) {
 	}
 }
 
-// TestWayDown: the sizing of TestSLORecommendation (350 req/s: a raw 3.458
-// pods, 4) with a 30% tolerance: a decrease lands on the count with 30%
-// headroom on the rate, ceil(3.458 × 1.3 = 4.496) = 5, and none happens
-// while that count is what runs. The HPA's CPU target is the sized
-// utilisation 0.8097 plus each of 4 pods' share of the 120m idle, 120 ÷ 4
-// ÷ 500 = 0.06: 87%; its scale-down window the stability, 60 s.
+// TestWayDown: the sizing of TestSLORecommendation (a peak of 350 req/s:
+// a raw 350 ÷ (0.8097 × 125) = 3.458 pods, 4), at a mean of 330 req/s
+// (1,440m of CPU: 4m a request and 120m idle). With a 30% tolerance a
+// decrease lands on the count with 30% headroom on the mean, 330 × 1.3 =
+// 429 req/s: ceil(4.24) = 5, and none happens while that count is what
+// runs. The HPA's CPU target is the sized utilisation 0.8097 plus each of
+// 4 pods' share of the 120m idle, 120 ÷ 4 ÷ 500 = 0.06: 87%; its
+// scale-down window the stability, 60 s.
 func TestWayDown(t *testing.T) {
 	st := spec.Duration(40 * time.Millisecond)
 	n := nfrSpec("Deployment")
@@ -113,7 +115,7 @@ func TestWayDown(t *testing.T) {
 	n.Spec.Safety.Tolerance = 0.3
 	n.Spec.Safety.Stability = spec.Duration(time.Minute)
 	n.Spec.Enforcement.Memory = spec.ModeOff
-	sig := Signals{RPS: f(300), CPUMilli: f(1320), Peak: f(350), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true}
+	sig := Signals{RPS: f(330), CPUMilli: f(1440), Peak: f(350), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true}
 	hpa := func(min string) Input {
 		h := object("HorizontalPodAutoscaler", true, map[addrs.Path]string{AttrMinReplicas: min, AttrTargetCPU: "70"})
 		return Input{Spec: n, Target: object("Deployment", true, nil), HPA: h, Signals: sig}
@@ -122,7 +124,7 @@ func TestWayDown(t *testing.T) {
 		tol       spec.Percent
 		cur, want string
 	}{{0.3, "7", "5"}, {0.3, "5", "5"}, {0.3, "4", "4"}, {0.3, "2", "4"},
-		// With 60% the count with headroom is ceil(3.458 × 1.6 = 5.53) =
+		// With 60% the count with headroom is ceil(528 ÷ 101.2 = 5.22) =
 		// 6, above the 5 that runs: kept, never raised by the way down.
 		{0.6, "5", "5"}} {
 		n.Spec.Safety.Tolerance = c.tol
@@ -154,5 +156,86 @@ func TestWayDown(t *testing.T) {
 	}
 	if len(got) != 2 || got[AttrTargetCPU] != want[AttrTargetCPU] || got[AttrScaleDownWindow] != want[AttrScaleDownWindow] {
 		t.Errorf("owns count: %v, want %v", got, want)
+	}
+}
+
+// TestSLODecisionHistory: the need now is the most of the last startup's
+// rates (30 s: the newest three 15 s points), and burst memory keeps a
+// level that recurred. A pod serves 0.8097 × 125 = 101.2 req/s as sized:
+// 300 req/s needs 3, the floor's 200 req/s 2, 500 req/s 5.
+func TestSLODecisionHistory(t *testing.T) {
+	st := spec.Duration(40 * time.Millisecond)
+	n := nfrSpec("Deployment").Spec
+	n.Policy = spec.PolicySLO
+	n.Throughput.Floor = 0.5
+	n.Latency.ServiceTime = &st
+	rep := func(v float64, k int) []float64 {
+		out := make([]float64, k)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	cat := func(parts ...[]float64) []float64 {
+		var out []float64
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		history []float64
+		want    int64
+		why     string
+	}{
+		{"a spike within the startup", cat(rep(100, 10), []float64{300, 100}), 3, "peak 300 req/s"},
+		{"a spike before it", cat(rep(100, 9), []float64{300}, rep(100, 3)), 2, "floor 50% × 400 = 200 req/s"},
+		// Level 5 three times, 60 s apart (TestBurstMemory's first case):
+		// kept, 5 × 101.2 = 506 req/s.
+		{"a burst that recurs", cat([]float64{500}, rep(100, 4), []float64{500}, rep(100, 4), []float64{500}, rep(100, 3)), 5, "burst memory 506 req/s"},
+	} {
+		sig := Signals{RPS: f(100), CPUMilli: f(520), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true,
+			History: c.history, HistoryStep: 15 * time.Second}
+		r, ok := SLODecision(n, sig)
+		if !ok || r.Replicas != c.want || !strings.Contains(r.Why, c.why) {
+			t.Errorf("%s: %d %v %q, want %d and %q", c.name, r.Replicas, ok, r.Why, c.want, c.why)
+		}
+	}
+}
+
+// TestRising: the last minute's mean against the minute before's (four
+// 15 s points each), over the tolerance.
+func TestRising(t *testing.T) {
+	r := func(a, b float64) []float64 {
+		return []float64{50, a, a, a, a, b, b, b, b}
+	}
+	for _, c := range []struct {
+		rates []float64
+		tol   float64
+		want  string
+	}{
+		{r(100, 106), 0.05, "the rate rose 6% in a minute (100 → 106 req/s)"},
+		{r(100, 105), 0.05, ""}, // exactly the tolerance: not over it
+		{r(100, 90), 0.05, ""},
+		{r(0, 10), 0.05, ""},                    // from nothing: no ratio to judge
+		{[]float64{1, 1, 1, 1, 9, 9, 9}, 0, ""}, // fewer than two minutes
+	} {
+		if got := rising(c.rates, 15*time.Second, c.tol); got != c.want {
+			t.Errorf("rising(%v, %v) = %q, want %q", c.rates, c.tol, got, c.want)
+		}
+	}
+	// A decrease on a rising rate is not made: TestWayDown's 7 with a
+	// history whose last minute is 20% above the one before.
+	st := spec.Duration(40 * time.Millisecond)
+	n := nfrSpec("Deployment")
+	n.Spec.Policy, n.Spec.Throughput.Floor, n.Spec.Latency.ServiceTime = spec.PolicySLO, 0.5, &st
+	n.Spec.Safety.Tolerance, n.Spec.Enforcement.Memory = 0.05, spec.ModeOff
+	sig := Signals{RPS: f(330), CPUMilli: f(1440), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true,
+		History: []float64{250, 250, 250, 250, 300, 300, 300, 300}, HistoryStep: 15 * time.Second}
+	h := object("HorizontalPodAutoscaler", true, map[addrs.Path]string{AttrMinReplicas: "7"})
+	out := Decide(Input{Spec: n, Target: object("Deployment", true, nil), HPA: h, Signals: sig})
+	if len(out.Intents) != 1 || out.Intents[0].Value.Int() != 7 || !strings.Contains(out.Intents[0].Rationale, "the rate rose 20% in a minute (250 → 300 req/s): 7 kept") {
+		t.Errorf("a rising rate: %+v", out.Intents)
 	}
 }

@@ -192,6 +192,9 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 type SLORec struct {
 	Replicas, Down, TargetCPU int64
 	Why                       string
+	// Rising says why no decrease is made now: the rate rose over the
+	// last minutes by more than the tolerance ("" when it did not).
+	Rising string
 }
 
 // SLORecommendation is SLODecision's count and arithmetic.
@@ -243,25 +246,35 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	}
 	memory, kept := "", 0.0
 	if len(sig.History) > 0 {
-		// The newest short-window rate is the need now: a burst is seen
-		// as soon as it shows there, not a window later.
-		if v := sig.History[len(sig.History)-1]; v >= 0 && !(v <= peak) && !math.IsInf(v, 0) {
-			peak = v
+		// The need now is the most the rate asked for within the last
+		// startup: a pod let go sooner than that could not be back in time
+		// for the same need (the noise filter with a physical reason). The
+		// newest point is the short-window rate now, so a burst is seen as
+		// soon as it shows there, not a window later.
+		startup := DefaultStartup
+		if s.Throughput.Startup > 0 {
+			startup = s.Throughput.Startup.D()
+		}
+		k := 1
+		if sig.HistoryStep > 0 {
+			k += int(startup / sig.HistoryStep)
+		}
+		for _, v := range sig.History[max(0, len(sig.History)-k):] {
+			if v >= 0 && !(v <= peak) && !math.IsInf(v, 0) {
+				peak = v
+			}
 		}
 		// The pod's capacity does not depend on the rate: size once at
 		// the mean to learn it, then weigh the bursts of the history by it.
 		z0 := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
 		if z0.PerPod > 0 {
-			startup := DefaultStartup
-			if s.Throughput.Startup > 0 {
-				startup = s.Throughput.Startup.D()
-			}
 			b := BurstMemory(BurstInput{Rates: sig.History, Step: sig.HistoryStep, PodRate: z0.Rho * z0.PerPod, FullRate: z0.PerPod,
 				Startup: startup, LateShare: 1 - sizingQuantile})
 			kept = float64(b.Pods) * z0.Rho * z0.PerPod
 			memory = "; burst memory: " + b.Why
 		}
 	}
+	peak0 := peak // the need now, before burst memory
 	nowRate, _ := DesignRate(rps, peak, s.Throughput.MinRPS, float64(s.Throughput.Floor))
 	if kept > nowRate {
 		peak = kept
@@ -308,11 +321,15 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	b.WriteString(memory)
 	rec := SLORec{Replicas: z.Replicas, Down: z.Replicas, Why: b.String()}
 	if tol := float64(s.Safety.Tolerance); tol > 0 {
-		// The headroom is on the rate now, not on what burst memory keeps:
-		// the memory already says how long its pods stay.
-		zNow := SizeForSLO(nowRate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
-		rec.Down = max(z.Replicas, replicasOf(zNow.Raw*(1+tol), z.Feedback))
+		// The headroom is on the minute's mean rate, not on what burst
+		// memory keeps (the memory already says how long its pods stay),
+		// nor on the short peaks of the last startup (they are kept as
+		// they are), nor on minRPS's floor (it has no noise to filter).
+		headroom, _ := DesignRate(rps*(1+tol), peak0, s.Throughput.MinRPS, float64(s.Throughput.Floor))
+		zNow := SizeForSLO(headroom, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+		rec.Down = max(z.Replicas, replicasOf(zNow.Raw, z.Feedback))
 	}
+	rec.Rising = rising(sig.History, sig.HistoryStep, float64(s.Safety.Tolerance))
 	if z.Feasible && target > 0 && z.ServiceTime > 0 && z.PerPod > 0 {
 		// The HPA measures CPU per pod against its request: the sized
 		// utilisation plus each pod's share of the idle CPU.
@@ -390,11 +407,16 @@ func replicas(in Input, out *Output) {
 	}
 	if cur, ok := currentCount(in, it.Attr); ok && slo.Down > 0 && rec < cur {
 		// The way down lands with the tolerance's headroom on the rate,
-		// and not at all while that headroom needs what runs now.
-		if slo.Down >= cur {
+		// and not at all while that headroom needs what runs now, nor
+		// while the rate is rising.
+		switch {
+		case slo.Rising != "":
+			it.Value = values.CountOf(cur)
+			it.Rationale += fmt.Sprintf("; %d would do now, but %s: %d kept", rec, slo.Rising, cur)
+		case slo.Down >= cur:
 			it.Value = values.CountOf(cur)
 			it.Rationale += fmt.Sprintf("; %d would be within the %s%% band: %d kept", rec, shortNum(100*float64(s.Safety.Tolerance)), cur)
-		} else if slo.Down > rec {
+		case slo.Down > rec:
 			it.Value = values.CountOf(slo.Down)
 			it.Rationale += fmt.Sprintf("; down to %d, the count with %s%% headroom on the rate", slo.Down, shortNum(100*float64(s.Safety.Tolerance)))
 		}
@@ -407,6 +429,38 @@ func replicas(in Input, out *Output) {
 		it.Rationale += fmt.Sprintf("; the user's value %d is higher", u.Int())
 	}
 	out.Intents = append(out.Intents, it)
+}
+
+// risingOver is the time rising compares: the mean rate of its last half
+// against that of its first.
+const risingOver = 2 * time.Minute
+
+// rising says, in words, whether the mean rate of the last minute of
+// rates (sampled every step) is above that of the minute before it by
+// more than tol; "" when it is not, or the history is too short to say. A
+// decrease made on a rising rate is undone within minutes, with a cold
+// pod in between.
+func rising(rates []float64, step time.Duration, tol float64) string {
+	if step <= 0 || !(tol >= 0) {
+		return ""
+	}
+	half := int(risingOver / 2 / step)
+	if half < 1 || len(rates) < 2*half {
+		return ""
+	}
+	mean := func(v []float64) float64 {
+		var s float64
+		for _, x := range v {
+			s += x
+		}
+		return s / float64(len(v))
+	}
+	last := mean(rates[len(rates)-half:])
+	before := mean(rates[len(rates)-2*half : len(rates)-half])
+	if !(before > 0) || !(last > before*(1+tol)) {
+		return ""
+	}
+	return fmt.Sprintf("the rate rose %s%% in a minute (%s → %s req/s)", num(round1(100*(last/before-1))), num(round1(before)), num(round1(last)))
 }
 
 // currentCount is the count attr holds now.

@@ -392,7 +392,7 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 		return r
 	}
 	if d == nfr.Replicas {
-		r.Mode, pol.MaxStep = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep)
+		r.Mode, pol.MaxStep, pol.Period = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep), s.Safety.StepPeriod.D()
 		// An increase of replicas is needed to meet the targets now.
 		pol.ImmediateUp = s.Safety.ScaleUp != "stable"
 		if s.Safety.MaxReplicaStepUp != nil {
