@@ -2,8 +2,9 @@
 // filtered queue, latency and error signals, a pressure; from the
 // pressures, inverse-pressure weights and slot targets that sum exactly to
 // the table size; a bounded (viscous) step from the current slots towards
-// the targets, shrunk when the observed split drifts away from the weights;
-// and the group's regime and admission. It is pure and deterministic: the
+// the targets, shrunk when the observed split drifts away from the weights,
+// and damped so noise cannot trade slots back and forth (DampedStep); and
+// the group's regime and admission. It is pure and deterministic: the
 // eBPF provider's 200 ms loop and the sim world call Step with the time
 // passed in, and the same inputs give the same field on every node.
 package routegroup
@@ -54,6 +55,13 @@ const PressureFloor = 0.1
 // fall under to leave transition: a band, so a pressure hovering at the
 // threshold does not flip the regime every tick.
 const laminarBelow = 0.9
+
+// ReverseHold is how long a backend's slot count, once it has moved one
+// way, is kept from moving back unless the backend must shed (DampedStep).
+// A flap is a share moving one way and back within this window; held,
+// a healthy backend's queue blip moves its count once, and the count
+// comes back a hold later, never within.
+const ReverseHold = 10 * time.Second
 
 // Params are a RouteGroup's knobs, resolved from its spec.
 type Params struct {
@@ -178,6 +186,12 @@ type Backend struct {
 	Counted  bool      `json:"counted"` // Connects holds a reading
 	Crisis   bool      `json:"crisis"`
 	Flagged  bool      `json:"flagged"` // no metrics: pressure held
+	// The damping's memory: the target of the last tick, and the way
+	// the slot count last moved (+1 up, −1 down; 0 not since the table
+	// was laid out) and when.
+	Target  int       `json:"target"`
+	Dir     int       `json:"dir,omitempty"`
+	MovedAt time.Time `json:"movedAt"`
 }
 
 // State is what a group's loop remembers from tick to tick.
@@ -220,6 +234,9 @@ type Decision struct {
 	DeltaMax     int       `json:"deltaMax"`
 	// Moved is the slot count that changed hands (half the sum of |Δ|).
 	Moved int `json:"moved"`
+	// Damped is the slot count the damping held back this tick (the sum
+	// of the held steps' sizes).
+	Damped int `json:"damped,omitempty"`
 	// ScaleHint says the group needs more capacity than rerouting gives:
 	// crisis, or one backend under pressure.
 	ScaleHint bool     `json:"scaleHint,omitempty"`
@@ -355,9 +372,17 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	slices.SortFunc(samples, func(a, b Sample) int { return cmp.Compare(a.Name, b.Name) })
 	samples = slices.CompactFunc(samples, func(a, b Sample) bool { return a.Name == b.Name })
 	n := len(samples)
-	old := make(map[string]Backend, len(prev.Backends))
-	for _, b := range prev.Backends {
-		old[b.Name] = b
+	// A backend's state of the last tick by name (by index: a map of
+	// Backends would allocate one each, too large to sit in the map).
+	byName := make(map[string]int, len(prev.Backends))
+	for i, b := range prev.Backends {
+		byName[b.Name] = i
+	}
+	old := func(name string) Backend {
+		if i, ok := byName[name]; ok {
+			return prev.Backends[i]
+		}
+		return Backend{}
 	}
 	var dt time.Duration
 	if !prev.At.IsZero() {
@@ -375,7 +400,7 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	var reasons []string
 	known, knownSum := 0, 0.0
 	for i, s := range samples {
-		b := old[s.Name]
+		b := old(s.Name)
 		b.Name = s.Name
 		d.Names[i] = s.Name
 		if s.Missing || !finite(s.Queue, s.Latency, s.ErrorRate) {
@@ -432,7 +457,7 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	var total uint64
 	countersOK := n > 0
 	for i, s := range samples {
-		b := old[s.Name]
+		b := old(s.Name)
 		if s.NoConnects || !b.Counted || s.Connects < b.Connects {
 			countersOK = false
 		}
@@ -445,14 +470,14 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	if countersOK {
 		delta = make([]uint64, n)
 		for i, s := range samples {
-			delta[i] = s.Connects - old[s.Name].Connects
+			delta[i] = s.Connects - old(s.Name).Connects
 			total += delta[i]
 		}
 	}
 	hold := false
 	if countersOK && total >= max(p.MinConnects, 1) {
 		for i := range samples {
-			d.Skew = math.Max(d.Skew, math.Abs(float64(delta[i])/float64(total)-old[samples[i].Name].Weight))
+			d.Skew = math.Max(d.Skew, math.Abs(float64(delta[i])/float64(total)-old(samples[i].Name).Weight))
 		}
 		d.SkewKnown = true
 		if prev.SkewKnown && d.Skew > prev.Skew+p.SkewEpsilon {
@@ -478,7 +503,7 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 	cur := make([]int, n)
 	have := 0
 	for i := range bs {
-		cur[i] = old[bs[i].Name].Slots
+		cur[i] = old(bs[i].Name).Slots
 		have += cur[i]
 	}
 	fresh := len(prev.Backends) == 0 || tableSize(prev.Backends) != p.Slots
@@ -495,13 +520,30 @@ func Step(p Params, prev State, now time.Time, samples []Sample) (State, Decisio
 		if hold {
 			d.Slots = cur
 		} else {
-			d.Slots = ViscousStep(cur, d.Targets, next.DeltaMax)
+			m := make([]Motion, n)
+			for i := range bs {
+				// Urgent at transitionAbove: a saturation forecast (its
+				// pressure lifted to crisisAbove) and the error penalty
+				// (by default) put a backend there.
+				o := old(bs[i].Name)
+				m[i] = Motion{Dir: o.Dir, MovedAt: o.MovedAt, Target: o.Target, Urgent: d.Pressure[i] >= p.TransitionAbove}
+			}
+			d.Slots, d.Damped = DampedStep(now, cur, d.Targets, next.DeltaMax, m)
+			if d.Damped > 0 {
+				reasons = append(reasons, fmt.Sprintf("damping held %d slots: a count moves back no sooner than %s after it moved, nor on once its target turned back, unless its backend's pressure reaches %g", d.Damped, ReverseHold, p.TransitionAbove))
+			}
 		}
 	}
 	for i := range bs {
 		bs[i].Slots = d.Slots[i]
 		bs[i].Weight = d.Weights[i]
-		d.Moved += abs(d.Slots[i] - old[bs[i].Name].Slots)
+		bs[i].Target = d.Targets[i]
+		delta := d.Slots[i] - old(bs[i].Name).Slots
+		if delta != 0 && !fresh {
+			// (Laying a table out is no move: nothing was routed by one.)
+			bs[i].Dir, bs[i].MovedAt = cmp.Compare(delta, 0), now
+		}
+		d.Moved += abs(delta)
 	}
 	for _, b := range prev.Backends {
 		if !slices.Contains(d.Names, b.Name) {
@@ -557,19 +599,90 @@ func placeFreed(cur, target []int, freed int) []int {
 // (gains or losses) is larger is scaled down by largest remainder to
 // match the other.
 func ViscousStep(cur, target []int, dmax int) []int {
-	n := len(cur)
-	step := make([]int, n)
-	up, down := 0, 0
+	step := make([]int, len(cur))
 	for i := range cur {
 		step[i] = max(-dmax, min(dmax, target[i]-cur[i]))
-		if step[i] > 0 {
-			up += step[i]
+	}
+	return apply(cur, balance(step))
+}
+
+// Motion is what the damping knows of one backend: which way its slot
+// count last moved (+1 up, −1 down, 0 not yet) and when, its target of the
+// last tick, and whether it must shed now (in Step: its pressure is at or
+// above transitionAbove).
+type Motion struct {
+	Dir     int
+	MovedAt time.Time
+	Target  int
+	Urgent  bool
+}
+
+// DampedStep is ViscousStep with damping. A step is held (not taken) when
+//   - it would reverse the backend's last move, made less than
+//     ReverseHold ago: what a blip moved comes back a hold later;
+//   - it would go on with that move though the backend's target has
+//     turned back since the last tick: a blip's pull is spent after its
+//     first tick, while a backend degrading pulls on.
+//
+// An urgent backend's loss is never held, nor left without takers: when
+// the gains free to move fall short of it, held gains are let go (by
+// largest remainder of their sizes) as far as it needs. It returns the
+// counts and the slots held (the sum of the held steps' sizes).
+func DampedStep(now time.Time, cur, target []int, dmax int, m []Motion) ([]int, int) {
+	n := len(cur)
+	step, wait := make([]int, n), make([]int, n)
+	urgent, freeUp := 0, 0
+	for i := range cur {
+		want := max(-dmax, min(dmax, target[i]-cur[i]))
+		dir := cmp.Compare(want, 0)
+		since := now.Sub(m[i].MovedAt)
+		recent := m[i].Dir != 0 && since >= 0 && since < ReverseHold
+		switch {
+		case want == 0:
+		case want < 0 && m[i].Urgent:
+			step[i] = want
+			urgent -= want
+		case recent && dir == -m[i].Dir, recent && dir*(target[i]-m[i].Target) < 0:
+			wait[i] = want
+		default:
+			step[i] = want
+			freeUp += max(want, 0)
+		}
+	}
+	if short := urgent - freeUp; short > 0 {
+		w := make([]float64, n)
+		room := 0
+		for i, x := range wait {
+			if x > 0 {
+				w[i], room = float64(x), room+x
+			}
+		}
+		for i, x := range Apportion(w, min(short, room)) {
+			step[i] += x
+			wait[i] -= x
+		}
+	}
+	held := 0
+	for _, x := range wait {
+		held += abs(x)
+	}
+	return apply(cur, balance(step)), held
+}
+
+// balance scales down whichever side of the steps (gains or losses) is
+// larger, by largest remainder, to match the other, so the counts' sum
+// stays.
+func balance(step []int) []int {
+	up, down := 0, 0
+	for _, s := range step {
+		if s > 0 {
+			up += s
 		} else {
-			down -= step[i]
+			down -= s
 		}
 	}
 	shrink := func(sign int, to int) {
-		w := make([]float64, n)
+		w := make([]float64, len(step))
 		for i := range step {
 			if step[i]*sign > 0 {
 				w[i] = float64(step[i] * sign)
@@ -588,7 +701,11 @@ func ViscousStep(cur, target []int, dmax int) []int {
 	case down > up:
 		shrink(-1, up)
 	}
-	out := make([]int, n)
+	return step
+}
+
+func apply(cur, step []int) []int {
+	out := make([]int, len(cur))
 	for i := range cur {
 		out[i] = cur[i] + step[i]
 	}
