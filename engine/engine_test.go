@@ -68,9 +68,14 @@ spec:
   policy: reference
   throughput: {minRPS: 400}
   enforcement: {replicas: enforce, memory: observe}
-  safety: {stability: 0s, scaleUp: stable}
+  safety: {stability: 0s, scaleUp: stable, ` + oldSafety + `}
 ` + extra
 }
+
+// oldSafety are the step and band these tests were written for, before
+// the defaults were chosen from make bench-control: a step of 30% (of 2
+// pods, one) whichever the direction, no minimum, no period.
+const oldSafety = "tolerance: 10%, maxReplicaStep: 30%, maxReplicaStepUp: 30%, minReplicaStepUp: 1, stepPeriod: 0s"
 
 func at(p *sim.Provider, d time.Duration) time.Time { return p.World.Start().Add(d) }
 
@@ -104,7 +109,7 @@ func TestPlanAndApplyOnTheSimWorld(t *testing.T) {
 		float64(n) != math.Ceil(400/rps*cpu/500-1e-9) {
 		t.Fatalf("reason %q: rps %v cpu %v = %d (%v)", c.Reason, rps, cpu, n, err)
 	}
-	if c.From != "2" || c.To != "3" || len(c.Bounds) != 2 || c.Bounds[0].Kind != plan.BoundStep || c.Bounds[0].Of != values.CountOf(2) || c.Bounds[0].String() != "bounded to +30% of 2 per 15s, at least 1" {
+	if c.From != "2" || c.To != "3" || len(c.Bounds) != 2 || c.Bounds[0].Kind != plan.BoundStep || c.Bounds[0].Of != values.CountOf(2) || c.Bounds[0].String() != "bounded to +30% of 2, at least 1" {
 		t.Fatalf("change: %+v", c)
 	}
 	if c.Bounds[1].Kind != plan.BoundTakeover || c.Bounds[1].Manager != "kubectl-client-side-apply" || !c.Force {

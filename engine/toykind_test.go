@@ -108,7 +108,7 @@ spec:
 
 func TestToyKindBesideAnNFR(t *testing.T) {
 	// The NFR keeps its default 3-minute stability window and cooldown.
-	slowNFR := strings.Replace(nfr("plain", ""), "  safety: {stability: 0s, scaleUp: stable}\n", "  safety: {scaleUp: stable}\n", 1)
+	slowNFR := strings.Replace(nfr("plain", ""), "  safety: {stability: 0s, scaleUp: stable, "+oldSafety+"}\n", "  safety: {scaleUp: stable, "+oldSafety+"}\n", 1)
 	e, p := world(t, plainWL, slowNFR, toyDoc("8"))
 	if len(e.Specs) != 2 {
 		t.Fatalf("both specs load: %d", len(e.Specs))

@@ -20,13 +20,27 @@ var baselines = []struct {
 	name    string
 	mutate  func(n *spec.NFR)
 	observe bool // Schedules plan but apply nothing
+	// when, if set, says whether the baseline differs from the run at
+	// all for these NFRs (it is skipped when it does not).
+	when func(n *spec.NFR) bool
 }{
+	// setpoint as a spec gets it without opting in: where a spec hands
+	// setpoint an HPA's target and way down (autoscaler.owns: count), the
+	// default that writes only its floor.
+	{controlgoals.BaselineDefault, func(n *spec.NFR) {
+		if n.Spec.OwnsCount() {
+			n.Spec.Autoscaler.Owns = spec.OwnsFloor
+		}
+	}, false, func(n *spec.NFR) bool { return n.Spec.OwnsCount() }},
 	// The reference's formula with the gate it shipped with: an increase
 	// waits for stability and cooldown as a decrease does.
 	{"reference policy", func(n *spec.NFR) {
 		n.Spec.Policy = spec.PolicyReference
 		n.Spec.Safety.ScaleUp = "stable"
-	}, false},
+		if n.Spec.OwnsCount() {
+			n.Spec.Autoscaler.Owns = spec.OwnsFloor
+		}
+	}, false, nil},
 	// setpoint plans but applies nothing: the world's own HPA and Knative
 	// autoscaler act alone.
 	{controlgoals.BaselineHPA, func(n *spec.NFR) {
@@ -36,7 +50,7 @@ var baselines = []struct {
 		if n.Spec.Enforcement.Memory == spec.ModeEnforce {
 			n.Spec.Enforcement.Memory = spec.ModeObserve
 		}
-	}, true},
+	}, true, nil},
 }
 
 // maxFixed bounds the fixed replica counts tried per workload.
@@ -47,6 +61,9 @@ const maxFixed = 200
 // at most setpoint's, and adds them to sum.
 func runBaselines(ctx context.Context, dir string, o simOptions, main *workspace, end time.Time, sum *simtable.Summary, progress io.Writer) error {
 	for _, b := range baselines {
+		if b.when != nil && !slices.ContainsFunc(main.nfrs, b.when) {
+			continue
+		}
 		fmt.Fprintf(progress, "baseline: %s…\n", b.name)
 		w, err := openWorkspace(dir, o)
 		if err != nil {

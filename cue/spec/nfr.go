@@ -167,6 +167,8 @@ type Safety struct {
 	MaxReplicaStep Percent  `json:"maxReplicaStep"`
 	// MaxReplicaStepUp bounds an increase instead of MaxReplicaStep.
 	MaxReplicaStepUp *Percent `json:"maxReplicaStepUp,omitempty"`
+	// MinReplicaStepUp is the least an increase may move in a step.
+	MinReplicaStepUp int `json:"minReplicaStepUp,omitempty"`
 	// StepPeriod is the time a replica step bounds the change over.
 	StepPeriod Duration `json:"stepPeriod"`
 	// ScaleUp is immediate (an increase of replicas skips stability and

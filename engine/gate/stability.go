@@ -36,6 +36,9 @@ type Stability struct {
 	// (0: MaxStep).
 	ImmediateUp bool
 	MaxStepUp   float64
+	// MinStepUp is the least an increase of a count may move in a step,
+	// whatever MaxStepUp's percentage gives (0: none).
+	MinStepUp int64
 	// Period, when positive, makes the step bound hold over a period as
 	// well as over one apply, as the HPA's scaling policies do: within a
 	// Period of its start the value moves at most the step from where the
@@ -179,6 +182,12 @@ func (s Stability) step(in Input, period Window, target values.Value, pct float6
 	}
 	v := values.Step(from, target, pct)
 	up := target.Compare(in.Current) > 0
+	if up && s.MinStepUp > 0 && from.Type() == values.Count && v.Int()-from.Int() < s.MinStepUp {
+		// At least MinStepUp whatever the percentage, as the HPA's
+		// default scale-up (4 pods or 100% a period, whichever is more):
+		// from 2 pods, 30% is one.
+		v = from.WithInt(min(from.Int()+s.MinStepUp, max(target.Int(), from.Int())))
+	}
 	if up && v.Compare(in.Current) < 0 || !up && v.Compare(in.Current) > 0 {
 		v = in.Current
 	}

@@ -197,7 +197,7 @@ func TestSLODecisionHistory(t *testing.T) {
 	} {
 		sig := Signals{RPS: f(100), CPUMilli: f(520), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true,
 			History: c.history, HistoryStep: 15 * time.Second}
-		r, ok := SLODecision(n, sig)
+		r, ok := SLODecision(n, sig, false)
 		if !ok || r.Replicas != c.want || !strings.Contains(r.Why, c.why) {
 			t.Errorf("%s: %d %v %q, want %d and %q", c.name, r.Replicas, ok, r.Why, c.want, c.why)
 		}
@@ -237,5 +237,29 @@ func TestRising(t *testing.T) {
 	out := Decide(Input{Spec: n, Target: object("Deployment", true, nil), HPA: h, Signals: sig})
 	if len(out.Intents) != 1 || out.Intents[0].Value.Int() != 7 || !strings.Contains(out.Intents[0].Rationale, "the rate rose 20% in a minute (250 → 300 req/s): 7 kept") {
 		t.Errorf("a rising rate: %+v", out.Intents)
+	}
+}
+
+// TestNoLatencyTargetAutoscaled: with no latency target and an autoscaler
+// of its own, the bound serves minRPS and no more. 6.4m a request: a pod
+// serves 500 ÷ 6.4 = 78.1 req/s, 74.2 at the most utilisation sized for,
+// 0.95: minRPS 50 needs ceil(0.674) = 1; without an autoscaler the
+// measured 55 req/s at 0.7 (54.7 a pod) asks ceil(1.006) = 2.
+func TestNoLatencyTargetAutoscaled(t *testing.T) {
+	n := nfrSpec("KnativeService").Spec
+	n.Policy, n.Latency, n.Throughput.MinRPS = spec.PolicySLO, nil, 50
+	sig := Signals{RPS: f(55), CPUMilli: f(352)}
+	for _, c := range []struct {
+		autoscaled bool
+		want       int64
+		why        string
+	}{
+		{true, 1, "ceil(minRPS 50 req/s ÷ (ρ 0.95 × 78.1 req/s a pod)) = 1"},
+		{false, 2, "ceil(mean 55 req/s ÷ (ρ 0.70 × 78.1 req/s a pod)) = 2"},
+	} {
+		r, ok := SLODecision(n, sig, c.autoscaled)
+		if !ok || r.Replicas != c.want || !strings.Contains(r.Why, c.why) {
+			t.Errorf("autoscaled %v: %d %q, want %d, %q", c.autoscaled, r.Replicas, r.Why, c.want, c.why)
+		}
 	}
 }

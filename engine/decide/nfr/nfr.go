@@ -5,6 +5,7 @@ package nfr
 
 import (
 	"fmt"
+	"os"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 	"math"
 	"slices"
@@ -199,7 +200,7 @@ type SLORec struct {
 
 // SLORecommendation is SLODecision's count and arithmetic.
 func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok bool) {
-	r, ok := SLODecision(s, sig)
+	r, ok := SLODecision(s, sig, false)
 	return r.Replicas, r.Why, ok
 }
 
@@ -212,7 +213,14 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 // multiplied by the feedback factor when the measured p99 is over the
 // target. It returns the recommendation and every number it used, or ok
 // false with the reason there is none.
-func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
+//
+// With no latency target there is no tail to protect: a workload whose
+// own autoscaler follows its load (autoscaled: Knative's, or an HPA the
+// NFR gives only a floor) is kept able to serve minRPS, and the load above
+// it is its autoscaler's, as it would be without setpoint (sizing the
+// floor for measured peaks only pays for pods the autoscaler would add
+// anyway, and longer).
+func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 	rps, cpu, why, ok := traffic(sig)
 	if !ok {
 		return SLORec{Why: why}, false
@@ -243,6 +251,14 @@ func SLODecision(s spec.NFRSpec, sig Signals) (SLORec, bool) {
 	peak := math.NaN()
 	if sig.Peak != nil {
 		peak = *sig.Peak
+	}
+	if target == 0 && autoscaled {
+		// Able to serve minRPS at the most utilisation the model ever
+		// sizes for: with no tail promised, no more headroom than that.
+		perPod := float64(s.CPUPerPod) / cost.PerRequest
+		n := replicasOf(s.Throughput.MinRPS/(MaxUtilisation*perPod), 1)
+		return SLORec{Replicas: n, Down: n, Why: fmt.Sprintf("ceil(minRPS %s req/s ÷ (ρ %.2f × %s req/s a pod)) = %d; a pod: %dm ÷ %s; no latency target: its autoscaler follows the load above minRPS",
+			num(s.Throughput.MinRPS), MaxUtilisation, num(round1(perPod)), n, s.CPUPerPod, cost.Why)}, true
 	}
 	memory, kept := "", 0.0
 	if len(sig.History) > 0 {
@@ -374,7 +390,8 @@ func replicas(in Input, out *Output) {
 	rec, why, ok := ReplicasRecommendation(s.Throughput.MinRPS, s.CPUPerPod, latency, in.Signals)
 	var slo SLORec
 	if s.Policy != spec.PolicyReference {
-		slo, ok = SLODecision(s, in.Signals)
+		autoscaled := s.Target.Kind == "KnativeService" || in.HPA.Exists && !s.OwnsCount()
+		slo, ok = SLODecision(s, in.Signals, autoscaled)
 		rec, why = slo.Replicas, slo.Why
 	}
 	if !ok {
@@ -420,6 +437,9 @@ func replicas(in Input, out *Output) {
 			it.Value = values.CountOf(slo.Down)
 			it.Rationale += fmt.Sprintf("; down to %d, the count with %s%% headroom on the rate", slo.Down, shortNum(100*float64(s.Safety.Tolerance)))
 		}
+	}
+	if os.Getenv("EXP_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "DBG rec=%d down=%d value=%s why=%s\n", rec, slo.Down, it.Value, it.Rationale)
 	}
 	if s.OwnsCount() && in.HPA.Exists && it.Attr.Object == in.HPA.Address {
 		autoscalerIntents(in, slo, out)

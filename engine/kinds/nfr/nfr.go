@@ -395,6 +395,7 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 		r.Mode, pol.MaxStep, pol.Period = s.Enforcement.Replicas, float64(s.Safety.MaxReplicaStep), s.Safety.StepPeriod.D()
 		// An increase of replicas is needed to meet the targets now.
 		pol.ImmediateUp = s.Safety.ScaleUp != "stable"
+		pol.MinStepUp = int64(s.Safety.MinReplicaStepUp)
 		if s.Safety.MaxReplicaStepUp != nil {
 			pol.MaxStepUp = float64(*s.Safety.MaxReplicaStepUp)
 		}
