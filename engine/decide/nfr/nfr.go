@@ -5,7 +5,6 @@ package nfr
 
 import (
 	"fmt"
-	"os"
 	"github.com/setpoint-dev/setpoint/providers/workload"
 	"math"
 	"slices"
@@ -437,9 +436,6 @@ func replicas(in Input, out *Output) {
 			it.Value = values.CountOf(slo.Down)
 			it.Rationale += fmt.Sprintf("; down to %d, the count with %s%% headroom on the rate", slo.Down, shortNum(100*float64(s.Safety.Tolerance)))
 		}
-	}
-	if os.Getenv("EXP_DEBUG") != "" {
-		fmt.Fprintf(os.Stderr, "DBG rec=%d down=%d value=%s why=%s\n", rec, slo.Down, it.Value, it.Rationale)
 	}
 	if s.OwnsCount() && in.HPA.Exists && it.Attr.Object == in.HPA.Address {
 		autoscalerIntents(in, slo, out)
