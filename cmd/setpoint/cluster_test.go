@@ -213,7 +213,7 @@ func TestKilledMidApplySuccessorAgrees(t *testing.T) {
 	stateNS := env.Namespace(t)
 	// checkout's increase in one step: the successor then has nothing
 	// left to do, so any write of it would be a repeat.
-	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStep: 30%", "maxReplicaStep: 100%"})
+	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStepUp: 30%", "maxReplicaStepUp: 100%"})
 	args := []string{"apply", "--auto-approve", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, dir}
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = "../.."
@@ -282,7 +282,7 @@ func count(log string, parts ...string) int {
 func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 	env := kubetest.Start(t)
 	stateNS := env.Namespace(t)
-	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStep: 30%", "maxReplicaStep: 100%"},
+	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStepUp: 30%", "maxReplicaStepUp: 100%"},
 		[3]string{"setpoint.yaml", "tick: 5s", "tick: 1s"})
 	var log testutil.Buffer
 	cmd := exec.Command(binary, "watch", "--log-level", "debug", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)

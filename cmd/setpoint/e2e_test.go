@@ -53,8 +53,12 @@ func copySpecs(t testing.TB, edits ...[3]string) string {
 	}
 	// These tests drive the loop's mechanics (windows, cooldowns,
 	// requeues, saved plans) through checkout's increase: they want it to
-	// wait for its window, as an increase under scaleUp: stable does.
-	for _, e := range append([][3]string{stableUp}, edits...) {
+	// wait for its window, as an increase under scaleUp: stable does, and
+	// they were written for the safety below and a checkout that owns only
+	// its HPA's floor (the shipped one also owns its target and window,
+	// with the defaults make bench-control chose: the mechanics are the
+	// same, the numbers are not).
+	for _, e := range append([][3]string{mechanicsSafety, ownsFloor, stableUp}, edits...) {
 		p := filepath.Join(dst, e[0])
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -74,6 +78,14 @@ func copySpecs(t testing.TB, edits ...[3]string) string {
 // its start time, so a stability window would never fill.
 // stableUp makes checkout's increases wait like its decreases.
 var stableUp = [3]string{"checkout.nfr.yaml", "safety: {", "safety: {scaleUp: stable, "}
+
+// mechanicsSafety and ownsFloor give the copied checkout the safety and
+// ownership the loop's tests were written for.
+var (
+	mechanicsSafety = [3]string{"checkout.nfr.yaml", "safety: {maxReplicas: 50}",
+		"safety: {stability: 3m, tolerance: 10%, cooldown: 2m, maxReplicaStep: 30%, maxReplicaStepUp: 30%, minReplicaStepUp: 1, stepPeriod: 0s, maxReplicas: 50}"}
+	ownsFloor = [3]string{"checkout.nfr.yaml", "  autoscaler: {owns: count}\n", ""}
+)
 
 var quick = [][3]string{
 	{"checkout.nfr.yaml", "stability: 3m", "stability: 0s"},
@@ -348,7 +360,7 @@ func TestWatchLiveEdits(t *testing.T) {
 	waitEdit("checkout.nfr.yaml", "address=sim:HorizontalPodAutoscaler/shop/checkout attribute=spec.minReplicas from=2 to=3")
 	edit("checkout.nfr.yaml", "minRPS: 400", "minRPS: [")
 	waitFor(`msg="edit rejected; the last good version keeps running"`)
-	if !strings.Contains(logs.String(), "checkout.nfr.yaml:9:") {
+	if !strings.Contains(logs.String(), "checkout.nfr.yaml:13:") {
 		t.Errorf("the rejection should give the position:\n%s", logs.String())
 	}
 	// An edit of another file still reconciles, next to the broken one.
