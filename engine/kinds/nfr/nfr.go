@@ -44,7 +44,7 @@ const (
 
 // Queries of the slo policy, grouped the same way. The history is the
 // 30 s arrival rate (refused requests included: they are demand) every
-// 15 s over the last 30 minutes (the embedded store's retention): burst
+// 30 s over the last 30 minutes (the embedded store's retention): burst
 // memory learns from it how long to keep a burst's pods, and the peak it
 // keeps is read from it; the service time the lowest 1-minute mean
 // latency over 30 minutes (at the quietest minute a request waits least);
@@ -52,9 +52,9 @@ const (
 // subquery for both: each is evaluated once), and engine/decide/nfr
 // solves the least squares.
 const (
-	QueryHistory = `label_replace(sum by (namespace, app) (rate(http_requests_total[30s])), "series", "rate", "", "")[30m:15s]`
+	QueryHistory = `label_replace(sum by (namespace, app) (rate(http_requests_total[30s])), "series", "rate", "", "")[30m:30s]`
 	// HistoryStep is QueryHistory's step.
-	HistoryStep = 15 * time.Second
+	HistoryStep = 30 * time.Second
 	// QueryArrivals is the arrival rate now, appended to the history: a
 	// subquery's steps are aligned to multiples of its step, so its
 	// newest point can be a step old, and a burst is seen that much later.
