@@ -206,11 +206,35 @@ var (
 	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.signals.*", What: "each PromQL override parses to an instant vector or a scalar within the query bounds", Why: WhyPromQL, Example: "checks/nfr-signals.yaml"})
 )
 
-// Check: memory.min ≤ memory.max ≤ 1Ti, a pinned request ≤ limit, and each
-// PromQL override parses to an instant vector or a scalar.
+var (
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.throughput.startup", What: "a startup within (0s, 10m]: burst memory weighs 30 minutes of history with it", Why: WhySpans, Example: "checks/nfr-durations.yaml"})
+	_ = RegisterCheck(Check{Kind: "NFR", Path: "spec.safety.stepPeriod", What: "a step period within [0s, 30m], as an HPA's policy periods", Why: WhySpans, Example: "checks/nfr-durations.yaml"})
+)
+
+// Bounds of the NFR's durations that only Go checks.
+const (
+	// MaxStartup bounds throughput.startup: burst memory replays 30
+	// minutes of history, and a startup near it leaves no gap to learn.
+	MaxStartup = 10 * time.Minute
+	// MaxStepPeriod bounds safety.stepPeriod, as Kubernetes bounds an
+	// HPA's policy periods: a longer one would hold a count for that long.
+	MaxStepPeriod = 30 * time.Minute
+)
+
+// Check: memory.min ≤ memory.max ≤ 1Ti, a pinned request ≤ limit, the
+// startup and step period within their bounds, and each PromQL override
+// parses to an instant vector or a scalar.
 func (n *NFR) Check() []FieldError {
 	m := n.Spec.Memory
 	errs := quantityOrder("spec.memory.max", m.Min, m.Max)
+	if t := n.Spec.Throughput; t != nil && (t.Startup.D() <= 0 || t.Startup.D() > MaxStartup) {
+		errs = append(errs, FieldError{Path: "spec.throughput.startup", Message: fmt.Sprintf("startup %s is out of range", t.Startup.D()),
+			Expected: fmt.Sprintf("more than 0s and at most %s: burst memory weighs the last 30 minutes with it", MaxStartup)})
+	}
+	if p := n.Spec.Safety.StepPeriod.D(); p < 0 || p > MaxStepPeriod {
+		errs = append(errs, FieldError{Path: "spec.safety.stepPeriod", Message: fmt.Sprintf("stepPeriod %s is out of range", p),
+			Expected: fmt.Sprintf("between 0s and %s, as an HPA's policy periods", MaxStepPeriod)})
+	}
 	if m.Max > TiB {
 		errs = append(errs, FieldError{Path: "spec.memory.max", Message: m.Max.String() + " is out of range", Expected: "<= 1Ti"})
 	}

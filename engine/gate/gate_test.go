@@ -395,57 +395,84 @@ func TestDecreaseNeverAboveCapOrCurrent(t *testing.T) {
 }
 
 // TestStepPeriod: with a period, the step bounds the change since the
-// period began, not one apply: under watch the next apply follows the
-// last within a second, and without the period 3 → 4 → 5 went through in
-// 0.7 s. 30% of 3 is 0.9, at least 1: 3 → 4 in the period, then from the
-// new period's 4, 30% is 1.2, at least 1: 4 → 5. Down from 10: 30% is 3:
-// 10 → 7, held at 7 for the period, then 7 → 5 (30% of 7 = 2.1, floor 2).
+// period began (at its first move), not one apply: under watch the next
+// apply follows the last within a second, and without the period 3 → 4 →
+// 5 went through in 0.7 s. 30% of 3 is 0.9, at least 1: 3 → 4 in the
+// period, then from the new period's 4, 30% is 1.2, at least 1: 4 → 5.
+// Down from 10: 30% is 3: 10 → 7, held at 7 for the period, then 7 → 5
+// (30% of 7 = 2.1, floor 2).
 func TestStepPeriod(t *testing.T) {
 	type step struct {
 		at        time.Duration
 		cur, want int64
 		got       int64
 		bound     string
+		outside   bool // cur was set by someone else since the last step
 	}
-	run := func(pol Stability, steps []step) {
+	run := func(name string, pol Stability, steps []step) {
 		t.Helper()
 		var prev json.RawMessage
+		var applied *state.Applied
 		for i, s := range steps {
-			v, next := pol.Evaluate(Input{Now: t0.Add(s.at), Current: values.CountOf(s.cur), HasCurrent: true, Desired: values.CountOf(s.want)}, prev)
+			if s.outside {
+				applied = &state.Applied{Value: values.CountOf(s.cur - 1), At: t0}
+			}
+			v, next := pol.Evaluate(Input{Now: t0.Add(s.at), Current: values.CountOf(s.cur), HasCurrent: true, Desired: values.CountOf(s.want), Applied: applied}, prev)
 			prev = next
+			if v.Value.Int() != s.cur {
+				applied = &state.Applied{Value: v.Value, At: t0.Add(s.at)}
+			}
 			bound := ""
 			if len(v.Bounds) == 1 {
 				bound = v.Bounds[0].String()
 			}
 			if v.Value.Int() != s.got || bound != s.bound || v.Hold != nil {
-				t.Errorf("step %d (%s, %d → %d): %s, %q, hold %v; want %d, %q", i, s.at, s.cur, s.want, v.Value, bound, v.Hold, s.got, s.bound)
+				t.Errorf("%s, step %d (%s, %d → %d): %s, %q, hold %v; want %d, %q", name, i, s.at, s.cur, s.want, v.Value, bound, v.Hold, s.got, s.bound)
 			}
 		}
 	}
 	up := Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.3, Period: 15 * time.Second}
-	run(up, []step{
-		{0, 3, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
-		{700 * time.Millisecond, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
-		{14 * time.Second, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1"},
-		{15 * time.Second, 4, 10, 5, "bounded to +30% of 4 per 15s, at least 1"},
-		// Within the new period, an increase that fits is not bounded.
-		{16 * time.Second, 5, 5, 5, ""},
+	run("up", up, []step{
+		// Evaluations without a move open no period: the first move does.
+		{0, 3, 3, 3, "", false},
+		{10 * time.Second, 3, 10, 4, "bounded to +30% of 3 per 15s, at least 1", false},
+		{10*time.Second + 700*time.Millisecond, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1", false},
+		{24 * time.Second, 4, 10, 4, "bounded to +30% of 3 per 15s, at least 1", false},
+		{25 * time.Second, 4, 10, 5, "bounded to +30% of 4 per 15s, at least 1", false},
+		// Within the new period a move that fits is not bounded: 30% of
+		// 4 is 1.2, at least 1, so 5 still fits the period from 4.
+		{26 * time.Second, 5, 5, 5, "", false},
 	})
 	// Without a period each apply is bounded alone: the watch's 3 → 4 → 5.
-	run(Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.3}, []step{
-		{0, 3, 10, 4, "bounded to +30% of 3, at least 1"},
-		{700 * time.Millisecond, 4, 10, 5, "bounded to +30% of 4, at least 1"},
+	run("no period", Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.3}, []step{
+		{0, 3, 10, 4, "bounded to +30% of 3, at least 1", false},
+		{700 * time.Millisecond, 4, 10, 5, "bounded to +30% of 4, at least 1", false},
 	})
-	down := Stability{Key: "nfr", MaxStep: 0.3, Period: 15 * time.Second}
-	run(down, []step{
-		{0, 10, 2, 7, "bounded to -30% of 10 per 15s, at least 1"},
-		{time.Second, 7, 2, 7, "bounded to -30% of 10 per 15s, at least 1"},
-		{15 * time.Second, 7, 2, 5, "bounded to -30% of 7 per 15s, at least 1"},
+	run("down", Stability{Key: "nfr", MaxStep: 0.3, Period: 15 * time.Second}, []step{
+		{0, 10, 2, 7, "bounded to -30% of 10 per 15s, at least 1", false},
+		{time.Second, 7, 2, 7, "bounded to -30% of 10 per 15s, at least 1", false},
+		{15 * time.Second, 7, 2, 5, "bounded to -30% of 7 per 15s, at least 1", false},
+		// A clock that went back keeps the period (from 7): no extra step.
+		{14 * time.Second, 5, 2, 5, "bounded to -30% of 7 per 15s, at least 1", false},
 	})
-	// A period that began below an increase already made leaves no room,
-	// never a decrease: from 3, 30% allows 4; the value is 6 now.
-	run(up, []step{
-		{0, 3, 3, 3, ""},
-		{time.Second, 6, 10, 6, "bounded to +30% of 3 per 15s, at least 1"},
+	// The defaults' shape: 50% down, 100% and at least 4 up. A decrease
+	// 10 → 5, then a rise to 6 a second later goes to 6, not past it to
+	// the period's 10 + 4; a rise 3 → 7, then a fall to 5 lands on 5, not
+	// below it.
+	dflt := Stability{Key: "nfr", ImmediateUp: true, MaxStep: 0.5, MaxStepUp: 1, MinStepUp: 4, Period: 15 * time.Second}
+	run("never past the target", dflt, []step{
+		{0, 10, 5, 5, "", false},
+		{time.Second, 5, 6, 6, "", false},
+	})
+	run("never below the target", dflt, []step{
+		{0, 3, 9, 7, "bounded to +100% of 3 per 15s, at least 4", false},
+		{time.Second, 7, 5, 5, "", false},
+	})
+	// A value someone else set starts a new period from it: 100 → 10 is
+	// bounded to 50% of 100, not let through because the period began at
+	// 10.
+	run("set outside", dflt, []step{
+		{0, 20, 10, 10, "", false},
+		{time.Second, 100, 10, 50, "bounded to -50% of 100 per 15s, at least 1", true},
 	})
 }

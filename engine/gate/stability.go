@@ -83,15 +83,15 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	var old Window
 	decoded := prev != nil && json.Unmarshal(prev, &old) == nil
-	// The step's period: the value it began at bounds every apply in it.
-	period := Window{PeriodAt: old.PeriodAt, PeriodFrom: old.PeriodFrom}
-	if s.Period > 0 && in.HasCurrent {
-		if !decoded || period.PeriodAt.IsZero() || in.Now.Before(period.PeriodAt) || in.Now.Sub(period.PeriodAt) >= s.Period ||
-			!period.PeriodFrom.IsValid() || period.PeriodFrom.Type() != in.Current.Type() {
-			period = Window{PeriodAt: in.Now, PeriodFrom: in.Current}
-		}
-	} else {
-		period = Window{}
+	// The step's period: it begins at the first move and, while it lasts,
+	// the value it began at bounds every apply in it. It holds only while
+	// the value is what setpoint last left it: a value someone else set is
+	// where a new period starts. A clock that went back keeps it.
+	var period Window
+	if s.Period > 0 && in.HasCurrent && decoded && !old.PeriodAt.IsZero() && old.PeriodFrom.IsValid() &&
+		old.PeriodFrom.Type() == in.Current.Type() && in.Now.Sub(old.PeriodAt) < s.Period &&
+		in.Applied != nil && in.Applied.Value == in.Current {
+		period = Window{PeriodAt: old.PeriodAt, PeriodFrom: old.PeriodFrom}
 	}
 	save := func(w *Window) json.RawMessage {
 		if w == nil {
@@ -112,7 +112,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 			if step == 0 {
 				step = s.MaxStep
 			}
-			v.Value, v.Bounds = s.step(in, period, in.Desired, step)
+			v.Value, v.Bounds = s.step(in, &period, in.Desired, step)
 		}
 		// The apply ends any window: a later decrease starts a fresh one.
 		return v, save(nil)
@@ -152,7 +152,7 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 	}
 	v.Value = target
 	if in.HasCurrent {
-		v.Value, v.Bounds = s.step(in, period, target, s.MaxStep)
+		v.Value, v.Bounds = s.step(in, &period, target, s.MaxStep)
 	}
 	switch {
 	case inCooldown:
@@ -172,29 +172,41 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 }
 
 // step bounds a move from the current value to target: at most pct of the
-// current value, or, with a Period, of the value the period began at, and
-// never past the current value the wrong way (a period that began lower
-// than an increase already made leaves no room, not a decrease).
-func (s Stability) step(in Input, period Window, target values.Value, pct float64) (values.Value, []plan.Bound) {
+// current value, or, within a period (Period), of the value the period
+// began at; an increase may always move MinStepUp. The result lies between
+// the current value and target: never past target, never the wrong way (a
+// period that began lower than an increase already made leaves no room,
+// not a decrease). A move opens a period when none is open.
+func (s Stability) step(in Input, period *Window, target values.Value, pct float64) (values.Value, []plan.Bound) {
 	from := in.Current
 	if s.Period > 0 && period.PeriodFrom.IsValid() {
 		from = period.PeriodFrom
 	}
 	v := values.Step(from, target, pct)
 	up := target.Compare(in.Current) > 0
-	if up && s.MinStepUp > 0 && from.Type() == values.Count && v.Int()-from.Int() < s.MinStepUp {
+	minStep := false
+	if up && s.MinStepUp > 0 && from.Type() == values.Count && target.Compare(from) > 0 && v.Int()-from.Int() < s.MinStepUp {
 		// At least MinStepUp whatever the percentage, as the HPA's
 		// default scale-up (4 pods or 100% a period, whichever is more):
 		// from 2 pods, 30% is one.
-		v = from.WithInt(min(from.Int()+s.MinStepUp, max(target.Int(), from.Int())))
+		v, minStep = from.WithInt(min(from.Int()+s.MinStepUp, target.Int())), true
 	}
 	if up && v.Compare(in.Current) < 0 || !up && v.Compare(in.Current) > 0 {
 		v = in.Current
+	}
+	if up && v.Compare(target) > 0 || !up && v.Compare(target) < 0 {
+		v = target
+	}
+	if s.Period > 0 && period.PeriodAt.IsZero() && v != in.Current {
+		*period = Window{PeriodAt: in.Now, PeriodFrom: in.Current}
 	}
 	if v == target {
 		return v, nil
 	}
 	b := plan.Bound{Kind: plan.BoundStep, Percent: pct, Of: from, Up: up}
+	if minStep {
+		b.AtLeast = s.MinStepUp
+	}
 	if s.Period > 0 {
 		b.Period = s.Period
 	}

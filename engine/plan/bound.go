@@ -60,6 +60,8 @@ type Bound struct {
 	// Period, for a step, is the time the step bounds the change over
 	// (0: each apply alone); Of is then the value at the period's start.
 	Period time.Duration
+	// AtLeast, for a step of a count, is the least it may move (0: 1).
+	AtLeast int64
 }
 
 // String is the bound as a plan prints it.
@@ -72,7 +74,7 @@ func (b Bound) String() string {
 			if b.Up {
 				sign = "+"
 			}
-			return fmt.Sprintf("bounded to %s%s%% of %s%s, at least 1", sign, pct, b.Of, b.per())
+			return fmt.Sprintf("bounded to %s%s%% of %s%s, at least %d", sign, pct, b.Of, b.per(), max(b.AtLeast, 1))
 		}
 		return fmt.Sprintf("step bounded to %s%% of %s%s", pct, b.Of, b.per())
 	case BoundCap:
@@ -102,6 +104,7 @@ type boundJSON struct {
 	Field   string        `json:"field,omitempty"`
 	Manager string        `json:"manager,omitempty"`
 	Period  string        `json:"period,omitempty"`
+	AtLeast int64         `json:"atLeast,omitempty"`
 	Text    string        `json:"text"`
 }
 
@@ -114,7 +117,7 @@ func optional(v values.Value) *values.Value {
 
 // MarshalJSON writes the bound's numbers and its text.
 func (b Bound) MarshalJSON() ([]byte, error) {
-	j := boundJSON{Kind: b.Kind, Percent: b.Percent, Of: optional(b.Of), Up: b.Up, Cap: optional(b.Cap), Field: b.Field, Manager: b.Manager, Text: b.String()}
+	j := boundJSON{Kind: b.Kind, Percent: b.Percent, Of: optional(b.Of), Up: b.Up, Cap: optional(b.Cap), Field: b.Field, Manager: b.Manager, AtLeast: b.AtLeast, Text: b.String()}
 	if b.Period > 0 {
 		j.Period = b.Period.String()
 	}
@@ -127,7 +130,7 @@ func (b *Bound) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return err
 	}
-	*b = Bound{Kind: j.Kind, Percent: j.Percent, Up: j.Up, Field: j.Field, Manager: j.Manager}
+	*b = Bound{Kind: j.Kind, Percent: j.Percent, Up: j.Up, Field: j.Field, Manager: j.Manager, AtLeast: j.AtLeast}
 	if j.Period != "" {
 		d, err := time.ParseDuration(j.Period)
 		if err != nil || d < 0 {

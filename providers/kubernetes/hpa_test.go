@@ -313,7 +313,7 @@ func TestHPATargetCPUWithoutCPUMetric(t *testing.T) {
 `)
 	p := newProvider(t, env.Config())
 	for name, why := range map[string]string{
-		"mem": "has no cpu Resource metric with a Utilization target (its metrics: Resource memory, Resource cpu): setpoint changes the target of the user's CPU metric, it does not add a metric",
+		"mem": "has no cpu Resource metric with a Utilization target (its metrics: \"Resource memory\", \"Resource cpu\"): setpoint changes the target of the user's CPU metric, it does not add a metric",
 		"two": "has 2 cpu Resource metrics with a Utilization target",
 	} {
 		h := addr(KindHPA, ns, name)
@@ -416,21 +416,22 @@ func TestHPAScaleDownWindow(t *testing.T) {
 	}
 	check("after a later minReplicas change", 120, HandbackManager)
 
-	// An HPA with no behavior has no window to read.
+	// An HPA with no behavior waits 300 s, and its window reads so, with
+	// no manager: the user's value an NFR records and may put back.
 	userHPA(t, env, ns, "plain", "")
-	// Nor one whose behavior leaves it out (Kubernetes' defaults fill in
-	// the policies, not the window).
+	// So does one whose behavior leaves it out (Kubernetes' defaults fill
+	// in the policies, not the window).
 	userHPA(t, env, ns, "up", "  behavior: {scaleUp: {stabilizationWindowSeconds: 0}}\n")
-	if o := read(t, p, addr(KindHPA, ns, "up")); o.Attributes[AttrScaleDownWindow].IsValid() {
-		t.Fatalf("a window read from an HPA whose behavior has none: %v", o.Attributes)
+	if o := read(t, p, addr(KindHPA, ns, "up")); o.Attributes[AttrScaleDownWindow] != values.CountOf(300) || o.Managers[AttrScaleDownWindow] != "" {
+		t.Fatalf("the window of an HPA whose behavior has none: %v %v", o.Attributes, o.Managers)
 	}
 	plain := addr(KindHPA, ns, "plain")
-	if o := read(t, p, plain); o.Attributes[AttrScaleDownWindow].IsValid() {
-		t.Fatalf("a window read from an HPA without one: %v", o.Attributes)
+	if o := read(t, p, plain); o.Attributes[AttrScaleDownWindow] != values.CountOf(300) || o.Managers[AttrScaleDownWindow] != "" {
+		t.Fatalf("the window of an HPA without one: %v %v", o.Attributes, o.Managers)
 	}
 	// Written, the window is setpoint's alone (the API server fills the
-	// rest of the behavior with Kubernetes' defaults, owned by nobody);
-	// there is no user value to restore, and a release keeps setpoint's.
+	// rest of the behavior with Kubernetes' defaults, owned by nobody); a
+	// release keeps setpoint's value, a restore writes the 300 read.
 	if res := apply(t, p, providers.ObjectChange{Address: plain, Attributes: map[addrs.Path]values.Value{AttrScaleDownWindow: values.CountOf(900)}, Changed: []addrs.Path{AttrScaleDownWindow}}); res.Err != "" {
 		t.Fatal(res.Err)
 	}

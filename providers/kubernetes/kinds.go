@@ -97,6 +97,10 @@ type attr struct {
 	readOnly bool
 	// upTo, when above 0, is the largest value the API server accepts.
 	upTo int64
+	// unset, when valid, is what the field means when it is absent (the
+	// controller's own default), read as its value so that the user's
+	// value recorded at adoption can be put back.
+	unset values.Value
 	desc string
 }
 
@@ -136,8 +140,8 @@ var kinds = map[string]*kind{
 			{path: AttrMaxReplicas, typ: values.Count, enc: encInt, desc: "at least minReplicas"},
 			{path: AttrTargetCPU, typ: values.Count, enc: encCPUTarget, desc: "CPU utilisation target in percent of requests: the HPA's one cpu Utilization metric " +
 				"(absent with none, or two); written into its metrics list with the other metrics kept, so setpoint owns the list; never adds a metric"},
-			{path: AttrScaleDownWindow, typ: values.Count, enc: encInt, upTo: 3600, desc: "scale-down stabilization window in seconds, 0 to 3600 " +
-				"(absent when unset: the HPA then waits 300); the scale-down policies stay the user's"},
+			{path: AttrScaleDownWindow, typ: values.Count, enc: encInt, upTo: 3600, unset: values.CountOf(300), desc: "scale-down stabilization window in seconds, 0 to 3600 " +
+				"(read as 300, what the HPA waits, when unset); the scale-down policies stay the user's"},
 			{path: AttrCurrentReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas at the last sync"},
 			{path: AttrDesiredReplicas, typ: values.Count, enc: encInt, readOnly: true, desc: "replicas the last sync asked for"},
 			// What it scales, by which setpoint finds a workload's HPA
@@ -221,6 +225,9 @@ func (a attr) decode(obj map[string]any) (values.Value, bool, error) {
 	}
 	raw, ok := get(obj, a.path)
 	if !ok || raw == nil {
+		if a.unset.IsValid() {
+			return a.unset, true, nil
+		}
 		return values.Value{}, false, nil
 	}
 	switch a.enc {
@@ -408,7 +415,9 @@ func metricNames(l []any) string {
 				break
 			}
 		}
-		out = append(out, strings.TrimSpace(typ+" "+name))
+		// Both come from the cluster: quoted, so a name cannot pass for
+		// the message around it.
+		out = append(out, strconv.Quote(diag.Cut(strings.TrimSpace(typ+" "+name), maxQuoted)))
 	}
 	if len(out) == 0 {
 		return "none"

@@ -334,6 +334,7 @@ func (wl *workload) createHPA(c providers.ObjectChange) *object {
 	manager := c.Manager
 	wl.hpa = wl.newObject(KindHPA, func(addrs.Path) string { return manager })
 	wl.hpa.createdBy = manager
+	wl.hpa.attrs[AttrScaleDownWindow] = values.CountOf(defaultScaleDownWindow)
 	wl.deploy.managers[AttrReplicas] = HPAManager
 	// The HPA's first sync sees only what arrived since it was created.
 	wl.syncServed, wl.syncArrived, wl.syncSecs, wl.hpaRecs = 0, 0, 0, nil

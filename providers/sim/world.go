@@ -507,6 +507,9 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 			wl.hpa = wl.newObject(KindHPA, managers)
 			wl.hpa.attrs[AttrMinReplicas] = count(c.HPA.Min)
 			wl.hpa.attrs[AttrMaxReplicas] = count(c.HPA.Max)
+			// Unset, an HPA waits 300 s before scaling down; the world
+			// reads it so, as the kubernetes provider does.
+			wl.hpa.attrs[AttrScaleDownWindow] = count(defaultScaleDownWindow)
 			if c.HPA.TargetCPU != nil {
 				wl.hpa.attrs[AttrTargetCPU] = count(int(math.Round(float64(*c.HPA.TargetCPU) * 100)))
 			}
@@ -700,6 +703,10 @@ func (wl *workload) autoscale(s int, arrivals int) {
 	}
 }
 
+// defaultScaleDownWindow is how long an HPA keeps its highest
+// recommendation before scaling down when its behavior does not say.
+const defaultScaleDownWindow = 300
+
 // hpaSync is the Kubernetes HPA algorithm on CPU utilisation of requests or
 // on requests per second per pod: a 10% tolerance, scale-up limited to
 // max(+4 pods, ×2) per sync, scale-down stabilised over its window (300 s
@@ -734,7 +741,7 @@ func (wl *workload) hpaSync(s int) {
 	wl.hpaRecs = append(wl.hpaRecs, rec{s, desired})
 	kept := wl.hpaRecs[:0]
 	stab := desired
-	window := 300
+	window := defaultScaleDownWindow
 	if w, ok := wl.hpa.attrs[AttrScaleDownWindow]; ok && w.Type() == values.Count {
 		window = int(min(max(w.Int(), 0), 3600))
 	}

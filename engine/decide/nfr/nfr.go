@@ -255,6 +255,9 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		// Able to serve minRPS at the most utilisation the model ever
 		// sizes for: with no tail promised, no more headroom than that.
 		perPod := float64(s.CPUPerPod) / cost.PerRequest
+		if !(perPod > 0) || math.IsInf(perPod, 0) {
+			return SLORec{Replicas: 1, Down: 1, Why: fmt.Sprintf("no CPU measured per request (%s): 1 pod serves minRPS %s req/s; no latency target: its autoscaler follows the load above it", cost.Why, num(s.Throughput.MinRPS))}, true
+		}
 		n := replicasOf(s.Throughput.MinRPS/(MaxUtilisation*perPod), 1)
 		return SLORec{Replicas: n, Down: n, Why: fmt.Sprintf("ceil(minRPS %s req/s ÷ (ρ %.2f × %s req/s a pod)) = %d; a pod: %dm ÷ %s; no latency target: its autoscaler follows the load above minRPS",
 			num(s.Throughput.MinRPS), MaxUtilisation, num(round1(perPod)), n, s.CPUPerPod, cost.Why)}, true
@@ -334,6 +337,9 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		}
 	}
 	b.WriteString(memory)
+	if len(sig.History) == 0 && sig.Peak == nil {
+		fmt.Fprintf(&b, "; rate history %s: sized on the minute's mean, no burst memory", missing(sig, "history"))
+	}
 	rec := SLORec{Replicas: z.Replicas, Down: z.Replicas, Why: b.String()}
 	if tol := float64(s.Safety.Tolerance); tol > 0 {
 		// The headroom is on the minute's mean rate, not on what burst

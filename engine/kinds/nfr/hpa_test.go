@@ -162,3 +162,114 @@ func TestHPAFoundByScaleTargetRef(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoscalerOwnership: what an NFR writes of an HPA it found beside
+// minReplicas, by autoscaler.owns and the replicas mode. Owning the count,
+// it writes the CPU target — 100 req/s at 400m is 4m a request, a pod
+// 125 req/s, M/M/5 at 40 ms within 250 ms runs at 0.8097: 81% — and the
+// scale-down window, the stability's 60 s (held by the stability window on
+// a first plan, as any NFR change; by observe, under observe). Back to the floor, it puts back the user's values it recorded
+// (70%, 300 s): at once under enforce, held under observe, at once when
+// replicas enforcement is off (as every dimension turned off).
+func TestAutoscalerOwnership(t *testing.T) {
+	own, ownObj := hpa("checkout", "checkout")
+	ownObj.Attributes[workload.TargetCPU] = values.CountOf(85)
+	ownObj.Attributes[workload.ScaleDownWindow] = values.CountOf(60)
+	_, userObj := hpa("checkout", "checkout")
+	userObj.Attributes[workload.TargetCPU] = values.CountOf(70)
+	userObj.Attributes[workload.ScaleDownWindow] = values.CountOf(300)
+	target := addrs.Attr{Object: own, Path: workload.TargetCPU}
+	window := addrs.Attr{Object: own, Path: workload.ScaleDownWindow}
+	written := func() *state.State {
+		st := state.New()
+		at := time.Date(2026, 3, 10, 8, 0, 0, 0, time.UTC)
+		for a, user := range map[addrs.Attr]int64{target: 70, window: 300} {
+			u := values.CountOf(user)
+			e := st.Entry(a)
+			e.User = &u
+			e.Applied = &state.Applied{Value: ownObj.Attributes[a.Path], At: at, By: []string{"NFR/shop/checkout"}}
+		}
+		return st
+	}
+	slo := "  policy: slo\n  latency: {p99: 250ms, serviceTime: 40ms}\n"
+	for _, c := range []struct {
+		name, extra string
+		obj         providers.Object
+		st          *state.State
+		// what each of the two attributes does: "" nothing, "change
+		// N" applied now, "held N (why)".
+		target, window string
+	}{
+		{"count, enforce", "  autoscaler: {owns: count}\n", userObj, state.New(), "held 81 (stable", "held 60 (stable"},
+		{"count, observe", "  autoscaler: {owns: count}\n", userObj, state.New(), "held 81 (observe", "held 60 (observe"},
+		{"floor, enforce, written before", "", ownObj, written(), "change 70", "change 300"},
+		{"floor, observe, written before", "", ownObj, written(), "held 70 (observe", "held 300 (observe"},
+		{"floor, off, written before", "", ownObj, written(), "change 70", "change 300"},
+		{"floor, nothing written", "", userObj, state.New(), "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			extra := slo + c.extra
+			mode := "enforce"
+			switch {
+			case strings.Contains(c.name, "observe"):
+				mode = "observe"
+			case strings.Contains(c.name, "off"):
+				mode = "off"
+			}
+			p := planNFRWith(t, world{checkout: deployment(), own: c.obj}, extra, mode, c.st)
+			for _, a := range []struct {
+				attr addrs.Attr
+				want string
+			}{{target, c.target}, {window, c.window}} {
+				got := ""
+				for _, ch := range p.Changes {
+					if ch.Address == a.attr.Object && ch.Attribute == a.attr.Path {
+						got = "change " + ch.To
+					}
+				}
+				for _, h := range p.Held {
+					if h.Address == a.attr.Object && h.Attribute == a.attr.Path {
+						got = "held " + h.To + " (" + h.Held.String()
+					}
+				}
+				if a.want == "" && got != "" || a.want != "" && !strings.HasPrefix(got, a.want) {
+					t.Errorf("%s: %q, want %q", a.attr.Path, got, a.want)
+				}
+			}
+		})
+	}
+}
+
+// planNFRWith is planNFR with the replicas mode and the state given.
+func planNFRWith(t *testing.T, w world, extra, replicas string, st *state.State) *plan.Plan {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: t}\nspec:\n  providers: [{name: k8s, config: {}}]\n",
+		"nfr.yaml": `apiVersion: setpoint.dev/v1alpha1
+kind: NFR
+metadata: {name: checkout, namespace: shop}
+spec:
+  target: {kind: Deployment, name: checkout}
+  throughput: {minRPS: 400}
+  cpuPerPod: 500m
+  signals: {rps: "vector(100)", cpu: "vector(400)", p99: "vector(0.1)"}
+  enforcement: {replicas: ` + replicas + `, memory: off}
+` + extra,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := load.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.LoadDir(dir)
+	if len(r.Diags) > 0 {
+		t.Fatalf("specs: %v", r.Diags)
+	}
+	e := &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"k8s": w}, Signals: embedded.NewSource(embedded.NewStore(time.Hour))}
+	return e.Plan(context.Background(), time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC), st, nil)
+}

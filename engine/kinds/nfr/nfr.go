@@ -348,8 +348,20 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// restores hands back what this NFR wrote in each dimension turned off.
+// restores hands back what this NFR wrote in each dimension turned off,
+// and the HPA's target and window once it owns only the floor again.
 func restores(n *spec.NFR, objs []providers.Object, st *state.State) []intent.Intent {
+	out := restoresOff(n, objs, st)
+	for i, it := range out {
+		if it.Dimension == nfr.Autoscaler && n.Spec.Enforcement.Replicas != spec.ModeOff {
+			out[i].Rationale = fmt.Sprintf("autoscaler.owns is %q: restoring the user's value %s", spec.OwnsFloor, it.Value)
+			out[i].SourcePos = n.Src.PosOf("spec.autoscaler")
+		}
+	}
+	return out
+}
+
+func restoresOff(n *spec.NFR, objs []providers.Object, st *state.State) []intent.Intent {
 	return engine.Restores(n.ID(), n.Src.PosOf("spec.enforcement"), objs, st, func(attr addrs.Path) (intent.Dimension, bool) {
 		dim := nfr.Dimension(attr)
 		mode := n.Spec.Enforcement.Replicas
@@ -378,9 +390,15 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 	}
 	// An off dimension has only restores: they go through at once, in one
 	// step, unless the target is paused.
-	if (d == nfr.Replicas && s.Enforcement.Replicas == spec.ModeOff) || (d == nfr.Memory && s.Enforcement.Memory == spec.ModeOff) ||
-		(d == nfr.Autoscaler && (s.Enforcement.Replicas == spec.ModeOff || !s.OwnsCount())) {
+	if (d == nfr.Replicas || d == nfr.Autoscaler) && s.Enforcement.Replicas == spec.ModeOff || (d == nfr.Memory && s.Enforcement.Memory == spec.ModeOff) {
 		r.Mode = spec.ModeEnforce
+		return r
+	}
+	if d == nfr.Autoscaler && !s.OwnsCount() {
+		// Owning only the floor again: the target and window go back to
+		// the user's values in one step, as the replicas mode says (an
+		// observed restore is shown, not made).
+		r.Mode = s.Enforcement.Replicas
 		return r
 	}
 	pol := gate.Stability{Key: "nfr", Stability: s.Safety.Stability.D(), Tolerance: float64(s.Safety.Tolerance), Cooldown: s.Safety.Cooldown.D()}
