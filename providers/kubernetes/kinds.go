@@ -101,7 +101,7 @@ type attr struct {
 	// controller's own default), read as its value so that the user's
 	// value recorded at adoption can be put back.
 	unset values.Value
-	desc string
+	desc  string
 }
 
 // kind is one kind this provider serves: where it lives in the API.
