@@ -75,7 +75,7 @@ spec:
 // oldSafety are the step and band these tests were written for, before
 // the defaults were chosen from make bench-control: a step of 30% (of 2
 // pods, one) whichever the direction, no minimum, no period.
-const oldSafety = "tolerance: 10%, maxReplicaStep: 30%, maxReplicaStepUp: 30%, minReplicaStepUp: 1, stepPeriod: 0s"
+const oldSafety = "tolerance: 10%, cooldown: 2m, maxReplicaStep: 30%, maxReplicaStepUp: 30%, minReplicaStepUp: 1, stepPeriod: 0s"
 
 func at(p *sim.Provider, d time.Duration) time.Time { return p.World.Start().Add(d) }
 

@@ -476,3 +476,33 @@ func TestStepPeriod(t *testing.T) {
 		{time.Second, 100, 10, 50, "bounded to -50% of 100 per 15s, at least 1", true},
 	})
 }
+
+// TestNoCooldownAfterUp: after an increase, a decrease is not held by the
+// cooldown when NoCooldownAfterUp says so (burst memory decides how long
+// an increase's pods stay); after a decrease the cooldown holds the next.
+func TestNoCooldownAfterUp(t *testing.T) {
+	pol := Stability{Key: "nfr", ImmediateUp: true, Cooldown: 2 * time.Minute, MaxStep: 2, NoCooldownAfterUp: true}
+	var prev json.RawMessage
+	eval := func(at time.Duration, cur, want int64, applied *state.Applied) Verdict {
+		v, next := pol.Evaluate(Input{Now: t0.Add(at), Current: values.CountOf(cur), HasCurrent: true, Desired: values.CountOf(want), Applied: applied}, prev)
+		prev = next
+		return v
+	}
+	// 3 → 8, applied at 0; a decrease to 4 a minute later goes through.
+	if v := eval(0, 3, 8, nil); v.Value.Int() != 8 || v.Hold != nil {
+		t.Fatalf("up: %+v", v)
+	}
+	if v := eval(time.Minute, 8, 4, &state.Applied{Value: values.CountOf(8), At: t0}); v.Value.Int() != 4 || v.Hold != nil {
+		t.Fatalf("down after up: %+v", v)
+	}
+	// 8 → 4 applied at 1m; another decrease at 2m is in its cooldown.
+	if v := eval(2*time.Minute, 4, 2, &state.Applied{Value: values.CountOf(4), At: t0.Add(time.Minute)}); v.Hold == nil || v.Hold.Kind != plan.HoldCooldown {
+		t.Fatalf("down after down: %+v", v)
+	}
+	// Without the option, the cooldown holds a decrease after an increase.
+	pol.NoCooldownAfterUp, prev = false, nil
+	eval(0, 3, 8, nil)
+	if v := eval(time.Minute, 8, 4, &state.Applied{Value: values.CountOf(8), At: t0}); v.Hold == nil || v.Hold.Kind != plan.HoldCooldown {
+		t.Fatalf("down after up, cooldown kept: %+v", v)
+	}
+}

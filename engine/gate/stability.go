@@ -39,6 +39,9 @@ type Stability struct {
 	// MinStepUp is the least an increase of a count may move in a step,
 	// whatever MaxStepUp's percentage gives (0: none).
 	MinStepUp int64
+	// NoCooldownAfterUp lets a decrease follow an increase without the
+	// cooldown (what follows an increase is the burst memory's to say).
+	NoCooldownAfterUp bool
 	// Period, when positive, makes the step bound hold over a period as
 	// well as over one apply, as the HPA's scaling policies do: within a
 	// Period of its start the value moves at most the step from where the
@@ -59,6 +62,8 @@ type Window struct {
 	// then (Period).
 	PeriodAt   time.Time    `json:"periodAt,omitzero"`
 	PeriodFrom values.Value `json:"periodFrom,omitzero"`
+	// LastUp says the last move the policy let through was an increase.
+	LastUp bool `json:"lastUp,omitzero"`
 }
 
 // Name is the state key.
@@ -93,14 +98,15 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		in.Applied != nil && in.Applied.Value == in.Current {
 		period = Window{PeriodAt: old.PeriodAt, PeriodFrom: old.PeriodFrom}
 	}
+	lastUp := decoded && old.LastUp
 	save := func(w *Window) json.RawMessage {
 		if w == nil {
-			if period.PeriodAt.IsZero() {
+			if period.PeriodAt.IsZero() && !lastUp {
 				return nil
 			}
 			w = &Window{}
 		}
-		w.PeriodAt, w.PeriodFrom = period.PeriodAt, period.PeriodFrom
+		w.PeriodAt, w.PeriodFrom, w.LastUp = period.PeriodAt, period.PeriodFrom, lastUp
 		b, _ := json.Marshal(w)
 		return b
 	}
@@ -114,12 +120,15 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 			}
 			v.Value, v.Bounds = s.step(in, &period, in.Desired, step)
 		}
+		if in.HasCurrent && v.Value != in.Current {
+			lastUp = true
+		}
 		// The apply ends any window: a later decrease starts a fresh one.
 		return v, save(nil)
 	}
 	inCooldown := false
 	var since time.Duration
-	if in.Applied != nil && s.Cooldown > 0 {
+	if in.Applied != nil && s.Cooldown > 0 && !(s.NoCooldownAfterUp && lastUp) {
 		if since = in.Now.Sub(in.Applied.At); since < s.Cooldown {
 			inCooldown = true
 		}
@@ -167,6 +176,9 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		// The window ran its course and its highest is where things are:
 		// start over from now, so the high it saw ages out.
 		w = &Window{OpenedAt: in.Now, Anchor: wanted, High: in.Desired}
+	}
+	if v.Hold == nil && in.HasCurrent && v.Value.Compare(in.Current) < 0 {
+		lastUp = false
 	}
 	return v, save(w)
 }

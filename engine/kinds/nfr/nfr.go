@@ -414,6 +414,7 @@ func (nfrDecider) Rules(doc spec.Document, reads []addrs.Object, d intent.Dimens
 		// An increase of replicas is needed to meet the targets now.
 		pol.ImmediateUp = s.Safety.ScaleUp != "stable"
 		pol.MinStepUp = int64(s.Safety.MinReplicaStepUp)
+		pol.NoCooldownAfterUp = true
 		if s.Safety.MaxReplicaStepUp != nil {
 			pol.MaxStepUp = float64(*s.Safety.MaxReplicaStepUp)
 		}
