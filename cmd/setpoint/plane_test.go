@@ -179,7 +179,8 @@ var planeScenarios = []planeScenario{
 		lower := strings.Replace(webNFR, "minRPS: 1200", "minRPS: 400", 1) + "  safety: {stability: 0s, cooldown: 0s}\n"
 		out, errOut, code = c.apply(t, lower)
 		if code != 0 || !strings.Contains(out, "spec.minReplicas: 3 → 2") || strings.Contains(out, "spec.replicas") {
-			t.Fatalf("apply lowering the floor: want minReplicas 3 → 2 and nothing else; exit %d\n%s\n%s", code, out, errOut)
+			pj, _, _ := c.run(t, lower, "plan", "--read-only", "--json")
+			t.Fatalf("apply lowering the floor: want minReplicas 3 → 2 and nothing else; exit %d\n%s\n%s\nthe plan now:\n%s", code, out, errOut, pj)
 		}
 		waitDeployment(t, c.p, c.ns, "web", 2)
 		d, err := cs.AppsV1().Deployments(c.ns).Get(ctx, "web", metav1.GetOptions{})

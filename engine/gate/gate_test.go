@@ -506,3 +506,16 @@ func TestNoCooldownAfterUp(t *testing.T) {
 		t.Fatalf("down after up, cooldown kept: %+v", v)
 	}
 }
+
+// TestNoStabilityNoHigh: with no stability window, a decrease is not held
+// at the high of a window a plan made earlier (3 seen, then 2 wanted
+// within the tolerance's ±1): it goes to 2.
+func TestNoStabilityNoHigh(t *testing.T) {
+	pol := Stability{Key: "nfr", Tolerance: 0.05, MaxStep: 1}
+	applied := &state.Applied{Value: values.CountOf(3), At: t0}
+	_, prev := pol.Evaluate(Input{Now: t0.Add(time.Minute), Current: values.CountOf(3), HasCurrent: true, Desired: values.CountOf(3), Applied: applied}, nil)
+	v, _ := pol.Evaluate(Input{Now: t0.Add(2 * time.Minute), Current: values.CountOf(3), HasCurrent: true, Desired: values.CountOf(2), Applied: applied}, prev)
+	if v.Value.Int() != 2 || v.Hold != nil {
+		t.Fatalf("%+v, want 2 at once", v)
+	}
+}

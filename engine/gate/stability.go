@@ -150,9 +150,11 @@ func (s Stability) Evaluate(in Input, prev json.RawMessage) (Verdict, json.RawMe
 		}
 	}
 	target := in.Desired
-	if !up && w != nil && w.High.Type() == in.Desired.Type() && w.High.Compare(in.Desired) > 0 {
+	if !up && w != nil && s.Stability > 0 && w.High.Type() == in.Desired.Type() && w.High.Compare(in.Desired) > 0 {
 		// A decrease goes only as far as the highest recommendation of
-		// the window (never above the cap the desired value carries).
+		// the window (never above the cap the desired value carries). With
+		// no stability there is no window to have seen anything: a high
+		// kept from one would hold every decrease within its tolerance.
 		target = w.High
 		if in.HasCurrent && target.Compare(in.Current) > 0 {
 			// A decrease never turns into an increase.
