@@ -205,38 +205,52 @@ func TestSLODecisionHistory(t *testing.T) {
 }
 
 // TestRising: the last minute's mean against the minute before's (four
-// 15 s points each), over the tolerance.
+// 15 s points each), over the tolerance, and the rate two minutes on.
 func TestRising(t *testing.T) {
 	r := func(a, b float64) []float64 {
 		return []float64{50, a, a, a, a, b, b, b, b}
 	}
 	for _, c := range []struct {
-		rates []float64
-		tol   float64
-		want  string
+		rates     []float64
+		tol       float64
+		projected float64
+		want      string
 	}{
-		{r(100, 106), 0.05, "the rate rose 6% in a minute (100 → 106 req/s)"},
-		{r(100, 105), 0.05, ""}, // exactly the tolerance: not over it
-		{r(100, 90), 0.05, ""},
-		{r(0, 10), 0.05, ""},                    // from nothing: no ratio to judge
-		{[]float64{1, 1, 1, 1, 9, 9, 9}, 0, ""}, // fewer than two minutes
+		// 106 + 2 × (106 − 100) = 118.
+		{r(100, 106), 0.05, 118, "the rate rose 6% in a minute (100 → 106 req/s)"},
+		{r(100, 105), 0.05, 0, ""}, // exactly the tolerance: not over it
+		{r(100, 90), 0.05, 0, ""},
+		{r(0, 10), 0.05, 0, ""},                    // from nothing: no ratio to judge
+		{[]float64{1, 1, 1, 1, 9, 9, 9}, 0, 0, ""}, // fewer than two minutes
 	} {
-		if got := rising(c.rates, 15*time.Second, c.tol); got != c.want {
-			t.Errorf("rising(%v, %v) = %q, want %q", c.rates, c.tol, got, c.want)
+		if p, got := rising(c.rates, 15*time.Second, c.tol); p != c.projected || got != c.want {
+			t.Errorf("rising(%v, %v) = %v, %q; want %v, %q", c.rates, c.tol, p, got, c.projected, c.want)
 		}
 	}
-	// A decrease on a rising rate is not made: TestWayDown's 7 with a
-	// history whose last minute is 20% above the one before.
+	// A decrease on a rising rate lands no lower than the count the rate
+	// two minutes on would need: from 7, with the last minute 20% above the
+	// one before (250 → 300 req/s, 400 two minutes on), 400 × 1.05 = 420
+	// req/s ÷ 101.2 a pod = 4.15: 5, where the mean 330 × 1.05 alone
+	// would have asked ceil(3.42) = 4. At a count of 5 or below, nothing
+	// is lowered.
 	st := spec.Duration(40 * time.Millisecond)
 	n := nfrSpec("Deployment")
 	n.Spec.Policy, n.Spec.Throughput.Floor, n.Spec.Latency.ServiceTime = spec.PolicySLO, 0.5, &st
 	n.Spec.Safety.Tolerance, n.Spec.Enforcement.Memory = 0.05, spec.ModeOff
 	sig := Signals{RPS: f(330), CPUMilli: f(1440), P99: f(0.2), Fit: &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}, FitOK: true,
 		History: []float64{250, 250, 250, 250, 300, 300, 300, 300}, HistoryStep: 15 * time.Second}
-	h := object("HorizontalPodAutoscaler", true, map[addrs.Path]string{AttrMinReplicas: "7"})
-	out := Decide(Input{Spec: n, Target: object("Deployment", true, nil), HPA: h, Signals: sig})
-	if len(out.Intents) != 1 || out.Intents[0].Value.Int() != 7 || !strings.Contains(out.Intents[0].Rationale, "the rate rose 20% in a minute (250 → 300 req/s): 7 kept") {
-		t.Errorf("a rising rate: %+v", out.Intents)
+	for _, c := range []struct {
+		cur, want string
+		why       string
+	}{
+		{"7", "5", "; down to 5 only: the rate rose 20% in a minute (250 → 300 req/s): 5 for 400 req/s"},
+		{"5", "5", "; 4 would do now, but the rate rose 20% in a minute (250 → 300 req/s): 5 for 400 req/s: 5 kept"},
+	} {
+		h := object("HorizontalPodAutoscaler", true, map[addrs.Path]string{AttrMinReplicas: c.cur})
+		out := Decide(Input{Spec: n, Target: object("Deployment", true, nil), HPA: h, Signals: sig})
+		if len(out.Intents) != 1 || out.Intents[0].Value.String() != c.want || !strings.HasSuffix(out.Intents[0].Rationale, c.why) {
+			t.Errorf("a rising rate from %s: %+v, want %s ending %q", c.cur, out.Intents, c.want, c.why)
+		}
 	}
 }
 

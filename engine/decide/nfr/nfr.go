@@ -192,8 +192,9 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 type SLORec struct {
 	Replicas, Down, TargetCPU int64
 	Why                       string
-	// Rising says why no decrease is made now: the rate rose over the
-	// last minutes by more than the tolerance ("" when it did not).
+	// Rising says why Down is higher than the headroom alone makes it:
+	// the rate rose over the last minutes by more than the tolerance (""
+	// when it did not, or that changes nothing).
 	Rising string
 }
 
@@ -350,7 +351,15 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		zNow := SizeForSLO(headroom, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
 		rec.Down = max(z.Replicas, replicasOf(zNow.Raw, z.Feedback))
 	}
-	rec.Rising = rising(sig.History, sig.HistoryStep, float64(s.Safety.Tolerance))
+	if projected, why := rising(sig.History, sig.HistoryStep, float64(s.Safety.Tolerance)); projected > 0 {
+		// A decrease made on a rising rate is undone within minutes, with
+		// a cold pod between: it lands no lower than the count the rate
+		// would need if it went on rising as it did, for as long again.
+		zr := SizeForSLO(projected*(1+float64(s.Safety.Tolerance)), cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+		if n := replicasOf(zr.Raw, z.Feedback); n > rec.Down {
+			rec.Down, rec.Rising = n, fmt.Sprintf("%s: %d for %s req/s", why, n, num(round1(projected)))
+		}
+	}
 	if z.Feasible && target > 0 && z.ServiceTime > 0 && z.PerPod > 0 {
 		// The HPA measures CPU per pod against its request: the sized
 		// utilisation plus each pod's share of the idle CPU.
@@ -432,12 +441,15 @@ func replicas(in Input, out *Output) {
 		// and not at all while that headroom needs what runs now, nor
 		// while the rate is rising.
 		switch {
-		case slo.Rising != "":
+		case slo.Down >= cur && slo.Rising != "":
 			it.Value = values.CountOf(cur)
 			it.Rationale += fmt.Sprintf("; %d would do now, but %s: %d kept", rec, slo.Rising, cur)
 		case slo.Down >= cur:
 			it.Value = values.CountOf(cur)
 			it.Rationale += fmt.Sprintf("; %d would be within the %s%% band: %d kept", rec, shortNum(100*float64(s.Safety.Tolerance)), cur)
+		case slo.Down > rec && slo.Rising != "":
+			it.Value = values.CountOf(slo.Down)
+			it.Rationale += fmt.Sprintf("; down to %d only: %s", slo.Down, slo.Rising)
 		case slo.Down > rec:
 			it.Value = values.CountOf(slo.Down)
 			it.Rationale += fmt.Sprintf("; down to %d, the count with %s%% headroom on the rate", slo.Down, shortNum(100*float64(s.Safety.Tolerance)))
@@ -457,18 +469,18 @@ func replicas(in Input, out *Output) {
 // against that of its first.
 const risingOver = 2 * time.Minute
 
-// rising says, in words, whether the mean rate of the last minute of
-// rates (sampled every step) is above that of the minute before it by
-// more than tol; "" when it is not, or the history is too short to say. A
-// decrease made on a rising rate is undone within minutes, with a cold
-// pod in between.
-func rising(rates []float64, step time.Duration, tol float64) string {
+// rising is, when the mean rate of the last minute of rates (sampled
+// every step) is above that of the minute before it by more than tol, the
+// rate two minutes on if it went on rising as it did (a minute to see a
+// rise, a minute to start pods for it), and the rise in words; 0 when it
+// is not rising so, or the history is too short to say.
+func rising(rates []float64, step time.Duration, tol float64) (float64, string) {
 	if step <= 0 || !(tol >= 0) {
-		return ""
+		return 0, ""
 	}
 	half := int(risingOver / 2 / step)
 	if half < 1 || len(rates) < 2*half {
-		return ""
+		return 0, ""
 	}
 	mean := func(v []float64) float64 {
 		var s float64
@@ -479,10 +491,10 @@ func rising(rates []float64, step time.Duration, tol float64) string {
 	}
 	last := mean(rates[len(rates)-half:])
 	before := mean(rates[len(rates)-2*half : len(rates)-half])
-	if !(before > 0) || !(last > before*(1+tol)) {
-		return ""
+	if !(before > 0) || !(last > before*(1+tol)) || math.IsInf(last, 0) {
+		return 0, ""
 	}
-	return fmt.Sprintf("the rate rose %s%% in a minute (%s → %s req/s)", num(round1(100*(last/before-1))), num(round1(before)), num(round1(last)))
+	return last + 2*(last-before), fmt.Sprintf("the rate rose %s%% in a minute (%s → %s req/s)", num(round1(100*(last/before-1))), num(round1(before)), num(round1(last)))
 }
 
 // currentCount is the count attr holds now.
