@@ -12,26 +12,29 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/values"
 )
 
+// rep is k copies of v, and cat the rates given one after another.
+func rep(v float64, k int) []float64 {
+	out := make([]float64, k)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func cat(parts ...[]float64) []float64 {
+	var out []float64
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 // TestBurstMemory: hand-computed memories. A pod serves 100 req/s as sized
 // and 125 at full CPU, so 100 req/s needs 1 pod and 500 needs 5; steps are
 // 15 s, the startup 15 s, and 1% of requests may be late.
 func TestBurstMemory(t *testing.T) {
 	in := func(rates ...float64) BurstInput {
 		return BurstInput{Rates: rates, Step: 15 * time.Second, PodRate: 100, FullRate: 125, Startup: 15 * time.Second, LateShare: 0.01}
-	}
-	rep := func(v float64, k int) []float64 {
-		out := make([]float64, k)
-		for i := range out {
-			out[i] = v
-		}
-		return out
-	}
-	cat := func(parts ...[]float64) []float64 {
-		var out []float64
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
 	}
 	one := []float64{500}
 	cases := []struct {
@@ -169,20 +172,6 @@ func TestSLODecisionHistory(t *testing.T) {
 	n.Policy = spec.PolicySLO
 	n.Throughput.Floor = 0.5
 	n.Latency.ServiceTime = &st
-	rep := func(v float64, k int) []float64 {
-		out := make([]float64, k)
-		for i := range out {
-			out[i] = v
-		}
-		return out
-	}
-	cat := func(parts ...[]float64) []float64 {
-		var out []float64
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	for _, c := range []struct {
 		name    string
 		history []float64

@@ -263,6 +263,9 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		return SLORec{Replicas: n, Down: n, Why: fmt.Sprintf("ceil(minRPS %s req/s ÷ (ρ %.2f × %s req/s a pod)) = %d; a pod: %dm ÷ %s; no latency target: its autoscaler follows the load above minRPS",
 			num(s.Throughput.MinRPS), MaxUtilisation, num(round1(perPod)), n, s.CPUPerPod, cost.Why)}, true
 	}
+	// The utilisation and a pod's capacity do not depend on the rate:
+	// sized once, at the mean, and read at every other rate below.
+	base := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
 	memory, kept := "", 0.0
 	if len(sig.History) > 0 {
 		// The need now is the most the rate asked for within the last
@@ -283,13 +286,11 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 				peak = v
 			}
 		}
-		// The pod's capacity does not depend on the rate: size once at
-		// the mean to learn it, then weigh the bursts of the history by it.
-		z0 := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, 0)
-		if z0.PerPod > 0 {
-			b := BurstMemory(BurstInput{Rates: sig.History, Step: sig.HistoryStep, PodRate: z0.Rho * z0.PerPod, FullRate: z0.PerPod,
+		// The bursts of the history are weighed by a pod's capacity.
+		if base.PerPod > 0 {
+			b := BurstMemory(BurstInput{Rates: sig.History, Step: sig.HistoryStep, PodRate: base.Rho * base.PerPod, FullRate: base.PerPod,
 				Startup: startup, LateShare: 1 - sizingQuantile})
-			kept = float64(b.Pods) * z0.Rho * z0.PerPod
+			kept = float64(b.Pods) * base.Rho * base.PerPod
 			memory = "; burst memory: " + b.Why
 		}
 	}
@@ -302,7 +303,7 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 	if kept > 0 && peak == kept {
 		rateWhy = fmt.Sprintf("burst memory %s req/s", num(round1(kept)))
 	}
-	z := SizeForSLO(rate, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+	z := base.at(rate)
 	// A p99 over target while fewer pods than the model's count were ready
 	// is what too few pods do, and the model's count is the cure: the
 	// feedback, which corrects the model, waits for a window the model's
@@ -348,14 +349,14 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		// nor on the short peaks of the last startup (they are kept as
 		// they are), nor on minRPS's floor (it has no noise to filter).
 		headroom, _ := DesignRate(rps*(1+tol), peak0, s.Throughput.MinRPS, float64(s.Throughput.Floor))
-		zNow := SizeForSLO(headroom, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+		zNow := base.at(headroom)
 		rec.Down = max(z.Replicas, replicasOf(zNow.Raw, z.Feedback))
 	}
 	if projected, why := rising(sig.History, sig.HistoryStep, float64(s.Safety.Tolerance)); projected > 0 {
 		// A decrease made on a rising rate is undone within minutes, with
 		// a cold pod between: it lands no lower than the count the rate
 		// would need if it went on rising as it did, for as long again.
-		zr := SizeForSLO(projected*(1+float64(s.Safety.Tolerance)), cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
+		zr := base.at(projected * (1 + float64(s.Safety.Tolerance)))
 		if n := replicasOf(zr.Raw, z.Feedback); n > rec.Down {
 			rec.Down, rec.Rising = n, fmt.Sprintf("%s: %d for %s req/s", why, n, num(round1(projected)))
 		}

@@ -459,11 +459,22 @@ func SizeForSLO(rate, costPerReq, cpuPerPod, serviceTime, target float64, p99 fl
 			z.Feasible = false
 		}
 	}
-	if capacityKnown && rate > 0 {
-		z.Raw = math.Min(maxSLOReplicas, rate/(z.Rho*z.PerPod))
-	}
 	if finiteVal(target) && target > 0 {
 		z.Feedback = Feedback(p99, target)
+	}
+	return z.at(rate)
+}
+
+// at is the same sizing for another rate: the utilisation and a pod's
+// capacity do not depend on the rate, so only Rate, Raw and Replicas
+// change (and UtilisationBound's search is not run again).
+func (z SLOSizing) at(rate float64) SLOSizing {
+	if !(rate > 0) {
+		rate = 0
+	}
+	z.Rate, z.Raw = rate, 0
+	if z.PerPod > 0 && rate > 0 {
+		z.Raw = math.Min(maxSLOReplicas, rate/(z.Rho*z.PerPod))
 	}
 	z.Replicas = replicasOf(z.Raw, z.Feedback)
 	return z

@@ -80,10 +80,7 @@ func hpa(name, scales string) (addrs.Object, providers.Object) {
 // 500m)) = 8 replicas, with extra appended to its spec.
 func planNFR(t *testing.T, w world, extra string) *plan.Plan {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: t}\nspec:\n  providers: [{name: k8s, config: {}}]\n",
-		"nfr.yaml": `apiVersion: setpoint.dev/v1alpha1
+	return planSpecs(t, w, `apiVersion: setpoint.dev/v1alpha1
 kind: NFR
 metadata: {name: checkout, namespace: shop}
 spec:
@@ -94,7 +91,17 @@ spec:
   latency: {p99: 250ms}
   signals: {rps: "vector(100)", cpu: "vector(1000)", p99: "vector(0.1)"}
   enforcement: {replicas: enforce, memory: off}
-` + extra,
+`+extra, state.New())
+}
+
+// planSpecs plans the NFR given beside an Environment of the k8s world,
+// from state st.
+func planSpecs(t *testing.T, w world, nfrYAML string, st *state.State) *plan.Plan {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: t}\nspec:\n  providers: [{name: k8s, config: {}}]\n",
+		"nfr.yaml": nfrYAML,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -110,7 +117,7 @@ spec:
 		t.Fatalf("specs: %v", r.Diags)
 	}
 	e := &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"k8s": w}, Signals: embedded.NewSource(embedded.NewStore(time.Hour))}
-	return e.Plan(context.Background(), time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC), state.New(), nil)
+	return e.Plan(context.Background(), time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC), st, nil)
 }
 
 // replicaChanges lists the plan's changes and holds as "address attribute".
@@ -240,13 +247,11 @@ func TestAutoscalerOwnership(t *testing.T) {
 	}
 }
 
-// planNFRWith is planNFR with the replicas mode and the state given.
+// planNFRWith plans an NFR of the slo policy on checkout (100 req/s at
+// 400m) with the replicas mode and the state given.
 func planNFRWith(t *testing.T, w world, extra, replicas string, st *state.State) *plan.Plan {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		"env.yaml": "apiVersion: setpoint.dev/v1alpha1\nkind: Environment\nmetadata: {name: t}\nspec:\n  providers: [{name: k8s, config: {}}]\n",
-		"nfr.yaml": `apiVersion: setpoint.dev/v1alpha1
+	return planSpecs(t, w, `apiVersion: setpoint.dev/v1alpha1
 kind: NFR
 metadata: {name: checkout, namespace: shop}
 spec:
@@ -254,22 +259,6 @@ spec:
   throughput: {minRPS: 400}
   cpuPerPod: 500m
   signals: {rps: "vector(100)", cpu: "vector(400)", p99: "vector(0.1)"}
-  enforcement: {replicas: ` + replicas + `, memory: off}
-` + extra,
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := load.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := l.LoadDir(dir)
-	if len(r.Diags) > 0 {
-		t.Fatalf("specs: %v", r.Diags)
-	}
-	e := &engine.Engine{Env: r.Environment(), Specs: r.Specs(), Providers: map[string]providers.Provider{"k8s": w}, Signals: embedded.NewSource(embedded.NewStore(time.Hour))}
-	return e.Plan(context.Background(), time.Date(2026, 3, 10, 9, 0, 0, 0, time.UTC), st, nil)
+  enforcement: {replicas: `+replicas+`, memory: off}
+`+extra, st)
 }
