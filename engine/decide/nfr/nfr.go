@@ -267,16 +267,16 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 	// sized once, at the mean, and read at every other rate below.
 	base := SizeForSLO(rps, cost.PerRequest, float64(s.CPUPerPod), svc, target, p99)
 	memory, kept := "", 0.0
+	startup := DefaultStartup
+	if s.Throughput.Startup > 0 {
+		startup = s.Throughput.Startup.D()
+	}
 	if len(sig.History) > 0 {
 		// The need now is the most the rate asked for within the last
 		// startup: a pod let go sooner than that could not be back in time
 		// for the same need (the noise filter with a physical reason). The
 		// newest point is the short-window rate now, so a burst is seen as
 		// soon as it shows there, not a window later.
-		startup := DefaultStartup
-		if s.Throughput.Startup > 0 {
-			startup = s.Throughput.Startup.D()
-		}
 		k := 1
 		if sig.HistoryStep > 0 {
 			k += int(startup / sig.HistoryStep)
@@ -313,6 +313,25 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		unjudged = fmt.Sprintf("; p99 %s > %s with %s pods ready in its last two minutes, fewer than the model's %d: no feedback", dur(p99), dur(target), num(*sig.ReadyMin), int64(need))
 		z.Feedback, z.Replicas = 1, replicasOf(z.Raw, 1)
 	}
+	// A backlog: when too few pods met a rise, each pod is booked about a
+	// p99 ahead, and with random routing a pod drains only what its share
+	// of the rate leaves spare, W·μ ÷ (μ − λ/n) seconds. The count that
+	// drains it within a startup (by when pods asked for now serve) is
+	// λ ÷ (μ·(1 − W ÷ startup)), at most twice the full-CPU count: without
+	// it the model's count, sized for the rate alone, leaves the backlog a
+	// minute or more of late requests after the pods are ready. It raises
+	// the count only; it never holds a decrease.
+	drain, drainN := "", int64(0)
+	if target > 0 && p99 > target && z.PerPod > 0 && finiteVal(peak0) && peak0 > 0 {
+		f := 1 - p99/startup.Seconds()
+		if f < drainShare {
+			f = drainShare
+		}
+		if n := replicasOf(peak0/(f*z.PerPod), 1); n > z.Replicas {
+			drain = fmt.Sprintf("; backlog: p99 %s: drained within %s at %d pods", dur(p99), dur(startup.Seconds()), n)
+			drainN = n
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "ceil(%s ÷ (ρ %.2f × %s req/s a pod)) = %d", rateWhy, z.Rho, num(round1(z.PerPod)), int64(math.Ceil(z.Raw-1e-9)))
 	fmt.Fprintf(&b, "; a pod: %dm ÷ %s", s.CPUPerPod, cost.Why)
@@ -338,11 +357,12 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 			fmt.Fprintf(&b, "; p99 %s ≤ %s", dur(p99), dur(target))
 		}
 	}
+	b.WriteString(drain)
 	b.WriteString(memory)
 	if len(sig.History) == 0 && sig.Peak == nil {
 		fmt.Fprintf(&b, "; rate history %s: sized on the minute's mean, no burst memory", missing(sig, "history"))
 	}
-	rec := SLORec{Replicas: z.Replicas, Down: z.Replicas, Why: b.String()}
+	rec := SLORec{Replicas: max(z.Replicas, drainN), Down: z.Replicas, Why: b.String()}
 	if tol := float64(s.Safety.Tolerance); tol > 0 {
 		// The headroom is on the minute's mean rate, not on what burst
 		// memory keeps (the memory already says how long its pods stay),
@@ -369,6 +389,11 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 	}
 	return rec, true
 }
+
+// drainShare is the least share of a pod's capacity a backlog's count
+// leaves spare: a backlog a startup deep or deeper is drained at twice the
+// full-CPU count, not more.
+const drainShare = 0.5
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
 

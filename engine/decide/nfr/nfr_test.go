@@ -393,3 +393,56 @@ func TestNodeAppliedMemory(t *testing.T) {
 		t.Fatalf("without a node agent: %+v", out.Intents)
 	}
 }
+
+// A backlog: a pod booked a p99's worth ahead drains within a startup
+// only if its share of the rate leaves it that much spare, so the count
+// asked for is rate ÷ (pod's full rate × (1 − p99 ÷ startup)), the
+// share at least half a pod. The model's count is ceil(700 ÷ (0.8097 ×
+// 125)) = ceil(6.92) = 7 (the 10 s p99 unjudged: 2 pods ready).
+func TestBacklogDrain(t *testing.T) {
+	st := spec.Duration(40 * time.Millisecond)
+	base := func(startup time.Duration) spec.NFRSpec {
+		n := nfrSpec("Deployment").Spec
+		n.Policy = spec.PolicySLO
+		n.Throughput.Floor = 0.5
+		n.Throughput.Startup = spec.Duration(startup)
+		n.Latency.ServiceTime = &st
+		return n
+	}
+	fit := &Fit{Slope: 4, Intercept: 120, R2: 0.98, N: 30}
+	sig := func(p99, ready float64) Signals {
+		return Signals{RPS: f(300), CPUMilli: f(1320), Peak: f(700), P99: f(p99), ReadyMin: f(ready), Fit: fit, FitOK: true}
+	}
+	cases := []struct {
+		name      string
+		startup   time.Duration
+		sig       Signals
+		up, down  int64
+		why, not_ string
+	}{
+		// 1 − 10/30 = 2/3: 700 ÷ (125 × 2/3) = 8.4 → 9.
+		{"10s behind, 30s startup", 30 * time.Second, sig(10, 2), 9, 7, "backlog: p99 10s: drained within 30s at 9 pods", ""},
+		// 1 − 10/20 = 0.5: 700 ÷ 62.5 = 11.2 → 12.
+		{"10s behind, 20s startup", 20 * time.Second, sig(10, 2), 12, 7, "drained within 20s at 12 pods", ""},
+		// 1 − 20/30 = 1/3, raised to the half: 12 again.
+		{"20s behind: at most twice", 30 * time.Second, sig(20, 2), 12, 7, "drained within 30s at 12 pods", ""},
+		// 1 − 0.5/30: 700 ÷ 122.9 = 5.7 → 6, under the model's 7: no
+		// backlog to speak of.
+		{"a p99 over target is not a backlog", 30 * time.Second, sig(0.5, 2), 7, 7, "no feedback", "backlog"},
+		// Within target: nothing.
+		{"within target", 30 * time.Second, sig(0.2, 7), 7, 7, "p99 200ms ≤ 250ms", "backlog"},
+	}
+	for _, c := range cases {
+		r, ok := SLODecision(base(c.startup), c.sig, false)
+		if !ok || r.Replicas != c.up || r.Down != c.down {
+			t.Errorf("%s: %d, down %d (%v) %q; want %d, down %d", c.name, r.Replicas, r.Down, ok, r.Why, c.up, c.down)
+			continue
+		}
+		if !strings.Contains(r.Why, c.why) {
+			t.Errorf("%s: %q lacks %q", c.name, r.Why, c.why)
+		}
+		if c.not_ != "" && strings.Contains(r.Why, c.not_) {
+			t.Errorf("%s: %q says %q", c.name, r.Why, c.not_)
+		}
+	}
+}

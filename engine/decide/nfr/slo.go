@@ -42,8 +42,11 @@ const (
 	FeedbackMax = 2.0
 
 	// minFitR2 is the fit quality below which the marginal cost is not
-	// believed.
-	minFitR2 = 0.5
+	// believed. At 0.5 a fit over 8 noisy minutes of a slow decline read
+	// 180–400m of its CPU as idle and priced a request 20% under its cost
+	// (and the pods sized on it missed the p99); the mean cost, which
+	// counts idle CPU as load, errs on the side of more pods.
+	minFitR2 = 0.8
 
 	// minFitSpread is the relative spread of x a fit needs: below it the
 	// slope and intercept cannot be told apart.
@@ -308,7 +311,7 @@ type Cost struct {
 
 // MarginalCost is the CPU cost of one more request per second at rps req/s
 // and cpuMilli millicores in total. When the fit of CPU against rate is
-// usable (fitOK, slope > 0, R² ≥ 0.5) the cost is its slope, so idle CPU
+// usable (fitOK, slope > 0, R² ≥ 0.8) the cost is its slope, so idle CPU
 // (the intercept) does not inflate the per-request price, clamped to
 //
 //	MinCostShare · cpu/rps ≤ PerRequest ≤ cpu/rps
