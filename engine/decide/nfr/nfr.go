@@ -184,10 +184,10 @@ func ReplicasRecommendation(targetRPS float64, cpuPerPod spec.MilliCPU, latency 
 	return rec, why, true
 }
 
-// SLORec is the slo policy's decision: the Replicas the rate asks for, the
-// Down count a decrease lands on (the same sizing with the tolerance's
-// headroom on the rate: the hysteresis that keeps a count from flapping
-// on noise), the HPA TargetCPU in percent the sizing runs at (0 when the
+// SLORec is the slo policy's decision: the Replicas the rate (and a
+// backlog's drain) asks for, the Down count a decrease lands on when it is
+// above them (the model's sizing with the tolerance's headroom on the
+// rate: the hysteresis that keeps a count from flapping on noise), the HPA TargetCPU in percent the sizing runs at (0 when the
 // model has none to give), and Why, the arithmetic.
 type SLORec struct {
 	Replicas, Down, TargetCPU int64
@@ -211,7 +211,7 @@ func SLORecommendation(s spec.NFRSpec, sig Signals) (rec int64, why string, ok b
 // utilisation whose p99 meets the target in an M/M/c model of the pod (c =
 // the requests it serves at once, from the service time); the count is
 // multiplied by the feedback factor when the measured p99 is over the
-// target. It returns the recommendation and every number it used, or ok
+// target, and raised to drain a backlog the p99 shows. It returns the recommendation and every number it used, or ok
 // false with the reason there is none.
 //
 // With no latency target there is no tail to protect: a workload whose
@@ -313,22 +313,28 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 		unjudged = fmt.Sprintf("; p99 %s > %s with %s pods ready in its last two minutes, fewer than the model's %d: no feedback", dur(p99), dur(target), num(*sig.ReadyMin), int64(need))
 		z.Feedback, z.Replicas = 1, replicasOf(z.Raw, 1)
 	}
-	// A backlog: when too few pods met a rise, each pod is booked about a
-	// p99 ahead, and with random routing a pod drains only what its share
-	// of the rate leaves spare, W·μ ÷ (μ − λ/n) seconds. The count that
-	// drains it within a startup (by when pods asked for now serve) is
-	// λ ÷ (μ·(1 − W ÷ startup)), at most twice the full-CPU count: without
-	// it the model's count, sized for the rate alone, leaves the backlog a
-	// minute or more of late requests after the pods are ready. It raises
-	// the count only; it never holds a decrease.
+	// A backlog: when a rise was met by too few pods, each pod is booked
+	// about W = p99 − service time ahead, and with random routing a pod
+	// drains only what its share of the rate leaves spare: W·μ ÷ (μ − λ/n)
+	// seconds once the n pods serve. The count that drains it within a
+	// startup of then is λ ÷ (μ·(1 − W ÷ startup)); from half a startup
+	// deep it is held at twice the full-CPU count (draining in 2·W). The
+	// model's count, sized for the rate alone, left the flash crowd's
+	// backlog a minute or more of late requests after the pods were
+	// ready. The p99 is the last minute's, so the count stays up about a
+	// minute after the backlog is gone, and any p99 over target counts
+	// (a slow dependency too: the count is bounded, the feedback is not
+	// undone). It is the count asked for; Down, where a decrease would
+	// otherwise land, is the model's.
 	drain, drainN := "", int64(0)
-	if target > 0 && p99 > target && z.PerPod > 0 && finiteVal(peak0) && peak0 > 0 {
-		f := 1 - p99/startup.Seconds()
+	if w := p99 - svc; target > 0 && p99 > target && finiteVal(p99) && w > 0 && z.PerPod > 0 && finiteVal(peak0) && peak0 > 0 {
+		f, capped := 1-w/startup.Seconds(), ""
 		if f < drainShare {
-			f = drainShare
+			f, capped = drainShare, ", at most twice the full-CPU count"
 		}
 		if n := replicasOf(peak0/(f*z.PerPod), 1); n > z.Replicas {
-			drain = fmt.Sprintf("; backlog: p99 %s: drained within %s at %d pods", dur(p99), dur(startup.Seconds()), n)
+			drain = fmt.Sprintf("; backlog: p99 %s, %s of it queueing: ceil(%s req/s ÷ (%s req/s a pod × (1 − %s ÷ startup %s)%s)) = %d",
+				dur(p99), dur(w), num(round1(peak0)), num(round1(z.PerPod)), dur(w), dur(startup.Seconds()), capped, n)
 			drainN = n
 		}
 	}
@@ -391,8 +397,8 @@ func SLODecision(s spec.NFRSpec, sig Signals, autoscaled bool) (SLORec, bool) {
 }
 
 // drainShare is the least share of a pod's capacity a backlog's count
-// leaves spare: a backlog a startup deep or deeper is drained at twice the
-// full-CPU count, not more.
+// leaves spare: a backlog half a startup deep or deeper is drained at
+// twice the full-CPU count, not more.
 const drainShare = 0.5
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }

@@ -420,12 +420,17 @@ func TestBacklogDrain(t *testing.T) {
 		up, down  int64
 		why, not_ string
 	}{
-		// 1 − 10/30 = 2/3: 700 ÷ (125 × 2/3) = 8.4 → 9.
-		{"10s behind, 30s startup", 30 * time.Second, sig(10, 2), 9, 7, "backlog: p99 10s: drained within 30s at 9 pods", ""},
-		// 1 − 10/20 = 0.5: 700 ÷ 62.5 = 11.2 → 12.
-		{"10s behind, 20s startup", 20 * time.Second, sig(10, 2), 12, 7, "drained within 20s at 12 pods", ""},
-		// 1 − 20/30 = 1/3, raised to the half: 12 again.
-		{"20s behind: at most twice", 30 * time.Second, sig(20, 2), 12, 7, "drained within 30s at 12 pods", ""},
+		// W = 10.04 − 0.04 = 10 s; 1 − 10/30 = 2/3: 700 ÷ (125 × 2/3) =
+		// 8.4 → 9.
+		{"10s behind, 30s startup", 30 * time.Second, sig(10.04, 2), 9, 7, "backlog: p99 10.04s, 10s of it queueing: ceil(700 req/s ÷ (125 req/s a pod × (1 − 10s ÷ startup 30s))) = 9", ""},
+		// 1 − 8/20 = 0.6: 700 ÷ 75 = 9.3 → 10.
+		{"8s behind, 20s startup", 20 * time.Second, sig(8.04, 2), 10, 7, "(1 − 8s ÷ startup 20s))) = 10", ""},
+		// 1 − 20/30 = 1/3, raised to the half: 700 ÷ 62.5 = 11.2 → 12
+		// (17 unbounded).
+		{"20s behind: at most twice", 30 * time.Second, sig(20.04, 2), 12, 7, "(1 − 20s ÷ startup 30s), at most twice the full-CPU count)) = 12", ""},
+		// Within target, on a 0.5 s startup: 1 − 0.16/0.5 would ask for
+		// ceil(700 ÷ 85) = 9 were the p99 not within its target.
+		{"within target, short startup", 500 * time.Millisecond, sig(0.2, 7), 7, 7, "p99 200ms ≤ 250ms", "backlog"},
 		// 1 − 0.5/30: 700 ÷ 122.9 = 5.7 → 6, under the model's 7: no
 		// backlog to speak of.
 		{"a p99 over target is not a backlog", 30 * time.Second, sig(0.5, 2), 7, 7, "no feedback", "backlog"},

@@ -309,8 +309,8 @@ func TestMarginalCost(t *testing.T) {
 	}{
 		{"negative slope", Fit{Slope: -1, Intercept: 700, R2: 0.9, N: 20}, true, 6, "mean", "fit slope -1 ≤ 0: mean cost 6m/req (600m / 100 req/s)"},
 		{"low R²", Fit{Slope: 4, Intercept: 200, R2: 0.31, N: 20}, true, 6, "mean", "fit R² 0.31 < 0.8: mean cost 6m/req (600m / 100 req/s)"},
-		// The decline scenario's early fit: an intercept of 180m of "idle"
-		// at R² 0.58 priced a request 20% under its true cost.
+		// The decline scenario's early fit: at R² 0.58 it read 180m of the
+		// load as idle; the mean cost (6m here) is used instead.
 		{"middling R²", Fit{Slope: 4.2, Intercept: 180, R2: 0.58, N: 8}, true, 6, "mean", "fit R² 0.58 < 0.8: mean cost 6m/req"},
 		{"R² at the bar", Fit{Slope: 4.2, Intercept: 180, R2: 0.8, N: 8}, true, 4.2, "fit", "marginal 4.2m/req (fit over 8 points, R² 0.80, idle 180m removed)"},
 		{"no fit", Fit{N: 2}, false, 6, "mean", "only 2 points to fit: mean cost"},
