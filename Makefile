@@ -7,10 +7,11 @@ CUE_VER   := $(shell $(GO) list -m -f '{{.Version}}' cuelang.org/go)
 STATICCHECK_VER := v0.8.2
 # kube-apiserver that `make testenv` builds and internal/kubetest runs.
 KUBE_VERSION := v1.35.4
-# etcd and kwok of the full control plane (internal/kubetest); the
-# constants there must match.
+# etcd and kwok of the full control plane, and containerd of its real
+# node (internal/kubetest); the constants there must match.
 ETCD_VERSION := v3.6.5
 KWOK_VERSION := v0.8.0
+CONTAINERD_VERSION := v2.4.2
 METRICS_SERVER_VERSION := v0.8.0
 BIN       := bin/setpoint
 PKGS      := ./...
@@ -101,19 +102,27 @@ demo: build
 
 # Tools the tests run for real: the cue CLI at the library's version (for
 # the `cue vet` parity test); etcd $(ETCD_VERSION), kube-apiserver,
-# kube-controller-manager and kube-scheduler $(KUBE_VERSION) and kwok
-# $(KWOK_VERSION), built from source once and cached by version, for
-# internal/kubetest's API server and full control plane; Debian's
-# prometheus for internal/promtest.
+# kube-controller-manager, kube-scheduler and kubelet $(KUBE_VERSION), kwok
+# $(KWOK_VERSION) and containerd $(CONTAINERD_VERSION), built from source
+# once and cached by version, for internal/kubetest's API server, full
+# control plane and real node; Debian's prometheus for internal/promtest,
+# and its runc and CNI plugins for the real node. apt waits for a dpkg
+# lock another process holds rather than fail.
 testenv:
 	@if ! "$(GOBIN)/cue" version 2>/dev/null | grep -q "$(CUE_VER)"; then \
 		echo "installing cue $(CUE_VER)"; $(GO) install cuelang.org/go/cmd/cue@$(CUE_VER); fi
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 		echo "installing prometheus"; export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -qq prometheus >/dev/null || \
-		{ apt-get update -qq && apt-get install -y -qq prometheus >/dev/null; }; fi
+		apt-get install -y -qq -o DPkg::Lock::Timeout=600 prometheus >/dev/null || \
+		{ apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 prometheus >/dev/null; }; fi
+	@if ! command -v runc >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then \
+		echo "installing runc and containernetworking-plugins"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins >/dev/null || \
+		{ apt-get update -qq -o DPkg::Lock::Timeout=600 && \
+		  apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins >/dev/null; }; fi
 	@bash hack/testenv/etcd.sh $(ETCD_VERSION) >/dev/null
-	@for c in kube-apiserver kube-controller-manager kube-scheduler; do \
+	@bash hack/testenv/containerd.sh $(CONTAINERD_VERSION) >/dev/null
+	@for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do \
 		bash hack/testenv/kube-component.sh $$c $(KUBE_VERSION) >/dev/null || exit 1; done
 	@bash hack/testenv/go-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok $(KWOK_VERSION) >/dev/null
 	@bash hack/testenv/go-tool.sh metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server $(METRICS_SERVER_VERSION) >/dev/null

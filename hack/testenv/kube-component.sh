@@ -16,9 +16,9 @@
 # test-only modules the proxy refuses.
 set -euo pipefail
 
-COMP="${1:?component: kube-apiserver, kube-controller-manager or kube-scheduler}"
+COMP="${1:?component: kube-apiserver, kube-controller-manager, kube-scheduler or kubelet}"
 case "$COMP" in
-kube-apiserver | kube-controller-manager | kube-scheduler) ;;
+kube-apiserver | kube-controller-manager | kube-scheduler | kubelet) ;;
 *) echo "unknown component $COMP" >&2; exit 2 ;;
 esac
 VER="${2:-${KUBE_VERSION:-v1.35.4}}"

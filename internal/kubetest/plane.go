@@ -59,6 +59,7 @@ type Plane struct {
 	PlaneStartupTime time.Duration
 
 	procs []*process
+	node  *realNode // with RealNode
 }
 
 // PlaneOptions tune the controllers for tests.
@@ -69,6 +70,9 @@ type PlaneOptions struct {
 	// HPADownscale is its scale-down stabilisation window (default 30s,
 	// upstream 5m).
 	HPADownscale time.Duration
+	// RealNode runs the plane's node for real instead of kwok's: containerd
+	// with NRI and Debian's runc, and a kubelet (RealNodeName). Pods run.
+	RealNode bool
 }
 
 // StartPlane starts a private full control plane; it stops, every process
@@ -173,51 +177,19 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 		return nil, err
 	}
 
-	// kwok: its stages, then the node it manages.
-	stageDir := filepath.Join(env.Dir, "kwok")
-	if err := os.MkdirAll(stageDir, 0o755); err != nil {
-		return nil, err
-	}
-	var config []string
-	err = fs.WalkDir(kwokStages, "kwokstages", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := kwokStages.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(stageDir, filepath.Base(path))
-		config = append(config, "--config", dst)
-		return os.WriteFile(dst, b, 0o644)
-	})
-	if err != nil {
-		return nil, err
-	}
-	kwok, err := startProcess("kwok", kwokBin, append(config,
-		"--kubeconfig", kc,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
-		"--node-ip", "127.0.0.1",
-		"--node-port", strconv.Itoa(kwokPort),
-		"--server-address", "127.0.0.1:"+strconv.Itoa(kwokPort),
-		"--tls-cert-file", filepath.Join(env.Dir, "pki", "apiserver.crt"),
-		"--tls-private-key-file", filepath.Join(env.Dir, "pki", "apiserver.key"),
-		"--node-lease-duration-seconds", "40",
-	), env.Dir, filepath.Join(env.Dir, "kwok.log"), nil)
-	if err != nil {
-		return nil, err
-	}
-	p.procs = append(p.procs, kwok)
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	if err := p.createNode(ctx); err != nil {
-		return nil, errors.Join(err, kwok.failure("the node did not become Ready"))
+	if o.RealNode {
+		if err := p.startRealNode(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := p.startKwok(ctx, kwokBin, kwokPort); err != nil {
+		return nil, err
 	}
 
-	// metrics-server, scraping the node's resource metrics from kwok (at
-	// the node's address and kubelet port, kwok's serving certificate
-	// unchecked), served through the aggregation layer.
+	// metrics-server, scraping the node's resource metrics (kwok's or the
+	// kubelet's, at the node's address and kubelet port, its serving
+	// certificate unchecked), served through the aggregation layer.
 	ms, err := startProcess("metrics-server", msBin, append(auth[:6:6],
 		"--bind-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(msPort),
@@ -242,6 +214,53 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	}
 	p.PlaneStartupTime = time.Since(t0)
 	return p, nil
+}
+
+// startKwok starts kwok with its stages and creates the fake node it
+// manages.
+func (p *Plane) startKwok(ctx context.Context, kwokBin string, kwokPort int) error {
+	env, kc := p.Env, p.Kubeconfig
+	// kwok: its stages, then the node it manages.
+	stageDir := filepath.Join(env.Dir, "kwok")
+	if err := os.MkdirAll(stageDir, 0o755); err != nil {
+		return err
+	}
+	var config []string
+	err := fs.WalkDir(kwokStages, "kwokstages", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := kwokStages.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(stageDir, filepath.Base(path))
+		config = append(config, "--config", dst)
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		return err
+	}
+	kwok, err := startProcess("kwok", kwokBin, append(config,
+		"--kubeconfig", kc,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+		"--node-ip", "127.0.0.1",
+		"--node-port", strconv.Itoa(kwokPort),
+		"--server-address", "127.0.0.1:"+strconv.Itoa(kwokPort),
+		"--tls-cert-file", filepath.Join(env.Dir, "pki", "apiserver.crt"),
+		"--tls-private-key-file", filepath.Join(env.Dir, "pki", "apiserver.key"),
+		"--node-lease-duration-seconds", "40",
+	), env.Dir, filepath.Join(env.Dir, "kwok.log"), nil)
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, kwok)
+	if err := p.createNode(ctx); err != nil {
+		return errors.Join(err, kwok.failure("the node did not become Ready"))
+	}
+	return nil
+
 }
 
 // createNode creates the fake node kwok manages and waits until it is
@@ -352,6 +371,12 @@ func (p *Plane) PlaneLogs() string {
 // stop kills the plane's processes, then the Env. Idempotent.
 func (p *Plane) stop() error {
 	var errs []error
+	if p.node != nil {
+		// Before the API server: the kubelet stops its pods' containers
+		// while it can still report them.
+		errs = append(errs, p.node.stop())
+		p.node = nil
+	}
 	for i := len(p.procs) - 1; i >= 0; i-- {
 		errs = append(errs, p.procs[i].stop(0))
 	}

@@ -1,0 +1,615 @@
+package kubetest
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The real node: containerd (built by make testenv, with NRI) running
+// Debian's runc, and a kubelet registered to the plane. Everything they
+// keep — containerd's root and state, its sockets and NRI's, the kubelet's
+// root and pod logs, CNI's configuration — sits under the plane's
+// directory; the pods' cgroups under a cgroup root of the plane's own.
+const (
+	ContainerdVersion = "v2.4.2"
+	// PauseImage is the sandbox image the node runs pods in, built here
+	// (internal/kubetest/pause) since no image can be pulled.
+	PauseImage = "setpoint.test/pause:1"
+	// RealNodeName is the real node's name.
+	RealNodeName = "kubetest-node"
+	// RuncPath is Debian's runc, which make testenv installs.
+	RuncPath = "/usr/sbin/runc"
+	// CNIBinDir holds Debian's CNI plugins (containernetworking-plugins).
+	CNIBinDir = "/usr/lib/cni"
+)
+
+// realNode is the node's processes and where they keep things.
+type realNode struct {
+	dir        string
+	bin        string // containerd's binaries
+	sock       string // containerd's socket
+	NRISocket  string
+	cgroupRoot string // under every cgroup v1 hierarchy (and the unified one)
+	containerd *process
+	kubelet    *process
+}
+
+// startRealNode starts containerd and the kubelet, imports the pause
+// image, and waits for the node to be Ready and untainted.
+func (p *Plane) startRealNode(ctx context.Context) (err error) {
+	kubeletBin, err := cachedBinary("kubelet", kubeVersion())
+	if err != nil {
+		return err
+	}
+	root, err := testenvRoot()
+	if err != nil {
+		return err
+	}
+	n := &realNode{dir: filepath.Join(p.Dir, "node"), bin: filepath.Join(root, "containerd", ContainerdVersion)}
+	for _, b := range []string{filepath.Join(n.bin, "containerd"), filepath.Join(n.bin, "containerd-shim-runc-v2"), filepath.Join(n.bin, "ctr"), RuncPath, filepath.Join(CNIBinDir, "bridge")} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("the real node needs %s: run make testenv", b)
+		}
+	}
+	p.node = n
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return err
+	}
+	id := hex.EncodeToString(suffix)
+	n.cgroupRoot = "/kubetest-" + id
+	if err := os.WriteFile(filepath.Join(p.Dir, "cgroup-root"), []byte(n.cgroupRoot), 0o644); err != nil {
+		return err
+	}
+	for _, d := range []string{"containerd/root", "containerd/state", "nri/plugins", "nri/conf.d", "cni/conf", "kubelet", "pod-logs", "opt"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	n.sock = filepath.Join(n.dir, "containerd.sock")
+	n.NRISocket = filepath.Join(n.dir, "nri.sock")
+	q := strconv.Quote
+	config := fmt.Sprintf(`version = 3
+root = %s
+state = %s
+imports = []
+
+[grpc]
+  address = %s
+
+[ttrpc]
+  address = %s
+
+[plugins]
+  [plugins.'io.containerd.internal.v1.opt']
+    path = %s
+  [plugins.'io.containerd.nri.v1.nri']
+    disable = false
+    socket_path = %s
+    plugin_path = %s
+    plugin_config_path = %s
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = '127.0.0.1'
+    stream_server_port = '0'
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = %s
+  [plugins.'io.containerd.cri.v1.runtime']
+    cdi_spec_dirs = []
+    restrict_oom_score_adj = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = %s
+          Root = %s
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%s]
+      conf_dir = %s
+`, q(filepath.Join(n.dir, "containerd/root")), q(filepath.Join(n.dir, "containerd/state")),
+		q(n.sock), q(n.sock+".ttrpc"), q(filepath.Join(n.dir, "opt")),
+		q(n.NRISocket), q(filepath.Join(n.dir, "nri/plugins")), q(filepath.Join(n.dir, "nri/conf.d")),
+		q(PauseImage), q(RuncPath), q(filepath.Join(n.dir, "runc")), q(CNIBinDir), q(filepath.Join(n.dir, "cni/conf")))
+	cfgPath := filepath.Join(n.dir, "containerd.toml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
+		return err
+	}
+	// A network for pods that do not use the host's: a bridge of the
+	// plane's own, with no gateway and no masquerade, so a pod on it
+	// reaches only the other pods on it.
+	bridge := "kt" + id
+	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "kubetest", "plugins": [
+  {"type": "bridge", "bridge": %s, "isGateway": false, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "dataDir": %s}},
+  {"type": "loopback"}]}
+`, q(bridge), q(filepath.Join(n.dir, "cni/ipam")))
+	if err := os.WriteFile(filepath.Join(n.dir, "cni/conf/10-kubetest.conflist"), []byte(cni), 0o644); err != nil {
+		return err
+	}
+	env := []string{"PATH=" + n.bin + ":" + os.Getenv("PATH")}
+	n.containerd, err = startProcess("containerd", filepath.Join(n.bin, "containerd"), []string{"--config", cfgPath},
+		n.dir, filepath.Join(p.Dir, "containerd.log"), env)
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, n.containerd)
+	if err := n.waitContainerd(ctx); err != nil {
+		return err
+	}
+	if err := n.importPause(ctx); err != nil {
+		return err
+	}
+
+	// The kubelet: cgroup v1 allowed, cgroupfs, the pods' cgroups under
+	// the plane's cgroup root, its API served on loopback with the plane's
+	// CA for clients and webhook authorisation, no eviction or image GC
+	// on a shared disk.
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	kcfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+containerRuntimeEndpoint: %s
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization: {mode: Webhook}
+podLogsDir: %s
+failSwapOn: false
+resolvConf: ""
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
+localStorageCapacityIsolation: false
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+`, q(n.cgroupRoot), q("unix://"+n.sock), ports[0], ports[1],
+		q(filepath.Join(p.Dir, "pki", "apiserver.crt")), q(filepath.Join(p.Dir, "pki", "apiserver.key")),
+		q(p.CAFile), q(filepath.Join(n.dir, "pod-logs")))
+	kcfgPath := filepath.Join(n.dir, "kubelet.yaml")
+	if err := os.WriteFile(kcfgPath, []byte(kcfg), 0o644); err != nil {
+		return err
+	}
+	if err := n.makeCgroupRoot(); err != nil {
+		return err
+	}
+	n.kubelet, err = startProcess("kubelet", kubeletBin, []string{
+		"--config", kcfgPath,
+		"--kubeconfig", p.Kubeconfig,
+		"--hostname-override", RealNodeName,
+		"--node-ip", "127.0.0.1",
+		"--root-dir", filepath.Join(n.dir, "kubelet"),
+		"--cert-dir", filepath.Join(n.dir, "kubelet", "pki"),
+		"--v", "2",
+	}, n.dir, filepath.Join(p.Dir, "kubelet.log"), nil)
+	if err != nil {
+		return err
+	}
+	p.procs = append(p.procs, n.kubelet)
+	if err := p.waitNode(ctx, RealNodeName); err != nil {
+		return errors.Join(err, n.kubelet.failure("the node did not become Ready"))
+	}
+	return nil
+}
+
+// waitContainerd polls `ctr version` until containerd answers.
+func (n *realNode) waitContainerd(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	last := ""
+	for {
+		out, err := n.ctr(ctx, "version")
+		if err == nil {
+			return nil
+		}
+		last = strings.TrimSpace(out)
+		select {
+		case <-ctx.Done():
+			return n.containerd.failure("not serving %s (%s)", n.sock, last)
+		case <-n.containerd.done:
+			return n.containerd.failure("exited before it served (%v)", n.containerd.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ctr runs containerd's CLI against the node's containerd, in the
+// namespace the CRI uses.
+func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(n.bin, "ctr"), append([]string{"--address", n.sock, "--namespace", "k8s.io"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// importPause builds the pause program and imports it as PauseImage.
+func (n *realNode) importPause(ctx context.Context) error {
+	bin := filepath.Join(n.dir, "pause")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "github.com/setpoint-dev/setpoint/internal/kubetest/pause")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the pause program: %w: %s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	tarPath := filepath.Join(n.dir, "pause.tar")
+	if err := WriteImage(tarPath, PauseImage, []ImageFile{{Path: "/pause", Mode: 0o755, Data: b}}, []string{"/pause"}); err != nil {
+		return err
+	}
+	return n.importImage(ctx, tarPath)
+}
+
+func (n *realNode) importImage(ctx context.Context, tarPath string) error {
+	_, err := n.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", "--platform", "linux/"+goarch(), tarPath)
+	return err
+}
+
+// ImportImage imports an image archive (docker save or OCI layout tar)
+// into the real node's containerd, where the kubelet finds it without a
+// pull (imagePullPolicy IfNotPresent or Never).
+func (p *Plane) ImportImage(ctx context.Context, tarPath string) error {
+	if p.node == nil {
+		return errors.New("kubetest: ImportImage needs a plane with a real node")
+	}
+	return p.node.importImage(ctx, tarPath)
+}
+
+// NRISocket is the real node's containerd NRI socket ("" without one).
+func (p *Plane) NRISocket() string {
+	if p.node == nil {
+		return ""
+	}
+	return p.node.NRISocket
+}
+
+// CgroupRoot is the cgroup the real node's pods live under ("" without
+// one).
+func (p *Plane) CgroupRoot() string {
+	if p.node == nil {
+		return ""
+	}
+	return p.node.cgroupRoot
+}
+
+// ImageFile is a file of an image WriteImage makes.
+type ImageFile struct {
+	Path string
+	Mode int64
+	Data []byte
+}
+
+// WriteImage writes a one-layer image of files, tagged ref, running
+// entrypoint, as a docker-save archive at path (what ctr imports).
+func WriteImage(path, ref string, files []ImageFile, entrypoint []string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		rel := strings.TrimPrefix(filepath.Clean(f.Path), "/")
+		for d := filepath.Dir(rel); d != "." && !dirs[d]; d = filepath.Dir(d) {
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+				return err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: f.Mode, Size: int64(len(f.Data))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", goarch()
+	cf.Config.Entrypoint = entrypoint
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	return tarball.WriteToFile(path, tag, img)
+}
+
+// cgroupHierarchies are the mounted cgroup hierarchies (v1 controllers
+// and the unified one), as directories.
+func cgroupHierarchies() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID parent major:minor root mountpoint options - fstype source superoptions
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, x := range fields {
+			if x == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
+			continue
+		}
+		if fs := fields[sep+1]; fs == "cgroup" || fs == "cgroup2" {
+			out = append(out, fields[4])
+		}
+	}
+	return out, sc.Err()
+}
+
+// makeCgroupRoot creates the node's cgroup root in every hierarchy (the
+// kubelet checks it exists), with cpuset's CPUs and memory nodes copied
+// from the parent, which a new cpuset cgroup starts without.
+func (n *realNode) makeCgroupRoot() error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		d := filepath.Join(h, n.cgroupRoot)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("creating the cgroup %s: %w", d, err)
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
+					return fmt.Errorf("writing %s: %w", filepath.Join(d, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroupRoot removes the node's cgroups, deepest first, killing
+// anything still in them.
+func removeCgroupRoot(root string) error {
+	if root == "" || !strings.HasPrefix(root, "/kubetest-") {
+		return nil
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hs {
+		top := filepath.Join(h, root)
+		var dirs []string
+		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			killCgroup(dirs[i])
+			if err := removeCgroupDir(dirs[i]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killCgroup SIGKILLs every process in the cgroup directory.
+func killCgroup(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// removeCgroupDir removes an emptied cgroup, retrying while its killed
+// processes exit.
+func removeCgroupDir(dir string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := syscall.Rmdir(dir)
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("removing the cgroup %s: %w", dir, err)
+		}
+		killCgroup(dir)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unmountUnder lazily unmounts every mount under dir, deepest first (the
+// kubelet's volume mounts, containerd's rootfs and shm mounts).
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			mounts = append(mounts, mp)
+		}
+	}
+	var errs []error
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", mounts[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// stopNode stops the kubelet, then every container containerd runs (their
+// shims outlive containerd by design), then containerd, and removes what
+// they leave in the kernel: mounts under the node's directory, its bridge
+// and its cgroups.
+func (n *realNode) stop() error {
+	var errs []error
+	if n.kubelet != nil {
+		errs = append(errs, n.kubelet.stop(10*time.Second))
+	}
+	if n.containerd != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		n.removeContainers(ctx)
+		cancel()
+		errs = append(errs, n.containerd.stop(10*time.Second))
+	}
+	killShims(n.sock)
+	errs = append(errs, removeCgroupRoot(n.cgroupRoot))
+	errs = append(errs, unmountUnder(n.dir))
+	return errors.Join(errs...)
+}
+
+// removeContainers kills and deletes every task and container (the pods'
+// sandboxes included) in the CRI's namespace.
+func (n *realNode) removeContainers(ctx context.Context) {
+	out, err := n.ctr(ctx, "tasks", "ls", "-q")
+	if err == nil {
+		for _, id := range strings.Fields(out) {
+			_, _ = n.ctr(ctx, "tasks", "kill", "-s", "SIGKILL", id)
+			_, _ = n.ctr(ctx, "tasks", "delete", "-f", id)
+		}
+	}
+	if out, err := n.ctr(ctx, "containers", "ls", "-q"); err == nil {
+		for _, id := range strings.Fields(out) {
+			_, _ = n.ctr(ctx, "containers", "delete", id)
+		}
+	}
+}
+
+// killShims SIGKILLs the runc shims started for the containerd at sock
+// (their command line names its address), which a killed containerd
+// leaves running.
+func killShims(sock string) {
+	if sock == "" {
+		return
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err != nil || !bytes.Contains(b, []byte("containerd-shim")) || !bytes.Contains(b, []byte(sock)) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c))); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// waitNode waits for the node to register, be Ready and lose its taints.
+func (p *Plane) waitNode(ctx context.Context, nodeName string) error {
+	_, cs, _, err := p.clients()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err == nil && nodeReady(n) && len(n.Spec.Taints) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not Ready and untainted: %w", nodeName, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func goarch() string { return runtime.GOARCH }

@@ -1,0 +1,136 @@
+package kubetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRealNodeRunsAPod: on the plane with a real node a pod's container
+// runs — a process of runc's under the node's cgroup root, with the
+// memory limit the pod asked for in its cgroup — and deleting the pod
+// takes it away. At the plane's end nothing of the node is left in the
+// kernel: no cgroup, no mount, no shim.
+func TestRealNodeRunsAPod(t *testing.T) {
+	p, err := startPlane(PlaneOptions{RealNode: true})
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = p.stop()
+		}
+	}()
+	t.Logf("plane: API server %s, the rest with the real node %s", p.StartupTime.Round(time.Millisecond), p.PlaneStartupTime.Round(time.Millisecond))
+	root, dir, sock := p.CgroupRoot(), p.Dir, p.node.sock
+	ns := p.Namespace(t)
+	cs := p.Clientset(t)
+	ctx := context.Background()
+	p.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: sleeper, namespace: %s}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: Never
+    command: [/pause]
+    resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 64Mi}}
+`, ns, PauseImage))
+	var pod *corev1.Pod
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pod, err = cs.CoreV1().Pods(ns).Get(ctx, "sleeper", metav1.GetOptions{})
+		if err == nil && pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod is not running after 2m: %+v\n%s", pod.Status, p.PlaneLogs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	if pod.Spec.NodeName != RealNodeName || id == "" {
+		t.Fatalf("pod on %q with container %q", pod.Spec.NodeName, id)
+	}
+	// The container's memory cgroup, under the node's root: its limit is
+	// the pod's.
+	var limitFile string
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/memory", root), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && strings.HasSuffix(path, id) {
+			limitFile = filepath.Join(path, "memory.limit_in_bytes")
+		}
+		return nil
+	})
+	b, err := os.ReadFile(limitFile)
+	if err != nil {
+		t.Fatalf("no memory cgroup for container %s under %s: %v", id, root, err)
+	}
+	if got := strings.TrimSpace(string(b)); got != fmt.Sprint(64<<20) {
+		t.Errorf("the container's memory limit is %s, want %d", got, 64<<20)
+	}
+	procs, err := os.ReadFile(filepath.Join(filepath.Dir(limitFile), "cgroup.procs"))
+	if err != nil || len(strings.Fields(string(procs))) == 0 {
+		t.Errorf("no process in the container's cgroup: %q, %v", procs, err)
+	}
+
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "sleeper", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "sleeper", metav1.GetOptions{})
+		_, statErr := os.Stat(limitFile)
+		if apierrors.IsNotFound(err) && os.IsNotExist(statErr) {
+			break
+		}
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatalf("the pod or its cgroup is still there after it was deleted: %v, %v", err, statErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	stopped = true
+	if err := p.stop(); err != nil {
+		t.Errorf("stopping the plane: %v", err)
+	}
+	assertNodeGone(t, root, dir, sock)
+}
+
+// assertNodeGone fails the test if anything of a stopped real node is
+// left: a cgroup under its root, a mount under its directory, a shim.
+func assertNodeGone(t *testing.T, root, dir, sock string) {
+	t.Helper()
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if _, err := os.Stat(filepath.Join(h, root)); !os.IsNotExist(err) {
+			t.Errorf("the cgroup %s is left (%v)", filepath.Join(h, root), err)
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mi), dir) {
+		t.Errorf("mounts under %s are left", dir)
+	}
+	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmds {
+		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), sock) {
+			t.Errorf("a process naming %s is left: %q", sock, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+}
