@@ -91,7 +91,7 @@ func writeFiles(files map[string][]byte) error {
 // writePKI generates, with Go's crypto (no openssl), a CA, the API server's
 // serving certificate signed by it, and the service-account signing key,
 // written under dir/pki.
-func writePKI(dir string) (*pki, error) {
+func writePKI(dir string, moreIPs ...net.IP) (*pki, error) {
 	d := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func writePKI(dir string) (*pki, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)}, moreIPs...),
 	}, ca)
 	if err != nil {
 		return nil, err

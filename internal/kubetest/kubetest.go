@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -99,6 +100,12 @@ type options struct {
 	// aggregation configures the API server's aggregation layer (the
 	// full plane's metrics-server is served through it).
 	aggregation bool
+	// servingIPs are more addresses the API server's certificate names
+	// (the real node's, where its pods reach it).
+	servingIPs []net.IP
+	// serviceAccounts admits pods with their service account's token
+	// mounted, as a cluster does (the real node runs them).
+	serviceAccounts bool
 }
 
 // WithCRDs installs every *.yaml file of each directory (relative to the

@@ -10,10 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,8 +80,7 @@ func (p *Plane) startRealNode(ctx context.Context) (err error) {
 	if _, err := rand.Read(suffix); err != nil {
 		return err
 	}
-	id := hex.EncodeToString(suffix)
-	n.cgroupRoot = "/kubetest-" + id
+	n.cgroupRoot = "/kubetest-" + hex.EncodeToString(suffix)
 	if err := os.WriteFile(filepath.Join(p.Dir, "cgroup-root"), []byte(n.cgroupRoot), 0o644); err != nil {
 		return err
 	}
@@ -139,15 +141,14 @@ imports = []
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		return err
 	}
-	// A network for pods that do not use the host's: a bridge of the
-	// plane's own, with no gateway and no masquerade, so a pod on it
-	// reaches only the other pods on it.
-	bridge := "kt" + id
+	// The pods' network: the plane's bridge, no gateway, no route beyond
+	// it (the host does not forward), so a pod reaches the node's address
+	// (the API server's proxy, the kubelet) and the other pods, nothing else.
 	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "kubetest", "plugins": [
   {"type": "bridge", "bridge": %s, "isGateway": false, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "dataDir": %s}},
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": %s, "rangeStart": %s}]], "dataDir": %s}},
   {"type": "loopback"}]}
-`, q(bridge), q(filepath.Join(n.dir, "cni/ipam")))
+`, q(p.net.bridge), q(p.net.subnet.String()), q(p.net.firstPod().String()), q(filepath.Join(n.dir, "cni/ipam")))
 	if err := os.WriteFile(filepath.Join(n.dir, "cni/conf/10-kubetest.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
@@ -179,7 +180,7 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: %s
 containerRuntimeEndpoint: %s
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -200,7 +201,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFr
 localStorageCapacityIsolation: false
 nodeStatusReportFrequency: 10s
 syncFrequency: 10s
-`, q(n.cgroupRoot), q("unix://"+n.sock), ports[0], ports[1],
+`, q(n.cgroupRoot), q("unix://"+n.sock), q(p.net.ip.String()), ports[0], ports[1],
 		q(filepath.Join(p.Dir, "pki", "apiserver.crt")), q(filepath.Join(p.Dir, "pki", "apiserver.key")),
 		q(p.CAFile), q(filepath.Join(n.dir, "pod-logs")))
 	kcfgPath := filepath.Join(n.dir, "kubelet.yaml")
@@ -214,7 +215,7 @@ syncFrequency: 10s
 		"--config", kcfgPath,
 		"--kubeconfig", p.Kubeconfig,
 		"--hostname-override", RealNodeName,
-		"--node-ip", "127.0.0.1",
+		"--node-ip", p.net.ip.String(),
 		"--root-dir", filepath.Join(n.dir, "kubelet"),
 		"--cert-dir", filepath.Join(n.dir, "kubelet", "pki"),
 		"--v", "2",
@@ -613,3 +614,130 @@ func (p *Plane) waitNode(ctx context.Context, nodeName string) error {
 }
 
 func goarch() string { return runtime.GOARCH }
+
+// nodeNet is the real node's network: a bridge of the plane's own with the
+// node's address, in a /24 of 10/8 chosen at random. The host does not
+// forward (net.ipv4.ip_forward is 0 on these machines, and nothing here
+// turns it on) and the pods get no default route, so nothing on it talks
+// beyond this machine.
+type nodeNet struct {
+	bridge string
+	ip     net.IP // the node's: the bridge's address
+	subnet *net.IPNet
+}
+
+func newNodeNet() (*nodeNet, error) {
+	r := make([]byte, 4)
+	if _, err := rand.Read(r); err != nil {
+		return nil, err
+	}
+	n := &nodeNet{bridge: "kt" + hex.EncodeToString(r),
+		ip:     net.IPv4(10, 128+r[0]%64, r[1], 1).To4(),
+		subnet: &net.IPNet{IP: net.IPv4(10, 128+r[0]%64, r[1], 0).To4(), Mask: net.CIDRMask(24, 32)}}
+	cmds := [][]string{
+		{"link", "add", "name", n.bridge, "type", "bridge"},
+		{"addr", "add", n.ip.String() + "/24", "dev", n.bridge},
+		{"link", "set", n.bridge, "up"},
+	}
+	for _, c := range cmds {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			_ = n.remove()
+			return nil, fmt.Errorf("creating the node's bridge: ip %s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return n, nil
+}
+
+// firstPod is the first address pods get (.10: below it the node's).
+func (n *nodeNet) firstPod() net.IP {
+	ip := slices.Clone(n.subnet.IP.To4())
+	ip[3] = 10
+	return ip
+}
+
+// record writes the bridge's name into the plane's directory, so that a
+// later run removes it if this one is killed.
+func (n *nodeNet) record(dir string) error {
+	return os.WriteFile(filepath.Join(dir, "bridge"), []byte(n.bridge), 0o644)
+}
+
+// remove deletes the bridge (and the pods' veths on it go with their
+// namespaces). Nil-safe.
+func (n *nodeNet) remove() error {
+	if n == nil {
+		return nil
+	}
+	return removeBridge(n.bridge)
+}
+
+func removeBridge(name string) error {
+	if !strings.HasPrefix(name, "kt") {
+		return nil
+	}
+	if _, err := net.InterfaceByName(name); err != nil {
+		return nil // gone already
+	}
+	if out, err := exec.Command("ip", "link", "del", name).CombinedOutput(); err != nil {
+		return fmt.Errorf("removing the bridge %s: %w: %s", name, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// proxyAPI serves the API server at the node's address and the API
+// server's port, forwarding to it on loopback: where the node's pods reach
+// it (InClusterHost), with no kube-proxy to route the kubernetes Service.
+func (p *Plane) proxyAPI() error {
+	u, err := url.Parse(p.Host)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(p.net.ip.String(), u.Port()))
+	if err != nil {
+		return fmt.Errorf("serving the API server on the node's network: %w", err)
+	}
+	p.proxy = l
+	target := u.Host
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.DialTimeout("tcp", target, 5*time.Second)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	return nil
+}
+
+// InClusterHost is the API server's host and port as the real node's pods
+// reach it (the KUBERNETES_SERVICE_HOST and _PORT an install without
+// kube-proxy sets), "" and "" without a real node.
+func (p *Plane) InClusterHost() (host, port string) {
+	if p.net == nil {
+		return "", ""
+	}
+	u, err := url.Parse(p.Host)
+	if err != nil {
+		return "", ""
+	}
+	return p.net.ip.String(), u.Port()
+}
+
+// NodeIP is the real node's address ("" without one).
+func (p *Plane) NodeIP() string {
+	if p.net == nil {
+		return ""
+	}
+	return p.net.ip.String()
+}

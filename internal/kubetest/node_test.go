@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ func TestRealNodeRunsAPod(t *testing.T) {
 		}
 	}()
 	t.Logf("plane: API server %s, the rest with the real node %s", p.StartupTime.Round(time.Millisecond), p.PlaneStartupTime.Round(time.Millisecond))
-	root, dir, sock := p.CgroupRoot(), p.Dir, p.node.sock
+	root, dir, sock, bridge := p.CgroupRoot(), p.Dir, p.node.sock, p.net.bridge
 	ns := p.Namespace(t)
 	cs := p.Clientset(t)
 	ctx := context.Background()
@@ -85,6 +86,51 @@ spec:
 		t.Errorf("no process in the container's cgroup: %q, %v", procs, err)
 	}
 
+	// A pod on the pods' network: an address of the node's subnet, its
+	// service account's token mounted (admission and the kubelet's token
+	// request), and the node's metrics served by metrics-server from the
+	// kubelet.
+	p.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: netpod, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: app, image: %s, imagePullPolicy: Never, command: [/pause]}
+`, ns, PauseImage))
+	var np *corev1.Pod
+	for {
+		np, err = cs.CoreV1().Pods(ns).Get(ctx, "netpod", metav1.GetOptions{})
+		if err == nil && np.Status.Phase == corev1.PodRunning && np.Status.PodIP != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod on the pods' network is not running: %+v\n%s", np.Status, p.PlaneLogs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	node := p.NodeIP()
+	if !strings.HasPrefix(np.Status.PodIP, node[:strings.LastIndex(node, ".")+1]) || np.Status.PodIP == node {
+		t.Errorf("the pod's address %s is not on the node's network (node %s)", np.Status.PodIP, node)
+	}
+	token := false
+	for _, v := range np.Spec.Volumes {
+		token = token || (v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-"))
+	}
+	if !token {
+		t.Errorf("no service account token volume on the pod: %+v", np.Spec.Volumes)
+	}
+	for {
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes/" + RealNodeName).DoRaw(ctx)
+		if err == nil && strings.Contains(string(raw), `"cpu"`) {
+			break
+		}
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatalf("no node metrics from the kubelet: %v %s", err, raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "sleeper", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,12 +150,13 @@ spec:
 	if err := p.stop(); err != nil {
 		t.Errorf("stopping the plane: %v", err)
 	}
-	assertNodeGone(t, root, dir, sock)
+	assertNodeGone(t, root, dir, sock, bridge)
 }
 
 // assertNodeGone fails the test if anything of a stopped real node is
-// left: a cgroup under its root, a mount under its directory, a shim.
-func assertNodeGone(t *testing.T, root, dir, sock string) {
+// left: a cgroup under its root, a mount under its directory, its bridge,
+// a shim.
+func assertNodeGone(t *testing.T, root, dir, sock, bridge string) {
 	t.Helper()
 	hs, err := cgroupHierarchies()
 	if err != nil {
@@ -126,6 +173,9 @@ func assertNodeGone(t *testing.T, root, dir, sock string) {
 	}
 	if strings.Contains(string(mi), dir) {
 		t.Errorf("mounts under %s are left", dir)
+	}
+	if _, err := net.InterfaceByName(bridge); err == nil {
+		t.Errorf("the bridge %s is left", bridge)
 	}
 	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range cmds {

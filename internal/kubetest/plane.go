@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,8 @@ type Plane struct {
 
 	procs []*process
 	node  *realNode // with RealNode
+	net   *nodeNet  // with RealNode
+	proxy net.Listener
 }
 
 // PlaneOptions tune the controllers for tests.
@@ -129,16 +132,36 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := start([]Option{func(o *options) { o.aggregation = true }})
+	var nn *nodeNet
+	if o.RealNode {
+		// The node's network first: the API server's certificate names
+		// the address its pods reach it at.
+		if nn, err = newNodeNet(); err != nil {
+			return nil, err
+		}
+	}
+	env, err := start([]Option{func(eo *options) {
+		eo.aggregation = true
+		if nn != nil {
+			eo.servingIPs, eo.serviceAccounts = append(eo.servingIPs, nn.ip), true
+		}
+	}})
 	if err != nil {
+		_ = nn.remove()
 		return nil, err
 	}
-	p := &Plane{Env: env}
+	p := &Plane{Env: env, net: nn}
+	if nn != nil {
+		err = errors.Join(nn.record(env.Dir), p.proxyAPI())
+	}
 	defer func() {
 		if err != nil {
 			_ = p.stop()
 		}
 	}()
+	if err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	ports, err := freePorts(4)
 	if err != nil {
@@ -153,7 +176,7 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 
 	cm, err := startProcess("kube-controller-manager", cmBin, append(auth,
 		"--secure-port", strconv.Itoa(cmPort),
-		"--controllers", "deployment-controller,replicaset-controller,horizontal-pod-autoscaler-controller,node-lifecycle-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller",
+		"--controllers", "deployment-controller,replicaset-controller,horizontal-pod-autoscaler-controller,node-lifecycle-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,daemonset-controller",
 		"--root-ca-file", env.CAFile,
 		"--service-account-private-key-file", filepath.Join(env.Dir, "pki", "sa.key"),
 		"--horizontal-pod-autoscaler-sync-period", o.HPASync.String(),
@@ -376,6 +399,14 @@ func (p *Plane) stop() error {
 		// while it can still report them.
 		errs = append(errs, p.node.stop())
 		p.node = nil
+	}
+	if p.proxy != nil {
+		_ = p.proxy.Close()
+		p.proxy = nil
+	}
+	if p.net != nil {
+		errs = append(errs, p.net.remove())
+		p.net = nil
 	}
 	for i := len(p.procs) - 1; i >= 0; i-- {
 		errs = append(errs, p.procs[i].stop(0))

@@ -84,7 +84,7 @@ func tryStart(apiBin, etcdBin string, o options) (_ *Env, err error) {
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 
-	pki, err := writePKI(dir)
+	pki, err := writePKI(dir, o.servingIPs...)
 	if err != nil {
 		return nil, fmt.Errorf("generating certificates: %w", err)
 	}
@@ -144,7 +144,6 @@ func tryStart(apiBin, etcdBin string, o options) (_ *Env, err error) {
 		"--service-account-key-file", pki.saKeyFile,
 		"--service-account-signing-key-file", pki.saKeyFile,
 		"--service-cluster-ip-range", "10.0.0.0/24",
-		"--disable-admission-plugins", "ServiceAccount",
 		// As kubeadm's clusters do: node agents (the eBPF DaemonSet) are
 		// privileged pods.
 		"--allow-privileged=true",
@@ -153,6 +152,9 @@ func tryStart(apiBin, etcdBin string, o options) (_ *Env, err error) {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		"--endpoint-reconciler-type", "none",
+	}
+	if !o.serviceAccounts {
+		e.apiArgs = append(e.apiArgs, "--disable-admission-plugins", "ServiceAccount")
 	}
 	if o.aggregation {
 		fp, err := writeFrontProxy(dir)
@@ -373,8 +375,8 @@ func tailFile(path string, n int) string {
 
 var cleanStaleOnce sync.Once
 
-// cleanStale removes the directories of environments whose test binary died
-// without stopping them (their processes died with it: Pdeathsig).
+// cleanStale removes what environments whose test binary died without
+// stopping them left behind.
 func cleanStale() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "kubetest-*"))
 	for _, d := range dirs {
@@ -387,6 +389,17 @@ func cleanStale() {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			// Its processes died with it (Pdeathsig), but a real node's
+			// container shims are not its children: they, the node's
+			// cgroups, mounts and bridge are removed here.
+			killShims(filepath.Join(d, "node", "containerd.sock"))
+			if b, err := os.ReadFile(filepath.Join(d, "cgroup-root")); err == nil {
+				_ = removeCgroupRoot(strings.TrimSpace(string(b)))
+			}
+			_ = unmountUnder(d)
+			if b, err := os.ReadFile(filepath.Join(d, "bridge")); err == nil {
+				_ = removeBridge(strings.TrimSpace(string(b)))
+			}
 			_ = os.RemoveAll(d)
 		}
 	}
