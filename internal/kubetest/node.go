@@ -305,6 +305,15 @@ func (p *Plane) NRISocket() string {
 	return p.node.NRISocket
 }
 
+// PodLogsDir is where the real node's kubelet writes its pods' logs ("" without
+// one): DIR/NAMESPACE_POD_UID/CONTAINER/N.log.
+func (p *Plane) PodLogsDir() string {
+	if p.node == nil {
+		return ""
+	}
+	return filepath.Join(p.node.dir, "pod-logs")
+}
+
 // CgroupRoot is the cgroup the real node's pods live under ("" without
 // one).
 func (p *Plane) CgroupRoot() string {

@@ -1,0 +1,160 @@
+package installtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/setpoint-dev/setpoint/internal/kubetest"
+)
+
+const ns = "setpoint-system"
+
+// TestShippedInstall: deploy/ as shipped, with only the image, the API
+// server's address (no kube-proxy here) and the no-node-agents component
+// set, runs on the real node: three replicas of `watch --in-cluster` from
+// the image, on the ServiceAccount token the kubelet mounts, every one
+// Ready, the shards' Leases held by them, no request of theirs refused by
+// the shipped RBAC, and a verb it does not grant refused.
+func TestShippedInstall(t *testing.T) {
+	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	repo, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	t0 := time.Now()
+	tarPath, err := BuildImage(ctx, repo, work, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ImportImage(ctx, tarPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image built and imported in %s", time.Since(t0).Round(time.Millisecond))
+	overlay := filepath.Join(work, "overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host, port := p.InClusterHost()
+	if err := Overlay(overlay, repo, "test", host, port, "no-node-agents"); err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := Build(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(manifests, "kind: DaemonSet") {
+		t.Fatalf("the no-node-agents component left a DaemonSet:\n%s", manifests)
+	}
+	t0 = time.Now()
+	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	cs := p.Clientset(t)
+	pods := waitReady(ctx, t, p, cs, 3)
+	t.Logf("3 replicas Ready %s after the apply", time.Since(t0).Round(time.Millisecond))
+	names := map[string]bool{}
+	for _, pod := range pods {
+		names[pod.Name] = true
+		if img := pod.Spec.Containers[0].Image; img != ImageName+":test" {
+			t.Errorf("pod %s runs %s", pod.Name, img)
+		}
+		if pod.Spec.ServiceAccountName != "setpoint" {
+			t.Errorf("pod %s runs as %s", pod.Name, pod.Spec.ServiceAccountName)
+		}
+	}
+
+	// Every shard's Lease is held by one of the replicas (the holder is
+	// HOST/PID/START, the host the pod's name).
+	for {
+		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "setpoint.dev/lock=shard"})
+		held := 0
+		if err == nil {
+			for _, l := range leases.Items {
+				if l.Spec.HolderIdentity != nil && names[strings.Split(*l.Spec.HolderIdentity, "/")[0]] {
+					held++
+				}
+			}
+		}
+		if held == 16 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 16 shard Leases held by the replicas (%v)", held, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// Nothing the replicas asked for was refused: their logs, as the
+	// kubelet wrote them, say no "forbidden".
+	forbidden := regexp.MustCompile(`(?i)forbidden|cannot (get|list|watch|create|update|patch|delete)`)
+	logs, _ := filepath.Glob(filepath.Join(p.PodLogsDir(), ns+"_setpoint-*", "setpoint", "*.log"))
+	if len(logs) < 3 {
+		t.Fatalf("want the logs of 3 replicas, found %v", logs)
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := forbidden.Find(b); m != nil {
+			t.Errorf("%s: a request was refused (%q):\n%s", l, m, b)
+		}
+	}
+
+	// A verb the shipped RBAC does not grant is refused.
+	sa, err := kubernetes.NewForConfig(p.ConfigAs("system:serviceaccount:"+ns+":setpoint", "system:serviceaccounts", "system:serviceaccounts:"+ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sa.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-setpoints"}}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("creating a Secret in kube-system as setpoint: %v, want forbidden", err)
+	}
+}
+
+// waitReady waits for n Ready pods of the setpoint Deployment.
+func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, n int) []corev1.Pod {
+	t.Helper()
+	for {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=setpoint"})
+		var ready []corev1.Pod
+		if err == nil {
+			for _, pod := range list.Items {
+				for _, c := range pod.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.DeletionTimestamp == nil {
+						ready = append(ready, pod)
+					}
+				}
+			}
+		}
+		if len(ready) == n {
+			return ready
+		}
+		if ctx.Err() != nil {
+			var st []string
+			if list != nil {
+				for _, pod := range list.Items {
+					st = append(st, pod.Name+": "+string(pod.Status.Phase))
+					for _, c := range pod.Status.ContainerStatuses {
+						st = append(st, c.String())
+					}
+				}
+			}
+			t.Fatalf("%d of %d replicas Ready: %v\n%s", len(ready), n, st, p.PlaneLogs())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
