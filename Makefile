@@ -115,11 +115,11 @@ testenv:
 		echo "installing prometheus"; export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=600 prometheus >/dev/null || \
 		{ apt-get update -qq -o DPkg::Lock::Timeout=600 && apt-get install -y -qq -o DPkg::Lock::Timeout=600 prometheus >/dev/null; }; fi
-	@if ! command -v runc >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then \
-		echo "installing runc and containernetworking-plugins"; export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins >/dev/null || \
+	@if ! command -v runc >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then \
+		echo "installing runc, containernetworking-plugins and iproute2"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins iproute2 >/dev/null || \
 		{ apt-get update -qq -o DPkg::Lock::Timeout=600 && \
-		  apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins >/dev/null; }; fi
+		  apt-get install -y -qq -o DPkg::Lock::Timeout=600 runc containernetworking-plugins iproute2 >/dev/null; }; fi
 	@bash hack/testenv/etcd.sh $(ETCD_VERSION) >/dev/null
 	@bash hack/testenv/containerd.sh $(CONTAINERD_VERSION) >/dev/null
 	@for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do \
