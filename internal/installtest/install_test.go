@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
@@ -24,7 +25,8 @@ const ns = "setpoint-system"
 // set, runs on the real node: three replicas of `watch --in-cluster` from
 // the image, on the ServiceAccount token the kubelet mounts, every one
 // Ready, the shards' Leases held by them, no request of theirs refused by
-// the shipped RBAC, and a verb it does not grant refused.
+// the shipped RBAC, an edit of the specs ConfigMap in every replica's
+// volume and applied, and a verb the RBAC does not grant refused.
 func TestShippedInstall(t *testing.T) {
 	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -113,6 +115,57 @@ func TestShippedInstall(t *testing.T) {
 			t.Errorf("%s: a request was refused (%q):\n%s", l, m, b)
 		}
 	}
+
+	// An edit of the specs ConfigMap: the kubelet swaps every replica's
+	// volume (its ..data link) to the new data, and the replica holding
+	// the new spec's shard applies it: a NodePolicy for the node's NRI
+	// agents becomes a NodeAgentConfig.
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
+kind: NodePolicy
+metadata: {name: pinned}
+spec:
+  target: {provider: kubernetes}
+  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
+  reserved: {cpus: "0"}
+  pools:
+    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
+  enforcement: {cpus: enforce}
+`
+	nac := schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "nodeagentconfigs"}
+	dyn := p.Dynamic(t)
+	if l, err := dyn.Resource(nac).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("NodeAgentConfigs before the edit: %v, %v", l, err)
+	}
+	edited := time.Now()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]time.Duration{}
+	var applied time.Duration
+	for len(seen) < len(pods) || applied == 0 {
+		for _, pod := range pods {
+			f := filepath.Join(p.KubeletRootDir(), "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "specs", "pinned.nodepolicy.yaml")
+			if _, ok := seen[pod.Name]; !ok {
+				if _, err := os.Stat(f); err == nil {
+					seen[pod.Name] = time.Since(edited)
+				}
+			}
+		}
+		if applied == 0 {
+			if l, err := dyn.Resource(nac).List(ctx, metav1.ListOptions{}); err == nil && len(l.Items) > 0 {
+				applied = time.Since(edited)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after the edit: the new spec in %d of %d replicas' volumes (%v), applied: %v", len(seen), len(pods), seen, applied > 0)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the specs ConfigMap edited: in each replica's volume after %v; applied (a NodeAgentConfig) %s after the edit", seen, applied.Round(time.Millisecond))
 
 	// A verb the shipped RBAC does not grant is refused.
 	sa, err := kubernetes.NewForConfig(p.ConfigAs("system:serviceaccount:"+ns+":setpoint", "system:serviceaccounts", "system:serviceaccounts:"+ns))

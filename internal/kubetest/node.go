@@ -314,6 +314,15 @@ func (p *Plane) PodLogsDir() string {
 	return filepath.Join(p.node.dir, "pod-logs")
 }
 
+// KubeletRootDir is the real node's kubelet root directory ("" without
+// one): its pods' volumes are under pods/UID/volumes.
+func (p *Plane) KubeletRootDir() string {
+	if p.node == nil {
+		return ""
+	}
+	return filepath.Join(p.node.dir, "kubelet")
+}
+
 // CgroupRoot is the cgroup the real node's pods live under ("" without
 // one).
 func (p *Plane) CgroupRoot() string {
