@@ -2,6 +2,7 @@ package installtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,7 +51,7 @@ func TestShippedInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, port := p.InClusterHost()
-	if err := Overlay(overlay, repo, "test", host, port, "no-node-agents"); err != nil {
+	if err := (Overlay{Tag: "test", APIHost: host, APIPort: port, Components: []string{"no-node-agents"}}).Write(overlay, repo); err != nil {
 		t.Fatal(err)
 	}
 	manifests, err := Build(overlay)
@@ -210,4 +211,218 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// TestShippedNRIAgent: the NRI agent's DaemonSet as shipped (its host paths
+// set to the node's: the NRI socket's directory and a state directory)
+// takes a NodePolicy the controller turned into a NodeAgentConfig and, over
+// containerd's own NRI, pins a running container of the policy's pool to a
+// CPU of the node's own topology: its cpuset cgroup changes in place (same
+// container, no restart), and goes back when the NodePolicy goes.
+func TestShippedNRIAgent(t *testing.T) {
+	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	repo, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	tarPath, err := BuildImage(ctx, repo, work, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ImportImage(ctx, tarPath); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(work, "overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host, port := p.InClusterHost()
+	paths := fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: setpoint-agent-nri, namespace: setpoint-system}
+spec:
+  template:
+    spec:
+      volumes:
+      - name: nri
+        hostPath: {path: %q, type: Directory}
+      - name: cache
+        hostPath: {path: %q, type: DirectoryOrCreate}
+`, filepath.Dir(p.NRISocket()), filepath.Join(work, "agent-state"))
+	o := Overlay{Tag: "test", APIHost: host, APIPort: port, Components: []string{"no-ebpf-agent"}, Patches: map[string]string{"nri-paths.yaml": paths}}
+	if err := o.Write(overlay, repo); err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := Build(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	cs := p.Clientset(t)
+	waitReady(ctx, t, p, cs, 3)
+
+	// A workload of the pool's namespace.
+	if err := p.ApplyYAML(ctx, fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: app, image: %s, imagePullPolicy: Never, command: [/pause], resources: {requests: {cpu: 500m, memory: 32Mi}, limits: {memory: 64Mi}}}
+`, kubetest.PauseImage), "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	web := waitPod(ctx, t, p, cs, "shop", "app=web")
+	id := strings.TrimPrefix(web.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	cpus := cgroupFile(t, p.CgroupRoot(), "cpuset", id, "cpuset.cpus")
+	before := readTrim(t, cpus)
+	t.Logf("web's container %s: cpuset %s", id[:12], before)
+
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pool of one of the node's two CPUs for namespace shop (the other
+	// is the default pool's), and a second policy for nodes there are
+	// none of: removing one of the two later is a release the state
+	// takes without a confirmation, where removing the only spec
+	// setpoint applied for looks like an empty checkout and is held.
+	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
+kind: NodePolicy
+metadata: {name: pinned}
+spec:
+  target: {provider: kubernetes}
+  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
+  pools:
+    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
+  enforcement: {cpus: enforce}
+`
+	cm.Data["elsewhere.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
+kind: NodePolicy
+metadata: {name: elsewhere}
+spec:
+  target: {provider: kubernetes}
+  nodeSelector: {kubernetes.io/hostname: no-such-node}
+  pools:
+    - {name: other, namespaces: [other], minCPUs: 1, maxCPUs: 1}
+  enforcement: {cpus: enforce}
+`
+	edited := time.Now()
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pinned := waitFile(ctx, t, p, cpus, func(v string) bool { return v != before })
+	t.Logf("pinned to %s %s after the edit", pinned, time.Since(edited).Round(time.Millisecond))
+	if strings.ContainsAny(pinned, ",-") {
+		t.Errorf("web's container pinned to %q: want one CPU", pinned)
+	}
+	if l := podLogs(p, ns); strings.Contains(l, "does not fit") {
+		t.Errorf("the pool did not fit:\n%s", l)
+	}
+	after, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := after.Status.ContainerStatuses[0]; st.ContainerID != web.Status.ContainerStatuses[0].ContainerID || st.RestartCount != 0 {
+		t.Errorf("the container was restarted: %s (%d restarts), was %s", st.ContainerID, st.RestartCount, web.Status.ContainerStatuses[0].ContainerID)
+	}
+
+	// The NodePolicy goes: the container gets its CPUs back.
+	cm, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cm.Data, "pinned.nodepolicy.yaml")
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := waitFile(ctx, t, p, cpus, func(v string) bool { return v == before })
+	t.Logf("released: %s", released)
+}
+
+// waitPod waits for one Running pod of the selector with its container
+// started.
+func waitPod(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, namespace, selector string) corev1.Pod {
+	t.Helper()
+	for {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil && len(list.Items) == 1 && list.Items[0].Status.Phase == corev1.PodRunning &&
+			len(list.Items[0].Status.ContainerStatuses) == 1 && list.Items[0].Status.ContainerStatuses[0].ContainerID != "" {
+			return list.Items[0]
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no running pod %s in %s: %v\n%s", selector, namespace, err, p.PlaneLogs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cgroupFile is file in the container's cgroup of the hierarchy, under the
+// node's cgroup root.
+func cgroupFile(t *testing.T, root, hierarchy, id, file string) string {
+	t.Helper()
+	var found string
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup", hierarchy, root), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && filepath.Base(path) == id {
+			found = filepath.Join(path, file)
+		}
+		return nil
+	})
+	if found == "" {
+		t.Fatalf("no %s cgroup for container %s under %s", hierarchy, id, root)
+	}
+	return found
+}
+
+func readTrim(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitFile waits until the file's trimmed content satisfies ok.
+func waitFile(ctx context.Context, t *testing.T, p *kubetest.Plane, path string, ok func(string) bool) string {
+	t.Helper()
+	for {
+		b, err := os.ReadFile(path)
+		if v := strings.TrimSpace(string(b)); err == nil && ok(v) {
+			return v
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %q, %v\n%s\n%s", path, b, err, p.PlaneLogs(), podLogs(p, ns))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// podLogs is every container log the real node's kubelet wrote for the
+// namespace's pods (for failures).
+func podLogs(p *kubetest.Plane, namespace string) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(p.PodLogsDir(), namespace+"_*", "*", "*.log"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if len(data) > 16<<10 {
+			data = data[len(data)-16<<10:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
+	}
+	return b.String()
 }

@@ -7,10 +7,12 @@ package installtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,44 +91,63 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// Overlay writes an overlay kustomization into dir over repo's deploy/:
-// the image (ImageName:tag), the API server's address for clusters
-// without kube-proxy (docs/install.md), and the components named (paths
-// under deploy/components).
-func Overlay(dir, repo, tag, apiHost, apiPort string, components ...string) error {
+// Overlay is what a test's overlay of deploy/ sets, each an install
+// setting docs/install.md documents.
+type Overlay struct {
+	// Tag is the image's (ImageName:Tag).
+	Tag string
+	// APIHost and APIPort are the API server's address for clusters
+	// without kube-proxy, given to the controller and the agents.
+	APIHost, APIPort string
+	// Components are paths under deploy/components.
+	Components []string
+	// Patches are more strategic-merge patches (file name → body).
+	Patches map[string]string
+}
+
+// Write writes the overlay's kustomization into dir over repo's deploy/.
+func (o Overlay) Write(dir, repo string) error {
 	rel, err := filepath.Rel(dir, filepath.Join(repo, "deploy"))
 	if err != nil {
 		return err
 	}
 	var comps []string
-	for _, c := range components {
+	for _, c := range o.Components {
 		comps = append(comps, fmt.Sprintf("%q", filepath.Join(rel, "components", c)))
 	}
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [%q]
-components: [%s]
-images:
-- {name: ghcr.io/setpoint-dev/setpoint, newName: %s, newTag: %q}
-patches:
-- path: api-server.yaml
-`, rel, strings.Join(comps, ", "), ImageName, tag)
 	// As docs/install.md shows it: where no kube-proxy routes the
 	// kubernetes Service, the pods are told the API server's address.
-	api := fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: setpoint, namespace: setpoint-system}
+	patches := map[string]string{"api-server.yaml": fmt.Sprintf(apiServerPatch, "Deployment", "setpoint", "setpoint", o.APIHost, o.APIPort),
+		// Both agents' containers are "agent"; the patch goes to the
+		// DaemonSets there are (a component may have removed them).
+		"api-server-agents.yaml": fmt.Sprintf(apiServerPatch, "DaemonSet", "agents", "agent", o.APIHost, o.APIPort)}
+	for name, body := range o.Patches {
+		patches[name] = body
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%s]\n", rel, strings.Join(comps, ", "))
+	fmt.Fprintf(&b, "images:\n- {name: ghcr.io/setpoint-dev/setpoint, newName: %s, newTag: %q}\npatches:\n", ImageName, o.Tag)
+	for _, name := range slices.Sorted(maps.Keys(patches)) {
+		fmt.Fprintf(&b, "- path: %s\n", name)
+		if name == "api-server-agents.yaml" {
+			b.WriteString("  target: {kind: DaemonSet, namespace: setpoint-system}\n")
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(patches[name]), 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644)
+}
+
+const apiServerPatch = `apiVersion: apps/v1
+kind: %s
+metadata: {name: %s, namespace: setpoint-system}
 spec:
   template:
     spec:
       containers:
-      - name: setpoint
+      - name: %s
         env:
         - {name: KUBERNETES_SERVICE_HOST, value: %q}
         - {name: KUBERNETES_SERVICE_PORT, value: %q}
-`, apiHost, apiPort)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "api-server.yaml"), []byte(api), 0o644)
-}
+`

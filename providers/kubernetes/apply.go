@@ -444,15 +444,19 @@ func handBack(ctx context.Context, rc dynamic.ResourceInterface, k *kind, c prov
 }
 
 // removedOnRelease says a released field is not handed back but goes with
-// setpoint's apply: an eBPF NodeAgentConfig's spec.config is a route group
-// setpoint created (its VIP entry on every node), not a user's value, so
-// its agents stop routing it, as a local eBPF agent's release does.
+// setpoint's apply: a NodeAgentConfig's spec.config is what a spec setpoint
+// applied asked of the node agents (an eBPF route group's VIP entry on
+// every node, a NodePolicy's pools), not a user's value, so with it gone
+// the agents stop routing the VIP or give the containers back their CPUs,
+// as a local agent's release does. (Handed back, an NRI config kept every
+// container pinned after its NodePolicy was deleted: the real node's test
+// found it.)
 func removedOnRelease(k *kind, path addrs.Path, live *unstructured.Unstructured) bool {
 	if k.name != KindNodeAgent || path != AttrAgentConfig || live == nil {
 		return false
 	}
 	agent, _, _ := unstructured.NestedString(live.Object, "spec", "agent")
-	return agent == nodeagent.EBPF
+	return agent == nodeagent.EBPF || agent == nodeagent.NRI
 }
 
 // conflictsOf reads a server-side apply conflict: one cause per field,
