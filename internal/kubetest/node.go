@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -47,6 +48,13 @@ const (
 	CNIBinDir = "/usr/lib/cni"
 )
 
+// The names a node's bridge and cgroup root have: nothing else is ever
+// removed, whatever a directory left behind says.
+var (
+	bridgeName     = regexp.MustCompile(`^kt[0-9a-f]{8}$`)
+	cgroupRootName = regexp.MustCompile(`^/kubetest-[0-9a-f]{8}$`)
+)
+
 // realNode is the node's processes and where they keep things.
 type realNode struct {
 	dir        string
@@ -54,6 +62,9 @@ type realNode struct {
 	sock       string // containerd's socket
 	NRISocket  string
 	cgroupRoot string // under every cgroup v1 hierarchy (and the unified one)
+	bridge     string
+	host       *hostLock
+	ids        []string // the containers there were at the stop
 	containerd *process
 	kubelet    *process
 }
@@ -69,11 +80,20 @@ func (p *Plane) startRealNode(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	n := &realNode{dir: filepath.Join(p.Dir, "node"), bin: filepath.Join(root, "containerd", ContainerdVersion)}
+	n := &realNode{dir: filepath.Join(p.Dir, "node"), bin: filepath.Join(root, "containerd", ContainerdVersion), bridge: p.net.bridge}
 	for _, b := range []string{filepath.Join(n.bin, "containerd"), filepath.Join(n.bin, "containerd-shim-runc-v2"), filepath.Join(n.bin, "ctr"), RuncPath, filepath.Join(CNIBinDir, "bridge")} {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("the real node needs %s: run make testenv", b)
 		}
+	}
+	// One real node on the machine at a time: the kubelet sets kernel
+	// tunables for the whole machine (put back at the node's stop) and
+	// keeps a device plugin socket at a fixed path.
+	lockCtx, cancelLock := context.WithTimeout(context.Background(), 10*time.Minute)
+	n.host, err = lockHost(lockCtx)
+	cancelLock()
+	if err != nil {
+		return err
 	}
 	p.node = n
 	suffix := make([]byte, 4)
@@ -122,6 +142,7 @@ imports = []
   [plugins.'io.containerd.cri.v1.runtime']
     cdi_spec_dirs = []
     restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = 'runc'
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
@@ -144,11 +165,11 @@ imports = []
 	// The pods' network: the plane's bridge, no gateway, no route beyond
 	// it (the host does not forward), so a pod reaches the node's address
 	// (the API server's proxy, the kubelet) and the other pods, nothing else.
-	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "kubetest", "plugins": [
+	cni := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %s, "plugins": [
   {"type": "bridge", "bridge": %s, "isGateway": false, "ipMasq": false,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": %s, "rangeStart": %s}]], "dataDir": %s}},
   {"type": "loopback"}]}
-`, q(p.net.bridge), q(p.net.subnet.String()), q(p.net.firstPod().String()), q(filepath.Join(n.dir, "cni/ipam")))
+`, q(cniNetwork(p.net.bridge)), q(p.net.bridge), q(p.net.subnet.String()), q(p.net.firstPod().String()), q(filepath.Join(n.dir, "cni/ipam")))
 	if err := os.WriteFile(filepath.Join(n.dir, "cni/conf/10-kubetest.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
@@ -194,6 +215,7 @@ authentication:
 authorization: {mode: Webhook}
 podLogsDir: %s
 failSwapOn: false
+makeIPTablesUtilChains: false
 resolvConf: ""
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -236,11 +258,11 @@ func (n *realNode) waitContainerd(ctx context.Context) error {
 	defer cancel()
 	last := ""
 	for {
-		out, err := n.ctr(ctx, "version")
+		_, err := n.ctr(ctx, "version")
 		if err == nil {
 			return nil
 		}
-		last = strings.TrimSpace(out)
+		last = err.Error()
 		select {
 		case <-ctx.Done():
 			return n.containerd.failure("not serving %s (%s)", n.sock, last)
@@ -256,9 +278,12 @@ func (n *realNode) waitContainerd(ctx context.Context) error {
 func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(n.bin, "ctr"), append([]string{"--address", n.sock, "--namespace", "k8s.io"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
+	// Its answer on stdout only: it warns on stderr (cgroup v1).
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return string(out), nil
 }
@@ -450,7 +475,7 @@ func (n *realNode) makeCgroupRoot() error {
 // removeCgroupRoot removes the node's cgroups, deepest first, killing
 // anything still in them.
 func removeCgroupRoot(root string) error {
-	if root == "" || !strings.HasPrefix(root, "/kubetest-") {
+	if !cgroupRootName.MatchString(root) {
 		return nil
 	}
 	hs, err := cgroupHierarchies()
@@ -571,12 +596,47 @@ func (n *realNode) stop() error {
 	killShims(n.sock)
 	errs = append(errs, removeCgroupRoot(n.cgroupRoot))
 	errs = append(errs, unmountUnder(n.dir))
+	removeHostFiles(n.dir, n.bridge, n.ids)
+	errs = append(errs, n.host.release())
 	return errors.Join(errs...)
 }
+
+// cniNetwork is the pods' network's name: libcni's cache files under
+// /var/lib/cni/results start with it.
+func cniNetwork(bridge string) string { return "kubetest-" + bridge }
+
+// removeHostFiles removes what the node leaves outside its directory when
+// its pods were not torn down one by one: libcni's cached results of its
+// network and of the containers' loopback, and the kubelet's symlinks in
+// /var/log/containers to its pods' logs.
+func removeHostFiles(dir, bridge string, ids []string) {
+	if bridgeName.MatchString(bridge) {
+		files, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", cniNetwork(bridge)+"-*"))
+		for _, f := range files {
+			_ = os.Remove(f)
+		}
+	}
+	for _, id := range ids {
+		if hexID.MatchString(id) {
+			_ = os.Remove(filepath.Join("/var/lib/cni/results", "cni-loopback-"+id+"-lo"))
+		}
+	}
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, l := range links {
+		if t, err := os.Readlink(l); err == nil && strings.HasPrefix(t, dir+"/") {
+			_ = os.Remove(l)
+		}
+	}
+}
+
+var hexID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // removeContainers kills and deletes every task and container (the pods'
 // sandboxes included) in the CRI's namespace.
 func (n *realNode) removeContainers(ctx context.Context) {
+	if out, err := n.ctr(ctx, "containers", "ls", "-q"); err == nil {
+		n.ids = strings.Fields(out)
+	}
 	out, err := n.ctr(ctx, "tasks", "ls", "-q")
 	if err == nil {
 		for _, id := range strings.Fields(out) {
@@ -623,9 +683,15 @@ func (p *Plane) waitNode(ctx context.Context, nodeName string) error {
 		if err == nil && nodeReady(n) && len(n.Spec.Taints) == 0 {
 			return nil
 		}
+		var exited <-chan struct{}
+		if p.node != nil && p.node.kubelet != nil {
+			exited = p.node.kubelet.done
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node %s not Ready and untainted: %w", nodeName, ctx.Err())
+		case <-exited:
+			return fmt.Errorf("node %s: the kubelet exited (%v)", nodeName, p.node.kubelet.err)
 		case <-tick.C:
 		}
 	}
@@ -644,14 +710,45 @@ type nodeNet struct {
 	subnet *net.IPNet
 }
 
-func newNodeNet() (*nodeNet, error) {
-	r := make([]byte, 4)
-	if _, err := rand.Read(r); err != nil {
-		return nil, err
+// pickNodeNet chooses the network (a /24 no route of the host's overlaps):
+// the API server's certificate names its address before it exists.
+func pickNodeNet() (*nodeNet, error) {
+	for range 16 {
+		r := make([]byte, 4)
+		if _, err := rand.Read(r); err != nil {
+			return nil, err
+		}
+		n := &nodeNet{bridge: "kt" + hex.EncodeToString(r),
+			ip:     net.IPv4(10, 128+r[0]%64, r[1], 1).To4(),
+			subnet: &net.IPNet{IP: net.IPv4(10, 128+r[0]%64, r[1], 0).To4(), Mask: net.CIDRMask(24, 32)}}
+		if !n.overlapsHost() {
+			return n, nil
+		}
 	}
-	n := &nodeNet{bridge: "kt" + hex.EncodeToString(r),
-		ip:     net.IPv4(10, 128+r[0]%64, r[1], 1).To4(),
-		subnet: &net.IPNet{IP: net.IPv4(10, 128+r[0]%64, r[1], 0).To4(), Mask: net.CIDRMask(24, 32)}}
+	return nil, errors.New("no /24 of 10.128.0.0/10 free of the host's addresses")
+}
+
+// overlapsHost says an address of the host's is in the subnet, or the
+// subnet in one of the host's networks.
+func (n *nodeNet) overlapsHost() bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true
+	}
+	for _, a := range addrs {
+		if in, ok := a.(*net.IPNet); ok && (n.subnet.Contains(in.IP) || in.Contains(n.subnet.IP)) {
+			return true
+		}
+	}
+	return false
+}
+
+// create makes the bridge and records its name in dir, so that a later
+// run removes it if this one is killed.
+func (n *nodeNet) create(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "bridge"), []byte(n.bridge), 0o644); err != nil {
+		return err
+	}
 	cmds := [][]string{
 		{"link", "add", "name", n.bridge, "type", "bridge"},
 		{"addr", "add", n.ip.String() + "/24", "dev", n.bridge},
@@ -660,10 +757,10 @@ func newNodeNet() (*nodeNet, error) {
 	for _, c := range cmds {
 		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
 			_ = n.remove()
-			return nil, fmt.Errorf("creating the node's bridge: ip %s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out))
+			return fmt.Errorf("creating the node's bridge: ip %s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out))
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // firstPod is the first address pods get (.10: below it the node's).
@@ -671,12 +768,6 @@ func (n *nodeNet) firstPod() net.IP {
 	ip := slices.Clone(n.subnet.IP.To4())
 	ip[3] = 10
 	return ip
-}
-
-// record writes the bridge's name into the plane's directory, so that a
-// later run removes it if this one is killed.
-func (n *nodeNet) record(dir string) error {
-	return os.WriteFile(filepath.Join(dir, "bridge"), []byte(n.bridge), 0o644)
 }
 
 // remove deletes the bridge (and the pods' veths on it go with their
@@ -689,7 +780,7 @@ func (n *nodeNet) remove() error {
 }
 
 func removeBridge(name string) error {
-	if !strings.HasPrefix(name, "kt") {
+	if !bridgeName.MatchString(name) {
 		return nil
 	}
 	if _, err := net.InterfaceByName(name); err != nil {
@@ -758,4 +849,142 @@ func (p *Plane) NodeIP() string {
 		return ""
 	}
 	return p.net.ip.String()
+}
+
+// hostLock is the machine's one real node: an exclusive flock, and the
+// kernel tunables the kubelet sets, as they were before it, to put back.
+type hostLock struct {
+	f *os.File
+}
+
+// The lock and the saved tunables live beside every plane's directory.
+var (
+	hostLockPath = filepath.Join(os.TempDir(), "kubetest-realnode.lock")
+	sysctlsPath  = filepath.Join(os.TempDir(), "kubetest-realnode-sysctls")
+	// kubeletSysctls are what the kubelet's container manager sets
+	// (protectKernelDefaults off: it cannot be told not to).
+	kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+)
+
+// lockHost takes the machine's real-node lock (waiting while another
+// test's node runs; a killed holder's lock goes with it), puts back the
+// tunables a killed holder left changed, and saves them as they are.
+func lockHost(ctx context.Context) (*hostLock, error) {
+	f, err := os.OpenFile(hostLockPath, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", hostLockPath, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("another test's real node held %s: %w", hostLockPath, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	h := &hostLock{f: f}
+	if err := restoreSysctls(); err != nil {
+		_ = h.unlock()
+		return nil, err
+	}
+	var b strings.Builder
+	for _, k := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s=%s\n", k, strings.TrimSpace(string(v)))
+	}
+	if err := os.WriteFile(sysctlsPath, []byte(b.String()), 0o600); err != nil {
+		_ = h.unlock()
+		return nil, err
+	}
+	return h, nil
+}
+
+// restoreSysctls puts back the tunables a holder saved, if it saved any
+// and did not put them back, and forgets them.
+func restoreSysctls() error {
+	b, err := os.ReadFile(sysctlsPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || !slices.Contains(kubeletSysctls, k) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("putting back %s: %w", k, err))
+		}
+	}
+	if err := os.Remove(sysctlsPath); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// release puts the tunables back and unlocks. Nil-safe.
+func (h *hostLock) release() error {
+	if h == nil || h.f == nil {
+		return nil
+	}
+	return errors.Join(restoreSysctls(), h.unlock())
+}
+
+func (h *hostLock) unlock() error {
+	err := syscall.Flock(int(h.f.Fd()), syscall.LOCK_UN)
+	h.f.Close()
+	h.f = nil
+	return err
+}
+
+// drainNode deletes every pod bound to the real node at once (grace 0)
+// and waits, 30 s at most, until the kubelet has stopped their containers
+// and sandboxes (CNI's teardown of their network included).
+func (p *Plane) drainNode() {
+	if p.node == nil || p.node.kubelet == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, cs, _, err := p.clients()
+	if err != nil {
+		return
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + RealNodeName})
+	if err != nil {
+		return
+	}
+	zero := int64(0)
+	for _, pod := range pods.Items {
+		_ = cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}
+	for {
+		// Stopped, a pod's containers stay (the kubelet collects them
+		// later); its tasks go, the sandbox's with its network.
+		out, err := p.node.ctr(ctx, "tasks", "ls", "-q")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.node.kubelet.done:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

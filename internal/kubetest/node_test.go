@@ -18,9 +18,11 @@ import (
 // TestRealNodeRunsAPod: on the plane with a real node a pod's container
 // runs — a process of runc's under the node's cgroup root, with the
 // memory limit the pod asked for in its cgroup — and deleting the pod
-// takes it away. At the plane's end nothing of the node is left in the
-// kernel: no cgroup, no mount, no shim.
+// takes it away. At the plane's end nothing of the node is left: no
+// cgroup, mount, bridge, shim, CNI cache or log link, and the kernel
+// tunables the kubelet set are as they were.
 func TestRealNodeRunsAPod(t *testing.T) {
+	tunables := readSysctls(t)
 	p, err := startPlane(PlaneOptions{RealNode: true})
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
@@ -147,10 +149,28 @@ spec:
 	}
 
 	stopped = true
+	t0 := time.Now()
 	if err := p.stop(); err != nil {
 		t.Errorf("stopping the plane: %v", err)
 	}
+	t.Logf("the plane stopped in %s", time.Since(t0).Round(time.Millisecond))
 	assertNodeGone(t, root, dir, sock, bridge)
+	if got := readSysctls(t); got != tunables {
+		t.Errorf("kernel tunables after the node: %s, before: %s", got, tunables)
+	}
+}
+
+// readSysctls is the kernel tunables the kubelet sets, as they are.
+func readSysctls(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, k := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err == nil {
+			fmt.Fprintf(&b, "%s=%s ", k, strings.TrimSpace(string(v)))
+		}
+	}
+	return b.String()
 }
 
 // assertNodeGone fails the test if anything of a stopped real node is
@@ -176,6 +196,18 @@ func assertNodeGone(t *testing.T, root, dir, sock, bridge string) {
 	}
 	if _, err := net.InterfaceByName(bridge); err == nil {
 		t.Errorf("the bridge %s is left", bridge)
+	}
+	if left, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", cniNetwork(bridge)+"-*")); len(left) > 0 {
+		t.Errorf("CNI's cached results of the node's network are left: %v", left)
+	}
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, dir+"/") {
+			t.Errorf("the kubelet's link %s to %s is left", l, target)
+		}
+	}
+	if _, err := os.Stat(sysctlsPath); !os.IsNotExist(err) {
+		t.Errorf("the kernel tunables the kubelet set were not put back (%s: %v)", sysctlsPath, err)
 	}
 	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range cmds {

@@ -134,9 +134,9 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 	}
 	var nn *nodeNet
 	if o.RealNode {
-		// The node's network first: the API server's certificate names
-		// the address its pods reach it at.
-		if nn, err = newNodeNet(); err != nil {
+		// The node's address first: the API server's certificate names
+		// it, as where its pods reach it.
+		if nn, err = pickNodeNet(); err != nil {
 			return nil, err
 		}
 	}
@@ -147,12 +147,13 @@ func startPlane(o PlaneOptions) (_ *Plane, err error) {
 		}
 	}})
 	if err != nil {
-		_ = nn.remove()
 		return nil, err
 	}
 	p := &Plane{Env: env, net: nn}
 	if nn != nil {
-		err = errors.Join(nn.record(env.Dir), p.proxyAPI())
+		if err = nn.create(env.Dir); err == nil {
+			err = p.proxyAPI()
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -395,8 +396,16 @@ func (p *Plane) PlaneLogs() string {
 func (p *Plane) stop() error {
 	var errs []error
 	if p.node != nil {
-		// Before the API server: the kubelet stops its pods' containers
-		// while it can still report them.
+		// The controllers first, so nothing replaces the pods; then the
+		// pods, deleted so that the kubelet tears each down (its network
+		// included) while the API server is there to say so; then the
+		// node, which removes whatever the kubelet did not.
+		for i := len(p.procs) - 1; i >= 0; i-- {
+			if n := p.procs[i].name; n == "kube-controller-manager" || n == "kube-scheduler" {
+				errs = append(errs, p.procs[i].stop(0))
+			}
+		}
+		p.drainNode()
 		errs = append(errs, p.node.stop())
 		p.node = nil
 	}

@@ -380,6 +380,15 @@ var cleanStaleOnce sync.Once
 func cleanStale() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "kubetest-*"))
 	for _, d := range dirs {
+		// Only a directory this user made as os.MkdirTemp makes them
+		// (0700, not a link): another user's could name anything.
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			continue
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != os.Geteuid() {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(d, "pid"))
 		if err != nil {
 			continue
