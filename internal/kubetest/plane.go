@@ -52,7 +52,8 @@ const ReadyAfterAnnotation = "setpoint.dev/ready-after"
 // managing one fake node whose pods become Running and Ready, and
 // metrics-server behind its APIService, reading the node's resource
 // metrics from kwok, so the HPA scales on CPU. No container runs: kwok
-// writes the statuses a kubelet would.
+// writes the statuses a kubelet would. With RealNode the node is real
+// instead (node.go): containerd, runc and a kubelet, and pods run.
 type Plane struct {
 	*Env
 	// PlaneStartupTime is how long the controllers, the scheduler, kwok
