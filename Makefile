@@ -20,7 +20,7 @@ FUZZTIME  ?= 60s
 export PATH := $(GOBIN):$(PATH)
 export SETPOINT_KUBE_VERSION := $(KUBE_VERSION)
 
-.PHONY: all build test test-short bench bench-control scenarios image playground schemas docs lint fmt demo testenv fuzz clean proto bpf
+.PHONY: all build test test-short bench bench-control scenarios image playground playground-node schemas docs lint fmt demo testenv fuzz clean proto bpf
 
 all: build
 
@@ -65,6 +65,11 @@ image:
 # playground/specs, and runs until Ctrl-C. See docs/install.md.
 playground: testenv build
 	$(GO) run ./hack/playground -dir playground
+
+# The same with a real node (containerd, runc, a kubelet): pods run, and
+# setpoint installs in the cluster from deploy/ (playground/overlay).
+playground-node: testenv build
+	$(GO) run ./hack/playground -dir playground -real-node
 
 # Generated reference: the CLI's pages (docs/cli), from the commands; each
 # kind's field reference and example (docs/kinds), from the CUE schemas and

@@ -30,14 +30,16 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/setpoint-dev/setpoint/internal/installtest"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
 )
 
 func main() {
 	dir := flag.String("dir", "playground", "where to write the kubeconfig and the spec directory")
+	realNode := flag.Bool("real-node", false, "run a real node (containerd, runc, a kubelet) instead of kwok's: pods run, and setpoint can be installed in the cluster from deploy/")
 	flag.Parse()
-	if err := run(*dir); err != nil {
+	if err := run(*dir, *realNode); err != nil {
 		slog.Error("playground", "err", err)
 		os.Exit(1)
 	}
@@ -85,7 +87,7 @@ var loads = map[string]kubetest.Load{
 	"inventory": {RPS: 150, Latency: 60 * time.Millisecond, CPUPerRequest: 0.001, WorkingSet: 300 << 20},
 }
 
-func run(dir string) error {
+func run(dir string, realNode bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -96,8 +98,12 @@ func run(dir string) error {
 		return err
 	}
 	t0 := time.Now()
-	slog.Info("starting the control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok, metrics-server)")
-	p, err := kubetest.NewPlane(kubetest.PlaneOptions{HPASync: 15 * time.Second, HPADownscale: 5 * time.Minute})
+	node := "kwok"
+	if realNode {
+		node = "a real node: containerd, runc, kubelet"
+	}
+	slog.Info("starting the control plane (etcd, kube-apiserver, controller-manager, scheduler, metrics-server) and " + node)
+	p, err := kubetest.NewPlane(kubetest.PlaneOptions{HPASync: 15 * time.Second, HPADownscale: 5 * time.Minute, RealNode: realNode})
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w (built by make testenv)", err)
 	}
@@ -106,7 +112,15 @@ func run(dir string) error {
 			slog.Error("stopping the control plane", "err", err)
 		}
 	}()
-	if err := p.ApplyYAML(ctx, workloads, "kubectl"); err != nil {
+	wl := workloads
+	if realNode {
+		// No image can be pulled: the example pods run the node's pause
+		// program (the exporter makes their traffic up either way).
+		for _, img := range []string{"registry.example/checkout:1", "registry.example/inventory:1"} {
+			wl = strings.ReplaceAll(wl, "image: "+img, "image: "+kubetest.PauseImage+", imagePullPolicy: Never, command: [/pause]")
+		}
+	}
+	if err := p.ApplyYAML(ctx, wl, "kubectl"); err != nil {
 		return fmt.Errorf("creating the example workloads: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(p.Config())
@@ -143,12 +157,22 @@ func run(dir string) error {
 	if err != nil {
 		return err
 	}
+	inCluster := ""
+	if realNode {
+		if inCluster, err = installable(ctx, p, abs); err != nil {
+			return err
+		}
+	}
 	slog.Info("ready", "took", time.Since(t0).Round(100*time.Millisecond))
+	nodeText := "one fake node (kwok: pods become Running and Ready, no container runs)"
+	if realNode {
+		nodeText = "one real node (containerd, runc, a kubelet)"
+		fmt.Print(inCluster)
+	}
 	fmt.Printf(`
-The playground is up: a control plane on loopback with one fake node (kwok:
-pods become Running and Ready, no container runs), metrics-server, and a real
-Prometheus at %s scraping made-up traffic for shop/checkout (600 req/s, with
-an HPA) and shop/inventory (150 req/s).
+The playground is up: a control plane on loopback with %[5]s,
+metrics-server, and a real Prometheus at %[1]s scraping made-up traffic for
+shop/checkout (600 req/s, with an HPA) and shop/inventory (150 req/s).
 
   export KUBECONFIG=%s
   kubectl get deploy,hpa,pods -n shop        # if you have kubectl
@@ -163,7 +187,7 @@ setpoint runs beside it, from this checkout (the specs: %s; %s):
 The NFRs read rates over [1m]: their numbers settle within a minute of the
 start. Change the traffic by editing loads in hack/playground/main.go.
 Ctrl-C stops everything.
-`, prom.URL, kubeconfig, specs, written)
+`, prom.URL, kubeconfig, specs, written, nodeText)
 	<-ctx.Done()
 	slog.Info("stopping")
 	return nil
@@ -171,6 +195,43 @@ Ctrl-C stops everything.
 
 // examples are the spec files written once (a user's edits are kept);
 // setpoint.yaml is written every time (it names this run's Prometheus).
+// installable builds setpoint's image, imports it into the real node's
+// containerd and writes an overlay of deploy/ for this cluster (the image,
+// and the API server's address: there is no kube-proxy), as docs/install.md
+// shows; it returns what to tell the user.
+func installable(ctx context.Context, p *kubetest.Plane, dir string) (string, error) {
+	repo, err := installtest.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	slog.Info("building setpoint's image and importing it into the node")
+	tar, err := installtest.BuildImage(ctx, repo, dir, "playground")
+	if err != nil {
+		return "", err
+	}
+	if err := p.ImportImage(ctx, tar); err != nil {
+		return "", err
+	}
+	overlay := filepath.Join(dir, "overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		return "", err
+	}
+	host, port := p.InClusterHost()
+	if err := (installtest.Overlay{Tag: "playground", APIHost: host, APIPort: port, Components: []string{"no-node-agents"}}).Write(overlay, repo); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`
+The node is real: containerd (with NRI), runc and a kubelet; pods run. setpoint's
+image is imported as %s:playground, and %s is an overlay of deploy/ for
+this cluster (the image, the API server's address, no node agents). Install
+setpoint in the cluster as a user would:
+
+  kubectl apply -k %[2]s
+  kubectl -n setpoint-system get pods,leases
+  kubectl -n setpoint-system logs deploy/setpoint
+`, installtest.ImageName, overlay), nil
+}
+
 var examples = map[string]string{
 	"checkout.nfr.yaml": `# checkout must carry 1200 req/s: at its measured CPU per request and
 # 500m a pod, the NFR raises its HPA's minReplicas (the HPA keeps sizing

@@ -218,7 +218,8 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 // takes a NodePolicy the controller turned into a NodeAgentConfig and, over
 // containerd's own NRI, pins a running container of the policy's pool to a
 // CPU of the node's own topology: its cpuset cgroup changes in place (same
-// container, no restart), and goes back when the NodePolicy goes.
+// container, no restart), and goes back when the policy's cpus are
+// turned off.
 func TestShippedNRIAgent(t *testing.T) {
 	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -297,10 +298,7 @@ spec:
 		t.Fatal(err)
 	}
 	// A pool of one of the node's two CPUs for namespace shop (the other
-	// is the default pool's), and a second policy for nodes there are
-	// none of: removing one of the two later is a release the state
-	// takes without a confirmation, where removing the only spec
-	// setpoint applied for looks like an empty checkout and is held.
+	// is the default pool's).
 	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
 kind: NodePolicy
 metadata: {name: pinned}
@@ -309,16 +307,6 @@ spec:
   nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
   pools:
     - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
-  enforcement: {cpus: enforce}
-`
-	cm.Data["elsewhere.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
-kind: NodePolicy
-metadata: {name: elsewhere}
-spec:
-  target: {provider: kubernetes}
-  nodeSelector: {kubernetes.io/hostname: no-such-node}
-  pools:
-    - {name: other, namespaces: [other], minCPUs: 1, maxCPUs: 1}
   enforcement: {cpus: enforce}
 `
 	edited := time.Now()
@@ -341,12 +329,15 @@ spec:
 		t.Errorf("the container was restarted: %s (%d restarts), was %s", st.ContainerID, st.RestartCount, web.Status.ContainerStatuses[0].ContainerID)
 	}
 
-	// The NodePolicy goes: the container gets its CPUs back.
+	// The policy's cpus turned off: the container gets its CPUs back.
+	// (Deleting the spec is held in a cluster when the replica holding
+	// its shard applied nothing else: its empty-checkout guard counts
+	// that replica's specs, not the directory's. See the issue's note.)
 	cm, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(cm.Data, "pinned.nodepolicy.yaml")
+	cm.Data["pinned.nodepolicy.yaml"] = strings.Replace(cm.Data["pinned.nodepolicy.yaml"], "enforcement: {cpus: enforce}", "enforcement: {cpus: off}", 1)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
