@@ -29,39 +29,13 @@ const ns = "setpoint-system"
 // the shipped RBAC, an edit of the specs ConfigMap in every replica's
 // volume and applied, and a verb the RBAC does not grant refused.
 func TestShippedInstall(t *testing.T) {
-	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	repo, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	t0 := time.Now()
-	tarPath, err := BuildImage(ctx, repo, work, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ImportImage(ctx, tarPath); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("image built and imported in %s", time.Since(t0).Round(time.Millisecond))
-	overlay := filepath.Join(work, "overlay")
-	if err := os.MkdirAll(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	host, port := p.InClusterHost()
-	if err := (Overlay{Tag: "test", APIHost: host, APIPort: port, Components: []string{"no-node-agents"}}).Write(overlay, repo); err != nil {
-		t.Fatal(err)
-	}
-	manifests, err := Build(overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, manifests, _ := installed(ctx, t, []string{"no-node-agents"}, nil)
 	if strings.Contains(manifests, "kind: DaemonSet") {
 		t.Fatalf("the no-node-agents component left a DaemonSet:\n%s", manifests)
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
 		t.Fatal(err)
 	}
@@ -221,27 +195,12 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 // container, no restart), and goes back when the policy's cpus are
 // turned off.
 func TestShippedNRIAgent(t *testing.T) {
-	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	repo, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	tarPath, err := BuildImage(ctx, repo, work, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ImportImage(ctx, tarPath); err != nil {
-		t.Fatal(err)
-	}
-	overlay := filepath.Join(work, "overlay")
-	if err := os.MkdirAll(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	host, port := p.InClusterHost()
-	paths := fmt.Sprintf(`apiVersion: apps/v1
+	// The agent's host paths: the node's NRI socket's directory and a
+	// state directory of the test's.
+	p, manifests, _ := installed(ctx, t, []string{"no-ebpf-agent"}, func(p *kubetest.Plane, work string) map[string]string {
+		return map[string]string{"nri-paths.yaml": fmt.Sprintf(`apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: setpoint-agent-nri, namespace: setpoint-system}
 spec:
@@ -252,15 +211,8 @@ spec:
         hostPath: {path: %q, type: Directory}
       - name: cache
         hostPath: {path: %q, type: DirectoryOrCreate}
-`, filepath.Dir(p.NRISocket()), filepath.Join(work, "agent-state"))
-	o := Overlay{Tag: "test", APIHost: host, APIPort: port, Components: []string{"no-ebpf-agent"}, Patches: map[string]string{"nri-paths.yaml": paths}}
-	if err := o.Write(overlay, repo); err != nil {
-		t.Fatal(err)
-	}
-	manifests, err := Build(overlay)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, filepath.Dir(p.NRISocket()), filepath.Join(work, "agent-state"))}
+	})
 	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
 		t.Fatal(err)
 	}
@@ -416,4 +368,44 @@ func podLogs(p *kubetest.Plane, namespace string) string {
 		fmt.Fprintf(&b, "--- %s\n%s\n", f, data)
 	}
 	return b.String()
+}
+
+// installed starts a plane with a real node, imports setpoint's image and
+// builds deploy/ through an overlay of the given components and patches
+// (made with the plane and the work directory). It returns the plane,
+// the manifests, not yet applied, and the work directory.
+func installed(ctx context.Context, t *testing.T, components []string, patches func(p *kubetest.Plane, work string) map[string]string) (*kubetest.Plane, string, string) {
+	t.Helper()
+	p := kubetest.StartPlane(t, kubetest.PlaneOptions{RealNode: true})
+	repo, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	t0 := time.Now()
+	tarPath, err := BuildImage(ctx, repo, work, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ImportImage(ctx, tarPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image built and imported in %s", time.Since(t0).Round(time.Millisecond))
+	overlay := filepath.Join(work, "overlay")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host, port := p.InClusterHost()
+	o := Overlay{Tag: "test", APIHost: host, APIPort: port, Components: components}
+	if patches != nil {
+		o.Patches = patches(p, work)
+	}
+	if err := o.Write(overlay, repo); err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := Build(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, manifests, work
 }
