@@ -2,7 +2,12 @@ package installtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/internal/promtest"
 )
 
 const ns = "setpoint-system"
@@ -26,8 +32,9 @@ const ns = "setpoint-system"
 // set, runs on the real node: three replicas of `watch --in-cluster` from
 // the image, on the ServiceAccount token the kubelet mounts, every one
 // Ready, the shards' Leases held by them, no request of theirs refused by
-// the shipped RBAC, an edit of the specs ConfigMap in every replica's
-// volume and applied, and a verb the RBAC does not grant refused.
+// the shipped RBAC, their metrics scraped by a real Prometheus from the
+// pods, an edit of the specs ConfigMap in every replica's volume and
+// applied, and a verb the RBAC does not grant refused.
 func TestShippedInstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -51,6 +58,26 @@ func TestShippedInstall(t *testing.T) {
 		if pod.Spec.ServiceAccountName != "setpoint" {
 			t.Errorf("pod %s runs as %s", pod.Name, pod.Spec.ServiceAccountName)
 		}
+	}
+
+	// The replicas' metrics, on the port deploy/monitoring's PodMonitor
+	// names (health, /metrics), scraped by a real Prometheus from the
+	// pods' addresses.
+	var targets []string
+	for _, pod := range pods {
+		targets = append(targets, net.JoinHostPort(pod.Status.PodIP, "8081"))
+	}
+	prom := promtest.Start(t, targets...)
+	for {
+		up := promQuery(ctx, prom.URL, `sum(up)`)
+		series := promQuery(ctx, prom.URL, `count(setpoint_reconcile_duration_seconds_count)`)
+		if up == "3" && series == "3" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Prometheus scraping the replicas at %v: sum(up) %q, reconcile series %q", targets, up, series)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 
 	// Every shard's Lease is held by one of the replicas (the holder is
@@ -408,4 +435,29 @@ func installed(ctx context.Context, t *testing.T, components []string, patches f
 		t.Fatal(err)
 	}
 	return p, manifests, work
+}
+
+// promQuery is an instant query's one value ("" when there is none).
+func promQuery(ctx context.Context, base, q string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Value []any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) != nil || len(body.Data.Result) != 1 || len(body.Data.Result[0].Value) != 2 {
+		return ""
+	}
+	v, _ := body.Data.Result[0].Value[1].(string)
+	return v
 }
