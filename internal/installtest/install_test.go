@@ -21,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
 
 const ns = "setpoint-system"
@@ -460,4 +462,108 @@ func promQuery(ctx context.Context, base, q string) string {
 	}
 	v, _ := body.Data.Result[0].Value[1].(string)
 	return v
+}
+
+// TestShippedInstallReplicaKilledMidApply: with the crash hook turned on
+// through an overlay (the process exits between a provider's apply and the
+// state's record of it), the replica holding a new spec's shard applies
+// it and dies; its container restarts, then its pod is deleted. The
+// replica that records the apply after it does not make it again: the
+// NodeAgentConfig is at generation 1 with one SetpointApplied Event.
+func TestShippedInstallReplicaKilledMidApply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	p, manifests, _ := installed(ctx, t, []string{"no-node-agents"}, func(*kubetest.Plane, string) map[string]string {
+		return map[string]string{"crash.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: setpoint, namespace: setpoint-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: setpoint
+        env:
+        - {name: SETPOINT_TEST_CRASH_AFTER_APPLY, value: "1"}
+`}
+	})
+	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	cs := p.Clientset(t)
+	waitReady(ctx, t, p, cs, 3)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
+kind: NodePolicy
+metadata: {name: pinned}
+spec:
+  target: {provider: kubernetes}
+  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
+  pools:
+    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
+  enforcement: {cpus: enforce}
+`
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: a replica's container exits (86) after the apply.
+	var crashed string
+	for crashed == "" {
+		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=setpoint"})
+		if err == nil {
+			for _, pod := range list.Items {
+				for _, c := range pod.Status.ContainerStatuses {
+					if c.RestartCount > 0 || (c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode == 86) {
+						crashed = pod.Name
+					}
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no replica crashed after the apply\n%s", podLogs(p, ns))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, crashed, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica %s crashed after the apply; its pod deleted", crashed)
+
+	// A successor records the apply the dead one made.
+	attr := addrs.Attr{Object: addrs.Object{Provider: "kubernetes", Kind: "NodeAgentConfig", Namespace: "default", Name: "pinned"}, Path: addrs.MustPath("spec.config")}
+	b := kstate.New(cs, ns, "prod")
+	for {
+		st, err := b.Load(ctx)
+		if err == nil {
+			if e, ok := st.Lookup(attr); ok && e.Applied != nil && e.Pending == nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no replica recorded the apply: %v\n%s", err, podLogs(p, ns))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	nac := schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "nodeagentconfigs"}
+	obj, err := p.Dynamic(t).Resource(nac).Namespace("default").Get(ctx, "pinned", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := obj.GetGeneration(); g != 1 {
+		t.Errorf("the NodeAgentConfig is at generation %d, want 1 (one write)", g)
+	}
+	events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=SetpointApplied,involvedObject.name=pinned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		n += int(max(e.Count, 1))
+	}
+	if n != 1 {
+		t.Errorf("%d SetpointApplied Events for the NodeAgentConfig, want 1: %+v", n, events.Items)
+	}
 }
