@@ -274,26 +274,8 @@ spec:
 	before := readTrim(t, cpus)
 	t.Logf("web's container %s: cpuset %s", id[:12], before)
 
-	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A pool of one of the node's two CPUs for namespace shop (the other
-	// is the default pool's).
-	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
-kind: NodePolicy
-metadata: {name: pinned}
-spec:
-  target: {provider: kubernetes}
-  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
-  pools:
-    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
-  enforcement: {cpus: enforce}
-`
 	edited := time.Now()
-	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", pinnedPolicy)
 	pinned := waitFile(ctx, t, p, cpus, func(v string) bool { return v != before })
 	t.Logf("pinned to %s %s after the edit", pinned, time.Since(edited).Round(time.Millisecond))
 	if strings.ContainsAny(pinned, ",-") {
@@ -314,14 +296,7 @@ spec:
 	// (Deleting the spec is held in a cluster when the replica holding
 	// its shard applied nothing else: its empty-checkout guard counts
 	// that replica's specs, not the directory's. See the issue's note.)
-	cm, err = cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["pinned.nodepolicy.yaml"] = strings.Replace(cm.Data["pinned.nodepolicy.yaml"], "enforcement: {cpus: enforce}", "enforcement: {cpus: off}", 1)
-	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", strings.Replace(pinnedPolicy, "enforcement: {cpus: enforce}", "enforcement: {cpus: off}", 1))
 	released := waitFile(ctx, t, p, cpus, func(v string) bool { return v == before })
 	t.Logf("released: %s", released)
 }
@@ -491,23 +466,7 @@ spec:
 	}
 	cs := p.Clientset(t)
 	waitReady(ctx, t, p, cs, 3)
-	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data["pinned.nodepolicy.yaml"] = `apiVersion: setpoint.dev/v1alpha1
-kind: NodePolicy
-metadata: {name: pinned}
-spec:
-  target: {provider: kubernetes}
-  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
-  pools:
-    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
-  enforcement: {cpus: enforce}
-`
-	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", pinnedPolicy)
 	// The crash: a replica's container exits (86) after the apply.
 	var crashed string
 	for crashed == "" {
@@ -565,5 +524,33 @@ spec:
 	}
 	if n != 1 {
 		t.Errorf("%d SetpointApplied Events for the NodeAgentConfig, want 1: %+v", n, events.Items)
+	}
+}
+
+// pinnedPolicy is a NodePolicy for the real node's NRI agents: a pool of
+// one of its two CPUs for namespace shop (the other is the default
+// pool's).
+var pinnedPolicy = `apiVersion: setpoint.dev/v1alpha1
+kind: NodePolicy
+metadata: {name: pinned}
+spec:
+  target: {provider: kubernetes}
+  nodeSelector: {kubernetes.io/hostname: ` + kubetest.RealNodeName + `}
+  pools:
+    - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
+  enforcement: {cpus: enforce}
+`
+
+// editSpec writes one spec file into the specs ConfigMap, as a user's
+// kubectl edit does.
+func editSpec(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, body string) {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[name] = body
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
