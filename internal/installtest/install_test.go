@@ -24,6 +24,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/internal/kubetest"
 	"github.com/setpoint-dev/setpoint/internal/promtest"
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 )
 
@@ -70,21 +71,15 @@ func TestShippedInstall(t *testing.T) {
 		targets = append(targets, net.JoinHostPort(pod.Status.PodIP, "8081"))
 	}
 	prom := promtest.Start(t, targets...)
-	for {
+	waitFor(ctx, t, fmt.Sprintf("Prometheus scraping the replicas at %v", targets), func() (bool, string) {
 		up := promQuery(ctx, prom.URL, `sum(up)`)
 		series := promQuery(ctx, prom.URL, `count(setpoint_reconcile_duration_seconds_count)`)
-		if up == "3" && series == "3" {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("Prometheus scraping the replicas at %v: sum(up) %q, reconcile series %q", targets, up, series)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return up == "3" && series == "3", fmt.Sprintf("sum(up) %q, reconcile series %q", up, series)
+	}, nil)
 
 	// Every shard's Lease is held by one of the replicas (the holder is
 	// HOST/PID/START, the host the pod's name).
-	for {
+	waitFor(ctx, t, "every shard Lease held by the replicas", func() (bool, string) {
 		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "setpoint.dev/lock=shard"})
 		held := 0
 		if err == nil {
@@ -94,14 +89,8 @@ func TestShippedInstall(t *testing.T) {
 				}
 			}
 		}
-		if held == 16 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%d of 16 shard Leases held by the replicas (%v)", held, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return held == 16, fmt.Sprintf("%d of 16 held (%v)", held, err)
+	}, nil)
 
 	// Nothing the replicas asked for was refused: their logs, as the
 	// kubelet wrote them, say no "forbidden".
@@ -150,7 +139,7 @@ spec:
 	}
 	seen := map[string]time.Duration{}
 	var applied time.Duration
-	for len(seen) < len(pods) || applied == 0 {
+	waitFor(ctx, t, "the edit in every replica's volume, and applied", func() (bool, string) {
 		for _, pod := range pods {
 			f := filepath.Join(p.KubeletRootDir(), "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "specs", "pinned.nodepolicy.yaml")
 			if _, ok := seen[pod.Name]; !ok {
@@ -164,11 +153,8 @@ spec:
 				applied = time.Since(edited)
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("after the edit: the new spec in %d of %d replicas' volumes (%v), applied: %v", len(seen), len(pods), seen, applied > 0)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(seen) == len(pods) && applied > 0, fmt.Sprintf("in %d of %d replicas' volumes (%v), applied: %v", len(seen), len(pods), seen, applied > 0)
+	}, nil)
 	t.Logf("the specs ConfigMap edited: in each replica's volume after %v; applied (a NodeAgentConfig) %s after the edit", seen, applied.Round(time.Millisecond))
 
 	// A verb the shipped RBAC does not grant is refused.
@@ -185,9 +171,10 @@ spec:
 // waitReady waits for n Ready pods of the setpoint Deployment.
 func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, n int) []corev1.Pod {
 	t.Helper()
-	for {
+	var ready []corev1.Pod
+	waitFor(ctx, t, fmt.Sprintf("%d replicas Ready", n), func() (bool, string) {
 		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=setpoint"})
-		var ready []corev1.Pod
+		ready = nil
 		if err == nil {
 			for _, pod := range list.Items {
 				for _, c := range pod.Status.Conditions {
@@ -197,23 +184,18 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 				}
 			}
 		}
-		if len(ready) == n {
-			return ready
-		}
-		if ctx.Err() != nil {
-			var st []string
-			if list != nil {
-				for _, pod := range list.Items {
-					st = append(st, pod.Name+": "+string(pod.Status.Phase))
-					for _, c := range pod.Status.ContainerStatuses {
-						st = append(st, c.String())
-					}
+		var st []string
+		if list != nil {
+			for _, pod := range list.Items {
+				st = append(st, pod.Name+": "+string(pod.Status.Phase))
+				for _, c := range pod.Status.ContainerStatuses {
+					st = append(st, c.String())
 				}
 			}
-			t.Fatalf("%d of %d replicas Ready: %v\n%s", len(ready), n, st, p.PlaneLogs())
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return len(ready) == n, fmt.Sprintf("%d Ready: %v", len(ready), st)
+	}, p.PlaneLogs)
+	return ready
 }
 
 // TestShippedNRIAgent: the NRI agent's DaemonSet as shipped (its host paths
@@ -305,17 +287,17 @@ spec:
 // started.
 func waitPod(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, namespace, selector string) corev1.Pod {
 	t.Helper()
-	for {
+	var pod corev1.Pod
+	waitFor(ctx, t, fmt.Sprintf("a running pod %s in %s", selector, namespace), func() (bool, string) {
 		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err == nil && len(list.Items) == 1 && list.Items[0].Status.Phase == corev1.PodRunning &&
 			len(list.Items[0].Status.ContainerStatuses) == 1 && list.Items[0].Status.ContainerStatuses[0].ContainerID != "" {
-			return list.Items[0]
+			pod = list.Items[0]
+			return true, ""
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no running pod %s in %s: %v\n%s", selector, namespace, err, p.PlaneLogs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprint(err)
+	}, p.PlaneLogs)
+	return pod
 }
 
 // cgroupFile is file in the container's cgroup of the hierarchy, under the
@@ -347,16 +329,13 @@ func readTrim(t *testing.T, path string) string {
 // waitFile waits until the file's trimmed content satisfies ok.
 func waitFile(ctx context.Context, t *testing.T, p *kubetest.Plane, path string, ok func(string) bool) string {
 	t.Helper()
-	for {
+	var v string
+	waitFor(ctx, t, path, func() (bool, string) {
 		b, err := os.ReadFile(path)
-		if v := strings.TrimSpace(string(b)); err == nil && ok(v) {
-			return v
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %q, %v\n%s\n%s", path, b, err, p.PlaneLogs(), podLogs(p, ns))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		v = strings.TrimSpace(string(b))
+		return err == nil && ok(v), fmt.Sprintf("%q, %v", v, err)
+	}, func() string { return p.PlaneLogs() + "\n" + podLogs(p, ns) })
+	return v
 }
 
 // podLogs is every container log the real node's kubelet wrote for the
@@ -469,22 +448,19 @@ spec:
 	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", pinnedPolicy)
 	// The crash: a replica's container exits (86) after the apply.
 	var crashed string
-	for crashed == "" {
+	waitFor(ctx, t, "a replica crashed (exit 86) after the apply", func() (bool, string) {
 		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=setpoint"})
 		if err == nil {
 			for _, pod := range list.Items {
 				for _, c := range pod.Status.ContainerStatuses {
-					if c.RestartCount > 0 || (c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode == 86) {
+					if c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode == 86 {
 						crashed = pod.Name
 					}
 				}
 			}
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no replica crashed after the apply\n%s", podLogs(p, ns))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return crashed != "", fmt.Sprint(err)
+	}, func() string { return podLogs(p, ns) })
 	zero := int64(0)
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, crashed, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
@@ -494,18 +470,14 @@ spec:
 	// A successor records the apply the dead one made.
 	attr := addrs.Attr{Object: addrs.Object{Provider: "kubernetes", Kind: "NodeAgentConfig", Namespace: "default", Name: "pinned"}, Path: addrs.MustPath("spec.config")}
 	b := kstate.New(cs, ns, "prod")
-	for {
+	waitFor(ctx, t, "a replica recording the apply", func() (bool, string) {
 		st, err := b.Load(ctx)
-		if err == nil {
-			if e, ok := st.Lookup(attr); ok && e.Applied != nil && e.Pending == nil {
-				break
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("no replica recorded the apply: %v\n%s", err, podLogs(p, ns))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		e, ok := st.Lookup(attr)
+		return ok && e.Applied != nil && e.Pending == nil, fmt.Sprintf("%+v", e)
+	}, func() string { return podLogs(p, ns) })
 	nac := schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "nodeagentconfigs"}
 	obj, err := p.Dynamic(t).Resource(nac).Namespace("default").Get(ctx, "pinned", metav1.GetOptions{})
 	if err != nil {
@@ -553,4 +525,15 @@ func editSpec(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitFor polls cond every 200 ms (testutil.Poll) until it holds or the
+// test's context is done, and then fails with its last word and more's.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string), more func() string) {
+	t.Helper()
+	within := time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		within = time.Until(d)
+	}
+	testutil.Poll(t, within, 200*time.Millisecond, what, cond, more)
 }

@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/setpoint-dev/setpoint/internal/testutil"
 )
 
 // TestRealNodeRunsAPod: on the plane with a real node a pod's container
@@ -22,7 +25,10 @@ import (
 // cgroup, mount, bridge, shim, CNI cache or log link, and the kernel
 // tunables the kubelet set are as they were.
 func TestRealNodeRunsAPod(t *testing.T) {
-	tunables := readSysctls(t)
+	// Read with no real node running (another package's may be): the
+	// machine's lock held.
+	var tunables string
+	withHostLock(t, func() { tunables = readSysctls(t) })
 	p, err := startPlane(PlaneOptions{RealNode: true})
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
@@ -52,17 +58,13 @@ spec:
     resources: {requests: {cpu: 100m, memory: 32Mi}, limits: {memory: 64Mi}}
 `, ns, PauseImage))
 	var pod *corev1.Pod
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.Poll(t, 2*time.Minute, 200*time.Millisecond, "the host-network pod running", func() (bool, string) {
 		pod, err = cs.CoreV1().Pods(ns).Get(ctx, "sleeper", metav1.GetOptions{})
-		if err == nil && pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pod is not running after 2m: %+v\n%s", pod.Status, p.PlaneLogs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready, fmt.Sprintf("%+v", pod.Status)
+	}, p.PlaneLogs)
 	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	if pod.Spec.NodeName != RealNodeName || id == "" {
 		t.Fatalf("pod on %q with container %q", pod.Spec.NodeName, id)
@@ -101,16 +103,13 @@ spec:
   - {name: app, image: %s, imagePullPolicy: Never, command: [/pause]}
 `, ns, PauseImage))
 	var np *corev1.Pod
-	for {
+	testutil.Poll(t, 2*time.Minute, 200*time.Millisecond, "the pod on the pods' network running", func() (bool, string) {
 		np, err = cs.CoreV1().Pods(ns).Get(ctx, "netpod", metav1.GetOptions{})
-		if err == nil && np.Status.Phase == corev1.PodRunning && np.Status.PodIP != "" {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pod on the pods' network is not running: %+v\n%s", np.Status, p.PlaneLogs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return np.Status.Phase == corev1.PodRunning && np.Status.PodIP != "", fmt.Sprintf("%+v", np.Status)
+	}, p.PlaneLogs)
 	node := p.NodeIP()
 	if !strings.HasPrefix(np.Status.PodIP, node[:strings.LastIndex(node, ".")+1]) || np.Status.PodIP == node {
 		t.Errorf("the pod's address %s is not on the node's network (node %s)", np.Status.PodIP, node)
@@ -122,31 +121,19 @@ spec:
 	if !token {
 		t.Errorf("no service account token volume on the pod: %+v", np.Spec.Volumes)
 	}
-	for {
+	testutil.Poll(t, 2*time.Minute, 500*time.Millisecond, "node metrics from the kubelet", func() (bool, string) {
 		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis/metrics.k8s.io/v1beta1/nodes/" + RealNodeName).DoRaw(ctx)
-		if err == nil && strings.Contains(string(raw), `"cpu"`) {
-			break
-		}
-		if time.Now().After(deadline.Add(time.Minute)) {
-			t.Fatalf("no node metrics from the kubelet: %v %s", err, raw)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(raw), `"cpu"`), fmt.Sprintf("%v %s", err, raw)
+	}, nil)
 
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "sleeper", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	testutil.Poll(t, 2*time.Minute, 200*time.Millisecond, "the deleted pod and its cgroup gone", func() (bool, string) {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, "sleeper", metav1.GetOptions{})
 		_, statErr := os.Stat(limitFile)
-		if apierrors.IsNotFound(err) && os.IsNotExist(statErr) {
-			break
-		}
-		if time.Now().After(deadline.Add(time.Minute)) {
-			t.Fatalf("the pod or its cgroup is still there after it was deleted: %v, %v", err, statErr)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return apierrors.IsNotFound(err) && os.IsNotExist(statErr), fmt.Sprintf("%v, %v", err, statErr)
+	}, nil)
 
 	stopped = true
 	t0 := time.Now()
@@ -155,9 +142,14 @@ spec:
 	}
 	t.Logf("the plane stopped in %s", time.Since(t0).Round(time.Millisecond))
 	assertNodeGone(t, root, dir, sock, bridge)
-	if got := readSysctls(t); got != tunables {
-		t.Errorf("kernel tunables after the node: %s, before: %s", got, tunables)
-	}
+	withHostLock(t, func() {
+		if _, err := os.Stat(sysctlsPath); !os.IsNotExist(err) {
+			t.Errorf("the kernel tunables the kubelet set were not put back (%s: %v)", sysctlsPath, err)
+		}
+		if got := readSysctls(t); got != tunables {
+			t.Errorf("kernel tunables after the node: %s, before: %s", got, tunables)
+		}
+	})
 }
 
 // readSysctls is the kernel tunables the kubelet sets, as they are.
@@ -206,13 +198,27 @@ func assertNodeGone(t *testing.T, root, dir, sock, bridge string) {
 			t.Errorf("the kubelet's link %s to %s is left", l, target)
 		}
 	}
-	if _, err := os.Stat(sysctlsPath); !os.IsNotExist(err) {
-		t.Errorf("the kernel tunables the kubelet set were not put back (%s: %v)", sysctlsPath, err)
-	}
 	cmds, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, c := range cmds {
 		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), sock) {
 			t.Errorf("a process naming %s is left: %q", sock, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
+}
+
+// withHostLock runs fn holding the machine's real-node lock: no node of
+// another test changes the kernel's tunables meanwhile.
+func withHostLock(t *testing.T, fn func()) {
+	t.Helper()
+	f, err := os.OpenFile(hostLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	testutil.Poll(t, 10*time.Minute, 100*time.Millisecond, "the real-node lock", func() (bool, string) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		return err == nil, fmt.Sprint(err)
+	}, nil)
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	fn()
 }

@@ -305,19 +305,7 @@ func (p *Plane) createNode(ctx context.Context) error {
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating node %s: %w", FakeNode, err)
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		n, err := cs.CoreV1().Nodes().Get(ctx, FakeNode, metav1.GetOptions{})
-		if err == nil && nodeReady(n) && len(n.Spec.Taints) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready and untainted: %w", FakeNode, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return p.waitNode(ctx, FakeNode)
 }
 
 // registerMetricsAPI serves metrics.k8s.io from metrics-server on port:
