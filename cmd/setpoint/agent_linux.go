@@ -87,6 +87,7 @@ SIGTERM containers keep the CPU sets and limits they have.`,
 				},
 				Attr:     route.AttrConfig,
 				Observed: func(o providers.Object) any { return route.Summary(o.Attributes) },
+				Key:      route.SummaryKey,
 				Refresh:  refresh,
 				Log:      slog.Default(),
 			}
@@ -202,8 +203,10 @@ func runNRIAgent(ctx context.Context, dyn dynamic.Interface, node, namespace str
 		},
 		Attr:     noderes.AttrConfig,
 		Observed: func(o providers.Object) any { return nri.Summary(o.Attributes) },
-		Refresh:  refresh,
-		Log:      slog.Default(),
+		// The whole summary: topology and pools change when the node's do.
+		Key:     func(o any) string { return fmt.Sprint(o) },
+		Refresh: refresh,
+		Log:     slog.Default(),
 	}
 	slog.Info("NRI node agent started", "node", node, "namespace", namespace, "socket", cfg.Socket, "cache", cfg.Cache)
 	r.Run(ctx, every)

@@ -203,8 +203,8 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 // takes a NodePolicy the controller turned into a NodeAgentConfig and, over
 // containerd's own NRI, pins a running container of the policy's pool to a
 // CPU of the node's own topology: its cpuset cgroup changes in place (same
-// container, no restart), and goes back when the policy's cpus are
-// turned off.
+// container, no restart), and goes back when the policy is deleted (its
+// config released).
 func TestShippedNRIAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -256,6 +256,10 @@ spec:
 	before := readTrim(t, cpus)
 	t.Logf("web's container %s: cpuset %s", id[:12], before)
 
+	// Another spec applied beside it, as in any real directory: deleting
+	// the one spec setpoint applied for would be held by the guard for
+	// empty checkouts ("1 of the 1 specs gone").
+	editSpec(ctx, t, cs, "elsewhere.nodepolicy.yaml", strings.NewReplacer("name: pinned", "name: elsewhere", "kubernetes.io/hostname: "+kubetest.RealNodeName, "kubernetes.io/hostname: elsewhere").Replace(pinnedPolicy))
 	edited := time.Now()
 	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", pinnedPolicy)
 	pinned := waitFile(ctx, t, p, cpus, func(v string) bool { return v != before })
@@ -274,13 +278,15 @@ spec:
 		t.Errorf("the container was restarted: %s (%d restarts), was %s", st.ContainerID, st.RestartCount, web.Status.ContainerStatuses[0].ContainerID)
 	}
 
-	// The policy's cpus turned off: the container gets its CPUs back.
-	// (Deleting the spec is held in a cluster when the replica holding
-	// its shard applied nothing else: its empty-checkout guard counts
-	// that replica's specs, not the directory's. See the issue's note.)
-	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", strings.Replace(pinnedPolicy, "enforcement: {cpus: enforce}", "enforcement: {cpus: off}", 1))
+	// The NodePolicy deleted: its NodeAgentConfig's config is released,
+	// and the agent gives the container its CPUs back, in place.
+	deleted := time.Now()
+	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", "")
 	released := waitFile(ctx, t, p, cpus, func(v string) bool { return v == before })
-	t.Logf("released: %s", released)
+	t.Logf("released (%s) %s after the spec's deletion", released, time.Since(deleted).Round(time.Millisecond))
+	if now, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{}); err != nil || now.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("after the release: %v, %+v", err, now.Status.ContainerStatuses)
+	}
 }
 
 // waitPod waits for one Running pod of the selector with its container
@@ -514,14 +520,18 @@ spec:
 `
 
 // editSpec writes one spec file into the specs ConfigMap, as a user's
-// kubectl edit does.
+// kubectl edit does; an empty body deletes the file.
 func editSpec(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, body string) {
 	t.Helper()
 	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "setpoint-specs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Data[name] = body
+	if body == "" {
+		delete(cm.Data, name)
+	} else {
+		cm.Data[name] = body
+	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func (p *Plane) startRealNode(ctx context.Context) (err error) {
 	if err := os.WriteFile(filepath.Join(p.Dir, "cgroup-root"), []byte(n.cgroupRoot), 0o644); err != nil {
 		return err
 	}
-	for _, d := range []string{"containerd/root", "containerd/state", "nri/plugins", "nri/conf.d", "cni/conf", "kubelet", "pod-logs", "opt"} {
+	for _, d := range []string{"containerd/root", "containerd/state", "nri/plugins", "nri/conf.d", "cni/conf", "kubelet", "pod-logs", "opt", "images"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
 			return err
 		}
@@ -290,21 +290,38 @@ func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 
 // importPause builds the pause program and imports it as PauseImage.
 func (n *realNode) importPause(ctx context.Context) error {
-	bin := filepath.Join(n.dir, "pause")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "github.com/setpoint-dev/setpoint/internal/kubetest/pause")
+	return n.importProgram(ctx, "github.com/setpoint-dev/setpoint/internal/kubetest/pause", PauseImage)
+}
+
+// importProgram builds a Go command (static) and imports it as a one-file
+// image ref whose entrypoint it is (/NAME, NAME the package's last element).
+func (n *realNode) importProgram(ctx context.Context, pkg, ref string) error {
+	base := pkg[strings.LastIndex(pkg, "/")+1:]
+	bin := filepath.Join(n.dir, "images", base)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the pause program: %w: %s", err, out)
+		return fmt.Errorf("building %s: %w: %s", pkg, err, out)
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return err
 	}
-	tarPath := filepath.Join(n.dir, "pause.tar")
-	if err := WriteImage(tarPath, PauseImage, []ImageFile{{Path: "/pause", Mode: 0o755, Data: b}}, []string{"/pause"}); err != nil {
+	tarPath := bin + ".tar"
+	if err := WriteImage(tarPath, ref, []ImageFile{{Path: "/" + base, Mode: 0o755, Data: b}}, []string{"/" + base}); err != nil {
 		return err
 	}
 	return n.importImage(ctx, tarPath)
+}
+
+// ImportProgram builds the Go command pkg and imports it into the real
+// node as the image ref, its one file /NAME its entrypoint: a test's own
+// workload, since no image can be pulled.
+func (p *Plane) ImportProgram(ctx context.Context, pkg, ref string) error {
+	if p.node == nil {
+		return fmt.Errorf("the plane has no real node")
+	}
+	return p.node.importProgram(ctx, pkg, ref)
 }
 
 func (n *realNode) importImage(ctx context.Context, tarPath string) error {
@@ -356,6 +373,61 @@ func (p *Plane) CgroupRoot() string {
 	}
 	return p.node.cgroupRoot
 }
+
+// UnifiedCgroupRoot is the real node's cgroup root in the cgroup2
+// (unified) hierarchy ("" without a node or without such a mount): runc
+// puts each container there too, at the same path as under the v1
+// controllers, so a cgroup program attached here sees the node's pods and
+// nothing else on the machine.
+func (p *Plane) UnifiedCgroupRoot() string {
+	if p.node == nil {
+		return ""
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return ""
+	}
+	for _, h := range hs {
+		var st syscall.Statfs_t
+		if syscall.Statfs(h, &st) == nil && st.Type == cgroup2Magic {
+			return filepath.Join(h, p.node.cgroupRoot)
+		}
+	}
+	return ""
+}
+
+// cgroup2Magic is CGROUP2_SUPER_MAGIC.
+const cgroup2Magic = 0x63677270
+
+// BPFFS mounts a bpffs of the real node's own (once) and returns where:
+// the node's /sys/fs/bpf, for an agent's hostPath volume. It is a shared
+// mount, as a Bidirectional mount propagation needs, and the node's stop
+// unmounts it (pins there go with it).
+func (p *Plane) BPFFS() (string, error) {
+	if p.node == nil {
+		return "", fmt.Errorf("the plane has no real node")
+	}
+	dir := filepath.Join(p.node.dir, "bpffs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "", err
+	}
+	if st.Type != bpffsMagic {
+		if err := syscall.Mount("bpffs", dir, "bpf", 0, "mode=0700"); err != nil {
+			return "", fmt.Errorf("mounting a bpffs at %s: %w", dir, err)
+		}
+		if err := syscall.Mount("", dir, "", syscall.MS_SHARED, ""); err != nil {
+			return "", fmt.Errorf("making %s a shared mount: %w", dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// bpffsMagic is BPF_FS_MAGIC.
+const bpffsMagic = 0xcafe4a11
 
 // ImageFile is a file of an image WriteImage makes.
 type ImageFile struct {

@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -153,4 +154,12 @@ func Summary(attrs map[addrs.Path]values.Value) map[string]any {
 		}
 	}
 	return out
+}
+
+// SummaryKey is what of a Summary a node agent reports as soon as it
+// changes: the regime, the admission and the backends, not the counters
+// every tick moves.
+func SummaryKey(summary any) string {
+	m, _ := summary.(map[string]any)
+	return fmt.Sprint(m["regime"], "/", m["admission"], "/", m["backends"], "/", m["flagged"])
 }

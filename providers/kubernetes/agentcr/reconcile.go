@@ -104,6 +104,10 @@ type Reconciler struct {
 	Attr   addrs.Path
 	// Observed is what a report carries of the provider's object.
 	Observed func(providers.Object) any
+	// Key is the part of an observed summary whose change is reported at
+	// once, not at the next Refresh (nil: none): a group's backends or
+	// regime, not its tick counter.
+	Key func(observed any) string
 	// Refresh is how often a report is rewritten when nothing changed (a
 	// status every pass from every node would load the API server).
 	Refresh time.Duration
@@ -132,6 +136,7 @@ const noConfig = "no spec.config: nothing of it runs on this node"
 type report struct {
 	generation int64
 	message    string
+	key        string
 	at         time.Time
 }
 
@@ -261,7 +266,8 @@ func (r *Reconciler) settle(ctx context.Context) error {
 }
 
 // report writes each config's status entry for this node when what it
-// says changed, or Refresh has passed.
+// says (its message, its observed summary's Key) changed, or Refresh has
+// passed.
 func (r *Reconciler) report(ctx context.Context, now time.Time, desired map[addrs.Object]Entry, bad map[addrs.Object]string) error {
 	if len(desired) == 0 {
 		return nil
@@ -284,20 +290,24 @@ func (r *Reconciler) report(ctx context.Context, now time.Time, desired map[addr
 				}
 			}
 		}
-		last, ok := r.reported[obj]
-		if ok && last.generation == e.Generation && last.message == msg && now.Sub(last.at) < r.Refresh {
-			continue
-		}
 		var observed any
 		if i < len(read.Objects) && read.Objects[i].Exists && r.Observed != nil {
 			observed = r.Observed(read.Objects[i])
+		}
+		key := ""
+		if observed != nil && r.Key != nil {
+			key = r.Key(observed)
+		}
+		last, ok := r.reported[obj]
+		if ok && last.generation == e.Generation && last.message == msg && last.key == key && now.Sub(last.at) < r.Refresh {
+			continue
 		}
 		c := &Client{Dyn: r.Dyn, Namespace: e.Namespace, Name: e.Name, Node: r.Node, Now: r.Now}
 		if err := c.Report(ctx, e.Generation, msg, observed); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.reported[obj] = report{generation: e.Generation, message: msg, at: now}
+		r.reported[obj] = report{generation: e.Generation, message: msg, key: key, at: now}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%d report(s) failed, the first: %w", len(errs), errs[0])

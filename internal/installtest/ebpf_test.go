@@ -1,0 +1,331 @@
+package installtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/setpoint-dev/setpoint/bpf/dataplane"
+	"github.com/setpoint-dev/setpoint/internal/kubetest"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/agentcr"
+)
+
+// netcheckImage is internal/installtest/netcheck, the backends' and the
+// client's program.
+const netcheckImage = "setpoint.test/netcheck:1"
+
+// The RouteGroup's VIP: on loopback, so nothing but the agent's program
+// can make a connect to it reach a backend.
+const vip = "127.100.0.1:8080"
+
+// TestShippedEBPFAgent: the eBPF agent's DaemonSet as shipped (privileged,
+// its volumes; set to the node's cgroup root in the unified hierarchy, a
+// bpffs of the node's and a VIP range on loopback) takes the RouteGroup
+// the controller turned into a NodeAgentConfig and steers a real pod's
+// connects to the VIP to the selector's pods, counted where they arrive:
+// every connect reaches a backend, each backend accepted exactly what the
+// client saw it answer, and a pod outside the selector gets none. With
+// the agent's pod gone, the pinned dataplane stays: its heartbeat ages
+// past the failsafe and connects still reach both backends. A new pod
+// resumes it.
+func TestShippedEBPFAgent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var bpffs string
+	p, manifests, _ := installed(ctx, t, []string{"no-nri-agent"}, func(p *kubetest.Plane, _ string) map[string]string {
+		var err error
+		if bpffs, err = p.BPFFS(); err != nil {
+			t.Fatal(err)
+		}
+		cg := p.UnifiedCgroupRoot()
+		if cg == "" {
+			t.Fatal("no cgroup2 hierarchy on this machine")
+		}
+		return map[string]string{"ebpf-host.yaml": fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: setpoint-agent-ebpf, namespace: setpoint-system}
+spec:
+  template:
+    spec:
+      containers:
+      - name: agent
+        args: [agent, ebpf, --cgroup=/host/cgroup, --pin-dir=/sys/fs/bpf/setpoint, "--allow=10.0.0.0/8,127.100.0.0/16"]
+      volumes:
+      - name: cgroup
+        hostPath: {path: %q, type: Directory}
+      - name: bpffs
+        hostPath: {path: %q, type: Directory}
+`, cg, bpffs)}
+	})
+	if err := p.ApplyYAML(ctx, manifests, "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	cs := p.Clientset(t)
+	waitReady(ctx, t, p, cs, 3)
+	const agentSel = "app.kubernetes.io/name=setpoint-agent-ebpf"
+	agent := waitPods(ctx, t, p, cs, ns, agentSel, 1)[0]
+
+	if err := p.ImportProgram(ctx, "github.com/setpoint-dev/setpoint/internal/installtest/netcheck", netcheckImage); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, labels, mode string) string {
+		return fmt.Sprintf(`    metadata: {labels: %s}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: %s, image: %s, imagePullPolicy: Never, args: [%s], resources: {requests: {cpu: 10m, memory: 16Mi}}}
+`, labels, name, netcheckImage, mode)
+	}
+	if err := p.ApplyYAML(ctx, `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: echo}}
+  template:
+`+pod("echo", "{app: echo}", "serve")+`---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decoy, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: decoy}}
+  template:
+`+pod("echo", "{app: decoy}", "serve")+`---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: client, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: client}}
+  template:
+`+pod("client", "{app: client}", "dial"), "kubectl"); err != nil {
+		t.Fatal(err)
+	}
+	echo := waitPods(ctx, t, p, cs, "shop", "app=echo", 2)
+	decoy := waitPods(ctx, t, p, cs, "shop", "app=decoy", 1)[0]
+	client := waitPods(ctx, t, p, cs, "shop", "app=client", 1)[0]
+
+	// Before the RouteGroup, the VIP is only the client's own loopback.
+	if got := dial(ctx, t, client, 5); got.Failed != 5 {
+		t.Fatalf("connects to %s reached %v before any RouteGroup", vip, got.By)
+	}
+
+	edited := time.Now()
+	editSpec(ctx, t, cs, "echo.routegroup.yaml", `apiVersion: setpoint.dev/v1alpha1
+kind: RouteGroup
+metadata: {name: echo, namespace: shop}
+spec:
+  target: {provider: kubernetes}
+  vip: `+vip+`/tcp
+  backends: {selector: {app: echo}, port: 8080}
+  metrics: {port: 8081}
+  enforcement: {table: enforce}
+`)
+	var created time.Duration
+	waitFor(ctx, t, "the node's agent routing the RouteGroup", func() (bool, string) {
+		st := nodeStatus(ctx, p, t, "shop", "echo")
+		if _, missing := st["error"]; !missing && created == 0 {
+			created = time.Since(edited)
+		}
+		obs, _ := st["observed"].(map[string]any)
+		return st["message"] == "ok" && obs["backends"] == int64(2), fmt.Sprintf("%v", st)
+	}, func() string { return podLogs(p, ns) })
+	t.Logf("the RouteGroup edited: its NodeAgentConfig %s after, routed by the node's agent %s after", created.Round(time.Millisecond), time.Since(edited).Round(time.Millisecond))
+
+	// Every connect reaches one of the selector's pods, each backend
+	// accepted what the client saw it answer, the decoy nothing.
+	check := func(when string, n int) {
+		t.Helper()
+		before := counts(ctx, t, append(slices.Clone(echo), decoy))
+		got := dial(ctx, t, client, n)
+		after := counts(ctx, t, append(slices.Clone(echo), decoy))
+		if got.Failed != 0 {
+			t.Errorf("%s: %d of %d connects failed (%s)", when, got.Failed, n, got.Error)
+		}
+		for _, b := range echo {
+			d := after[b.Name] - before[b.Name]
+			if d != got.By[b.Name] || d == 0 {
+				t.Errorf("%s: backend %s accepted %d connects, the client saw %d from it (want the same, and some)", when, b.Name, d, got.By[b.Name])
+			}
+		}
+		if d := after[decoy.Name] - before[decoy.Name]; d != 0 || got.By[decoy.Name] != 0 {
+			t.Errorf("%s: the pod outside the selector accepted %d connects", when, d)
+		}
+		t.Logf("%s: %d connects to %s from pod %s: %v", when, n, vip, client.Name, got.By)
+	}
+	check("routed", 200)
+
+	// The agent's pod goes (the DaemonSet kept off the node, so no
+	// successor races the check): the dataplane stays pinned, its
+	// heartbeat ages past the failsafe (1 s), and connects still reach
+	// both backends, split evenly.
+	pinDir := filepath.Join(bpffs, "setpoint")
+	patchDaemonSet(ctx, t, cs, `{"spec":{"template":{"spec":{"nodeSelector":{"setpoint.test/no-such-node":"true"}}}}}`)
+	waitGone(ctx, t, p, cs, ns, agentSel)
+	waitFor(ctx, t, "the pinned heartbeat older than twice the failsafe", func() (bool, string) {
+		age, err := heartbeatAge(pinDir)
+		return err == nil && age > 2*time.Second, fmt.Sprintf("age %v, %v", age, err)
+	}, nil)
+	check("failsafe, no agent", 200)
+
+	// A new agent pod resumes the pinned dataplane.
+	patchDaemonSet(ctx, t, cs, `{"spec":{"template":{"spec":{"nodeSelector":null}}}}`)
+	next := waitPods(ctx, t, p, cs, ns, agentSel, 1)[0]
+	if next.UID == agent.UID {
+		t.Fatalf("the agent pod %s was not replaced", agent.Name)
+	}
+	waitFor(ctx, t, "the new agent resuming the pinned dataplane, its heartbeat fresh", func() (bool, string) {
+		age, err := heartbeatAge(pinDir)
+		logs := podLogs(p, ns)
+		return err == nil && age < time.Second && strings.Contains(logs, `"resumed a pinned dataplane"`) && strings.Contains(logs, next.Name),
+			fmt.Sprintf("age %v, %v", age, err)
+	}, func() string { return podLogs(p, ns) })
+	check("resumed", 200)
+}
+
+// waitPods waits for n Running pods of the selector, each with its
+// containers started, and returns them.
+func waitPods(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, namespace, selector string, n int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	waitFor(ctx, t, fmt.Sprintf("%d running pods %s in %s", n, selector, namespace), func() (bool, string) {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		pods = pods[:0]
+		for _, pod := range list.Items {
+			if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" &&
+				len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].Ready {
+				pods = append(pods, pod)
+			}
+		}
+		return len(pods) == n, fmt.Sprintf("%d of %d pods running", len(pods), len(list.Items))
+	}, func() string { return p.PlaneLogs() + "\n" + podLogs(p, namespace) })
+	return pods
+}
+
+// waitGone waits until no pod of the selector is left.
+func waitGone(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernetes.Interface, namespace, selector string) {
+	t.Helper()
+	waitFor(ctx, t, "no pod "+selector, func() (bool, string) {
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		return err == nil && len(list.Items) == 0, fmt.Sprint(err)
+	}, p.PlaneLogs)
+}
+
+func patchDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Interface, patch string) {
+	t.Helper()
+	if _, err := cs.AppsV1().DaemonSets(ns).Patch(ctx, "setpoint-agent-ebpf", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeStatus is the real node's entry in the NodeAgentConfig's status.
+func nodeStatus(ctx context.Context, p *kubetest.Plane, t *testing.T, namespace, name string) map[string]any {
+	u, err := p.Dynamic(t).Resource(agentcr.GVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	nodes, _, _ := unstructured.NestedSlice(u.Object, "status", "nodes")
+	for _, e := range nodes {
+		if m, ok := e.(map[string]any); ok && m["name"] == kubetest.RealNodeName {
+			return m
+		}
+	}
+	return nil
+}
+
+// tally is netcheck dial's answer.
+type tally struct {
+	By     map[string]int `json:"by"`
+	Failed int            `json:"failed"`
+	Error  string         `json:"error"`
+}
+
+// dial has the client pod make n connects to the VIP.
+func dial(ctx context.Context, t *testing.T, client corev1.Pod, n int) tally {
+	t.Helper()
+	var got tally
+	u := fmt.Sprintf("http://%s/dial?to=%s&n=%d", net.JoinHostPort(client.Status.PodIP, "8081"), url.QueryEscape(vip), n)
+	if err := getJSON(ctx, u, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// counts is each backend pod's count of accepted connections.
+func counts(ctx context.Context, t *testing.T, pods []corev1.Pod) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, pod := range pods {
+		var n int
+		if err := getJSON(ctx, "http://"+net.JoinHostPort(pod.Status.PodIP, "8081")+"/count", &n); err != nil {
+			t.Fatal(err)
+		}
+		out[pod.Name] = n
+	}
+	return out
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s %s %v", u, resp.Status, b, err)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// heartbeatAge is how old the newest heartbeat of the pinned dataplane's
+// groups is (the failsafe compares each group's with its threshold).
+func heartbeatAge(pinDir string) (time.Duration, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "heartbeats"), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	var newest uint64
+	var k uint32
+	var v uint64
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		newest = max(newest, v)
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	if newest == 0 {
+		return 0, fmt.Errorf("no group has a heartbeat in %s", pinDir)
+	}
+	return time.Duration(dataplane.Monotonic() - newest), nil
+}
