@@ -36,24 +36,44 @@ func HPAList(w addrs.Object) providers.ListRequest {
 func ScaledBy(hpas []providers.Object, w addrs.Object) []providers.Object {
 	var out []providers.Object
 	for _, h := range hpas {
-		a := h.Address
-		if !h.Exists || a.Kind != HPA || a.Provider != w.Provider || a.Namespace != w.Namespace {
-			continue
-		}
-		kind, okK := h.Attributes[ScaleTargetKind]
-		name, okN := h.Attributes[ScaleTargetName]
-		if !okK && !okN {
-			if w.Kind == Deployment && a.Name == w.Name {
-				out = append(out, h)
-			}
-			continue
-		}
-		if kind.String() == w.Kind && name.String() == w.Name {
+		if t, ok := scaleTarget(h); ok && t == w {
 			out = append(out, h)
 		}
 	}
 	return out
 }
+
+// scaleTarget is the workload an HPA scales, as ScaledBy reads it.
+func scaleTarget(h providers.Object) (addrs.Object, bool) {
+	a := h.Address
+	if !h.Exists || a.Kind != HPA {
+		return addrs.Object{}, false
+	}
+	kind, okK := h.Attributes[ScaleTargetKind]
+	name, okN := h.Attributes[ScaleTargetName]
+	if !okK && !okN {
+		return addrs.Object{Provider: a.Provider, Kind: Deployment, Namespace: a.Namespace, Name: a.Name}, true
+	}
+	return addrs.Object{Provider: a.Provider, Kind: kind.String(), Namespace: a.Namespace, Name: name.String()}, true
+}
+
+// HPAIndex is ScaledBy over one list, read once: a plan of many workloads
+// in one namespace would otherwise scan its every HPA for each of them.
+type HPAIndex map[addrs.Object][]providers.Object
+
+// IndexHPAs indexes hpas by the workload each scales.
+func IndexHPAs(hpas []providers.Object) HPAIndex {
+	x := HPAIndex{}
+	for _, h := range hpas {
+		if t, ok := scaleTarget(h); ok {
+			x[t] = append(x[t], h)
+		}
+	}
+	return x
+}
+
+// ScaledBy is ScaledBy(hpas, w) of the list the index was made of.
+func (x HPAIndex) ScaledBy(w addrs.Object) []providers.Object { return x[w] }
 
 // ReplicaFailed returns why the workload's controller cannot create its
 // pods, when its ReplicaFailure condition is True.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // The latency model behind the SLO-driven replicas policy. Each pod is an
@@ -207,6 +208,14 @@ func SojournQuantile(c int, s, lambda, q float64) float64 {
 // feasible end of the final bracket. ok is false, with ρ = 0, when even the
 // service alone exceeds target, or when an input makes the question
 // meaningless (s ≤ 0, target ≤ 0, q outside (0, 1), NaN).
+//
+// The quantile is at most the target exactly when the tail at the target
+// is at most 1 − q (the tail falls as t grows), so each step of the search
+// is one Erlang C and one tail, not a search for the quantile. Time only
+// enters as target ÷ s (the tail at t depends on μt = t/s and θt =
+// c(1 − ρ)·t/s), so the search runs on that ratio and its answers are
+// remembered by (c, target ÷ s, q): a plan of many workloads asks the same
+// few questions.
 func UtilisationBound(c int, s, target, q float64) (rho float64, ok bool) {
 	if c < 1 {
 		c = 1
@@ -217,12 +226,33 @@ func UtilisationBound(c int, s, target, q float64) (rho float64, ok bool) {
 	if s*math.Log(1/(1-q)) > target {
 		return 0, false
 	}
+	k := boundKey{c: c, r: target / s, q: q}
+	boundsMu.Lock()
+	rho, hit := bounds[k]
+	boundsMu.Unlock()
+	if hit {
+		return rho, true
+	}
+	rho = utilisationBound(c, k.r, q)
+	boundsMu.Lock()
+	if len(bounds) >= maxBounds {
+		clear(bounds) // rare: a plan asks few distinct questions
+	}
+	bounds[k] = rho
+	boundsMu.Unlock()
+	return rho, true
+}
+
+// utilisationBound is UtilisationBound's search with a service time of 1
+// and a target of r service times (feasible: r ≥ ln(1/(1−q))).
+func utilisationBound(c int, r, q float64) float64 {
 	n := float64(c)
+	p := 1 - q
 	meets := func(rho float64) bool {
-		return SojournQuantile(c, s, rho*n/s, q) <= target
+		return sojournTail(c, 1, rho*n, ErlangC(c, rho*n), r) <= p
 	}
 	if meets(MaxUtilisation) {
-		return MaxUtilisation, true
+		return MaxUtilisation
 	}
 	lo, hi := 0.0, MaxUtilisation
 	for hi-lo > 1e-6 {
@@ -233,8 +263,23 @@ func UtilisationBound(c int, s, target, q float64) (rho float64, ok bool) {
 			hi = mid
 		}
 	}
-	return lo, true
+	return lo
 }
+
+// boundKey is a question UtilisationBound answers: c servers, a target of
+// r service times, quantile q.
+type boundKey struct {
+	c    int
+	r, q float64
+}
+
+// maxBounds bounds the remembered answers (a few MB at most).
+const maxBounds = 1 << 14
+
+var (
+	boundsMu sync.Mutex
+	bounds   = map[boundKey]float64{}
+)
 
 // Fit is an ordinary least-squares line y = Intercept + Slope·x over N
 // points, with its coefficient of determination R2.

@@ -221,6 +221,49 @@ func TestUtilisationBoundProperty(t *testing.T) {
 	}
 }
 
+// nestedBound is UtilisationBound as it was first written: a bisection
+// over ρ whose every step searches for the quantile itself.
+func nestedBound(c int, s, target, q float64) float64 {
+	n := float64(c)
+	meets := func(rho float64) bool { return SojournQuantile(c, s, rho*n/s, q) <= target }
+	if meets(MaxUtilisation) {
+		return MaxUtilisation
+	}
+	lo, hi := 0.0, MaxUtilisation
+	for hi-lo > 1e-6 {
+		mid := lo + (hi-lo)/2
+		if meets(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// The one-tail search (and its memory) answers as the nested bisection
+// does, within the search's own precision, whether asked first or again,
+// and the same for the same ratio of target to service time.
+func TestUtilisationBoundAgreesWithNestedSearch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 300; i++ {
+		c := 1 + rng.IntN(64)
+		s := math.Exp(math.Log(1e-3) + rng.Float64()*math.Log(1e3))
+		q := []float64{0.9, 0.95, 0.99, 0.999}[rng.IntN(4)]
+		target := s * math.Log(1/(1-q)) * (1 + 1e-3 + 6*rng.Float64())
+		want := nestedBound(c, s, target, q)
+		for again := range 2 {
+			got, ok := UtilisationBound(c, s, target, q)
+			if !ok || math.Abs(got-want) > 2e-6 {
+				t.Fatalf("c=%d s=%g target=%g q=%g (asked %d times before): %g, %v; the nested search %g", c, s, target, q, again, got, ok, want)
+			}
+		}
+		if got, _ := UtilisationBound(c, 2*s, 2*target, q); math.Abs(got-want) > 2e-6 {
+			t.Fatalf("c=%d, twice the service time and target: %g, want %g", c, got, want)
+		}
+	}
+}
+
 // synthetic is CPU = 120m idle + 4m per req/s over rps 50..400, with a
 // deterministic wobble of up to ±noise millicores.
 func synthetic(noise float64) (xs, ys []float64) {

@@ -160,15 +160,17 @@ func (nfrDecider) Lists(doc spec.Document, def string) []providers.ListRequest {
 // would create one at) when none does; an error when the HPAs cannot be
 // listed, when several scale it, or when the name setpoint would create
 // one under is taken by an HPA of another workload.
-func hpaOf(n *spec.NFR, w addrs.Object, obs engine.Observation) (providers.Object, *plan.Note) {
+func hpaOf(t *engine.Tick, n *spec.NFR, w addrs.Object, obs engine.Observation) (providers.Object, *plan.Note) {
 	fail := func(format string, a ...any) (providers.Object, *plan.Note) {
 		return providers.Object{}, &plan.Note{Severity: diag.Error, Spec: n.ID(), Pos: n.Src.PosOf("spec.target"), Message: fmt.Sprintf(format, a...)}
 	}
-	listed, why, failed := obs.List(workload.HPAList(w))
+	q := workload.HPAList(w)
+	listed, why, failed := obs.List(q)
 	if failed {
 		return fail("listing the HorizontalPodAutoscalers of %s (to find the one that scales %s): %s", w.Namespace, w, why)
 	}
-	hpas := workload.ScaledBy(listed, w)
+	// Indexed once per plan: each workload of a namespace reads the same list.
+	hpas := t.Memo("hpa-index:"+engine.ListKey(q), func() any { return workload.IndexHPAs(listed) }).(workload.HPAIndex).ScaledBy(w)
 	switch len(hpas) {
 	case 1:
 		return hpas[0], nil
@@ -211,7 +213,7 @@ func (nfrDecider) Decide(t *engine.Tick, doc spec.Document, reads []addrs.Object
 	}
 	if wAddr.Kind == "Deployment" {
 		var bad *plan.Note
-		if hpa, bad = hpaOf(n, wAddr, obs); bad != nil {
+		if hpa, bad = hpaOf(t, n, wAddr, obs); bad != nil {
 			return nil, nil, []plan.Note{*bad}
 		}
 	}
