@@ -358,6 +358,24 @@ func TestPinnedLinkOutlivesTheAgent(t *testing.T) {
 	if got, _ := storm(t, 10, servers); got[1] != 10 {
 		t.Fatalf("after the agent let go: %v, want the table's backend 1 still", got)
 	}
+	// What the pins say, read by another (a test, an operator).
+	pinned, err := OpenPinned(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	if g, ok, err := pinned.Group(vip, TCP); err != nil || !ok || g != 0 {
+		t.Fatalf("the pinned VIP's group: %d, %v, %v; want 0", g, ok, err)
+	}
+	if _, ok, err := pinned.Group(vip, UDP); err != nil || ok {
+		t.Fatalf("a VIP not routed (UDP): %v, %v", ok, err)
+	}
+	if at, failsafe, err := pinned.Heartbeat(0); err != nil || at == 0 || at > Monotonic() || failsafe != time.Hour {
+		t.Fatalf("the pinned heartbeat %d (now %d), failsafe %v, %v; want setup's, within an hour", at, Monotonic(), failsafe, err)
+	}
+	if s, err := pinned.Stats(0); err != nil || s != (Stats{}) {
+		t.Fatalf("the pinned stats %+v, %v: the table routed everything", s, err)
+	}
 	d2, err := Load(Options{Groups: 2, Slots: 65537, PinDir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -203,10 +203,9 @@ func runNRIAgent(ctx context.Context, dyn dynamic.Interface, node, namespace str
 		},
 		Attr:     noderes.AttrConfig,
 		Observed: func(o providers.Object) any { return nri.Summary(o.Attributes) },
-		// The whole summary: topology and pools change when the node's do.
-		Key:     func(o any) string { return fmt.Sprint(o) },
-		Refresh: refresh,
-		Log:     slog.Default(),
+		Key:      nri.SummaryKey,
+		Refresh:  refresh,
+		Log:      slog.Default(),
 	}
 	slog.Info("NRI node agent started", "node", node, "namespace", namespace, "socket", cfg.Socket, "cache", cfg.Cache)
 	r.Run(ctx, every)

@@ -7,14 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -140,12 +141,13 @@ spec:
   vip: `+vip+`/tcp
   backends: {selector: {app: echo}, port: 8080}
   metrics: {port: 8081}
+  failsafe: {after: 1s}
   enforcement: {table: enforce}
 `)
 	var created time.Duration
 	waitFor(ctx, t, "the node's agent routing the RouteGroup", func() (bool, string) {
 		st := nodeStatus(ctx, p, t, "shop", "echo")
-		if _, missing := st["error"]; !missing && created == 0 {
+		if _, failed := st["error"]; !failed && created == 0 {
 			created = time.Since(edited)
 		}
 		obs, _ := st["observed"].(map[string]any)
@@ -154,12 +156,31 @@ spec:
 	t.Logf("the RouteGroup edited: its NodeAgentConfig %s after, routed by the node's agent %s after", created.Round(time.Millisecond), time.Since(edited).Round(time.Millisecond))
 
 	// Every connect reaches one of the selector's pods, each backend
-	// accepted what the client saw it answer, the decoy nothing.
-	check := func(when string, n int) {
+	// accepted what the client saw it answer, the decoy nothing; and the
+	// dataplane's failsafe routed failsafe of them (all or none).
+	pinDir := filepath.Join(bpffs, "setpoint")
+	pinned, err := dataplane.OpenPinned(pinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	group, ok, err := pinned.Group(netip.MustParseAddrPort(vip), dataplane.TCP)
+	if err != nil || !ok {
+		t.Fatalf("the pinned dataplane routes no group for %s: %v", vip, err)
+	}
+	stats := func() dataplane.Stats {
 		t.Helper()
-		before := counts(ctx, t, append(slices.Clone(echo), decoy))
+		s, err := pinned.Stats(group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	check := func(when string, n int, failsafe uint64) {
+		t.Helper()
+		before, sBefore := counts(ctx, t, append(slices.Clone(echo), decoy)), stats()
 		got := dial(ctx, t, client, n)
-		after := counts(ctx, t, append(slices.Clone(echo), decoy))
+		after, sAfter := counts(ctx, t, append(slices.Clone(echo), decoy)), stats()
 		if got.Failed != 0 {
 			t.Errorf("%s: %d of %d connects failed (%s)", when, got.Failed, n, got.Error)
 		}
@@ -172,36 +193,46 @@ spec:
 		if d := after[decoy.Name] - before[decoy.Name]; d != 0 || got.By[decoy.Name] != 0 {
 			t.Errorf("%s: the pod outside the selector accepted %d connects", when, d)
 		}
-		t.Logf("%s: %d connects to %s from pod %s: %v", when, n, vip, client.Name, got.By)
+		if d := sAfter.Failsafe - sBefore.Failsafe; d != failsafe {
+			t.Errorf("%s: the failsafe routed %d of the %d connects, want %d", when, d, n, failsafe)
+		}
+		t.Logf("%s: %d connects to %s from pod %s: %v (%d by the failsafe)", when, n, vip, client.Name, got.By, sAfter.Failsafe-sBefore.Failsafe)
 	}
-	check("routed", 200)
+	check("routed", 200, 0)
 
 	// The agent's pod goes (the DaemonSet kept off the node, so no
-	// successor races the check): the dataplane stays pinned, its
-	// heartbeat ages past the failsafe (1 s), and connects still reach
-	// both backends, split evenly.
-	pinDir := filepath.Join(bpffs, "setpoint")
+	// successor races the check): the dataplane stays pinned, the VIP's
+	// heartbeat ages past its failsafe threshold, and every connect is
+	// the failsafe's, still to the two backends.
 	patchDaemonSet(ctx, t, cs, `{"spec":{"template":{"spec":{"nodeSelector":{"setpoint.test/no-such-node":"true"}}}}}`)
 	waitGone(ctx, t, p, cs, ns, agentSel)
-	waitFor(ctx, t, "the pinned heartbeat older than twice the failsafe", func() (bool, string) {
-		age, err := heartbeatAge(pinDir)
-		return err == nil && age > 2*time.Second, fmt.Sprintf("age %v, %v", age, err)
+	waitFor(ctx, t, "the VIP's pinned heartbeat older than its failsafe threshold", func() (bool, string) {
+		at, failsafe, err := pinned.Heartbeat(group)
+		age := time.Duration(dataplane.Monotonic() - at)
+		return err == nil && failsafe == time.Second && age > failsafe, fmt.Sprintf("age %v, threshold %v, %v", age, failsafe, err)
 	}, nil)
-	check("failsafe, no agent", 200)
+	check("failsafe, no agent", 200, 200)
 
-	// A new agent pod resumes the pinned dataplane.
+	// A new agent pod resumes the pinned dataplane: its own log says so,
+	// the heartbeat is fresh, and the table routes again.
 	patchDaemonSet(ctx, t, cs, `{"spec":{"template":{"spec":{"nodeSelector":null}}}}`)
 	next := waitPods(ctx, t, p, cs, ns, agentSel, 1)[0]
 	if next.UID == agent.UID {
 		t.Fatalf("the agent pod %s was not replaced", agent.Name)
 	}
-	waitFor(ctx, t, "the new agent resuming the pinned dataplane, its heartbeat fresh", func() (bool, string) {
-		age, err := heartbeatAge(pinDir)
-		logs := podLogs(p, ns)
-		return err == nil && age < time.Second && strings.Contains(logs, `"resumed a pinned dataplane"`) && strings.Contains(logs, next.Name),
-			fmt.Sprintf("age %v, %v", age, err)
+	logs := filepath.Join(p.PodLogsDir(), fmt.Sprintf("%s_%s_%s", ns, next.Name, next.UID), "agent", "*.log")
+	waitFor(ctx, t, "the new agent resuming the pinned dataplane, the VIP's heartbeat fresh", func() (bool, string) {
+		at, failsafe, err := pinned.Heartbeat(group)
+		age := time.Duration(dataplane.Monotonic() - at)
+		files, _ := filepath.Glob(logs)
+		resumed := false
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			resumed = resumed || strings.Contains(string(b), `msg="resumed a pinned dataplane"`)
+		}
+		return err == nil && resumed && age < failsafe, fmt.Sprintf("resumed %v (%s), age %v, threshold %v, %v", resumed, files, age, failsafe, err)
 	}, func() string { return podLogs(p, ns) })
-	check("resumed", 200)
+	check("resumed", 200, 0)
 }
 
 // waitPods waits for n Running pods of the selector, each with its
@@ -304,28 +335,4 @@ func getJSON(ctx context.Context, u string, v any) error {
 		return fmt.Errorf("GET %s: %s %s %v", u, resp.Status, b, err)
 	}
 	return json.Unmarshal(b, v)
-}
-
-// heartbeatAge is how old the newest heartbeat of the pinned dataplane's
-// groups is (the failsafe compares each group's with its threshold).
-func heartbeatAge(pinDir string) (time.Duration, error) {
-	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, "heartbeats"), &ebpf.LoadPinOptions{ReadOnly: true})
-	if err != nil {
-		return 0, err
-	}
-	defer m.Close()
-	var newest uint64
-	var k uint32
-	var v uint64
-	it := m.Iterate()
-	for it.Next(&k, &v) {
-		newest = max(newest, v)
-	}
-	if err := it.Err(); err != nil {
-		return 0, err
-	}
-	if newest == 0 {
-		return 0, fmt.Errorf("no group has a heartbeat in %s", pinDir)
-	}
-	return time.Duration(dataplane.Monotonic() - newest), nil
 }

@@ -260,6 +260,11 @@ spec:
 	// the one spec setpoint applied for would be held by the guard for
 	// empty checkouts ("1 of the 1 specs gone").
 	editSpec(ctx, t, cs, "elsewhere.nodepolicy.yaml", strings.NewReplacer("name: pinned", "name: elsewhere", "kubernetes.io/hostname: "+kubetest.RealNodeName, "kubernetes.io/hostname: elsewhere").Replace(pinnedPolicy))
+	nac := schema.GroupVersionResource{Group: "setpoint.dev", Version: "v1alpha1", Resource: "nodeagentconfigs"}
+	waitFor(ctx, t, "the other NodePolicy applied", func() (bool, string) {
+		_, err := p.Dynamic(t).Resource(nac).Namespace("default").Get(ctx, "elsewhere", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	}, func() string { return podLogs(p, ns) })
 	edited := time.Now()
 	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", pinnedPolicy)
 	pinned := waitFile(ctx, t, p, cpus, func(v string) bool { return v != before })
@@ -284,8 +289,8 @@ spec:
 	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", "")
 	released := waitFile(ctx, t, p, cpus, func(v string) bool { return v == before })
 	t.Logf("released (%s) %s after the spec's deletion", released, time.Since(deleted).Round(time.Millisecond))
-	if now, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{}); err != nil || now.Status.ContainerStatuses[0].RestartCount != 0 {
-		t.Errorf("after the release: %v, %+v", err, now.Status.ContainerStatuses)
+	if now, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{}); err != nil || len(now.Status.ContainerStatuses) != 1 || now.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("after the release, want the container unrestarted: %v, %+v", err, now)
 	}
 }
 

@@ -297,7 +297,8 @@ func (n *realNode) importPause(ctx context.Context) error {
 // image ref whose entrypoint it is (/NAME, NAME the package's last element).
 func (n *realNode) importProgram(ctx context.Context, pkg, ref string) error {
 	base := pkg[strings.LastIndex(pkg, "/")+1:]
-	bin := filepath.Join(n.dir, "images", base)
+	// Named by the image, so two commands of one name stay apart.
+	bin := filepath.Join(n.dir, "images", strings.NewReplacer("/", "_", ":", "_").Replace(ref))
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

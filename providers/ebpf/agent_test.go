@@ -52,7 +52,7 @@ func TestAgentRunsFromNodeAgentConfigs(t *testing.T) {
 		Object: func(ns, name string) addrs.Object {
 			return addrs.Object{Provider: Name, Kind: route.Kind, Namespace: ns, Name: name}
 		},
-		Attr: route.AttrConfig, Observed: func(o providers.Object) any { return route.Summary(o.Attributes) }, Key: route.SummaryKey, Refresh: time.Hour}
+		Attr: route.AttrConfig, Observed: func(o providers.Object) any { return route.Summary(o.Attributes) }, Key: route.SummaryKey, KeyEvery: time.Nanosecond, Refresh: time.Hour}
 	nac := func(name string, c route.Config, selector string) {
 		t.Helper()
 		raw, _ := json.Marshal(c)
@@ -102,8 +102,9 @@ func TestAgentRunsFromNodeAgentConfigs(t *testing.T) {
 	if status("elsewhere") != nil {
 		t.Error("this node reported on a config that does not select it")
 	}
-	// The loop's figures reach the report once it has ticked, at once
-	// (their key changed), not at the next refresh (an hour).
+	// The loop's figures reach the report once it has ticked, as soon as
+	// their key changed (KeyEvery is a nanosecond here), not at the next
+	// refresh (an hour).
 	testutil.Eventually(t, 5*time.Second, "the report carries the regime", func() bool {
 		sync()
 		obs, _ := status("checkout")["observed"].(map[string]any)

@@ -50,3 +50,25 @@ func TestStartChecksThePluginIndex(t *testing.T) {
 		}
 	}
 }
+
+// The key a node reports on at once: the topology and the pools' CPUs,
+// not how many containers a pool holds.
+func TestSummaryKey(t *testing.T) {
+	obj := func(topology, pools string) providers.Object {
+		v, err := values.StructuredOf([]byte(pools))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return providers.Object{Exists: true, Attributes: map[addrs.Path]values.Value{noderes.AttrTopology: values.StringOf(topology), noderes.AttrPools: v}}
+	}
+	base := SummaryKey(obj("1 socket, 2 CPUs", `[{"name":"pinned","cpus":"1","containers":["a"]},{"name":"default","cpus":"0"}]`))
+	if want := "1 socket, 2 CPUs pinned=1 default=0"; base != want {
+		t.Fatalf("key %q, want %q", base, want)
+	}
+	if k := SummaryKey(obj("1 socket, 2 CPUs", `[{"name":"pinned","cpus":"1","containers":["a","b"]},{"name":"default","cpus":"0"}]`)); k != base {
+		t.Errorf("a container more changed the key: %q", k)
+	}
+	if k := SummaryKey(obj("1 socket, 2 CPUs", `[{"name":"pinned","cpus":"0-1"},{"name":"default","cpus":""}]`)); k == base {
+		t.Errorf("the pools' CPUs moved and the key did not: %q", k)
+	}
+}

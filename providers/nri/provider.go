@@ -286,6 +286,20 @@ func Summary(attrs map[addrs.Path]values.Value) map[string]any {
 	return out
 }
 
+// SummaryKey is what of a node's policy its agent reports as soon as it
+// changes (agentcr.Reconciler.Key): the topology and each pool's CPUs,
+// not how many containers each holds (a pod's start would rewrite it).
+func SummaryKey(o providers.Object) string {
+	var pools []nodepolicy.PoolState
+	_ = json.Unmarshal(o.Attributes[noderes.AttrPools].JSON(), &pools)
+	var b strings.Builder
+	b.WriteString(o.Attributes[noderes.AttrTopology].Str())
+	for _, p := range pools {
+		fmt.Fprintf(&b, " %s=%s", p.Name, p.CPUs)
+	}
+	return b.String()
+}
+
 // Observed is an address as a snapshot of the node shows it.
 func Observed(a addrs.Object, snap Snapshot) providers.Object {
 	o := providers.Object{Address: a}

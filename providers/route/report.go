@@ -12,6 +12,7 @@ import (
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/engine/decide/routegroup"
 	"github.com/setpoint-dev/setpoint/engine/values"
+	"github.com/setpoint-dev/setpoint/providers"
 )
 
 // Appender takes samples: a provider's Signals buffer.
@@ -156,10 +157,11 @@ func Summary(attrs map[addrs.Path]values.Value) map[string]any {
 	return out
 }
 
-// SummaryKey is what of a Summary a node agent reports as soon as it
-// changes: the regime, the admission and the backends, not the counters
-// every tick moves.
-func SummaryKey(summary any) string {
-	m, _ := summary.(map[string]any)
-	return fmt.Sprint(m["regime"], "/", m["admission"], "/", m["backends"], "/", m["flagged"])
+// SummaryKey is what of an observed group a node agent reports as soon as
+// it changes (agentcr.Reconciler.Key): its regime, admission and number of
+// backends, not the counters every tick moves nor a backend flagged for
+// one missed scrape.
+func SummaryKey(o providers.Object) string {
+	m := Summary(o.Attributes)
+	return fmt.Sprint(m["regime"], "/", m["admission"], "/", m["backends"])
 }

@@ -16,8 +16,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -27,8 +29,11 @@ import (
 	"time"
 )
 
-// maxDials bounds one /dial request.
-const maxDials = 10000
+// maxDials and dialsFor bound one /dial request.
+const (
+	maxDials = 10000
+	dialsFor = time.Minute
+)
 
 func main() {
 	if len(os.Args) != 2 {
@@ -40,7 +45,7 @@ func main() {
 		serve(name)
 	case "dial":
 		http.HandleFunc("/dial", dial)
-		log.Fatal(http.ListenAndServe(":8081", nil))
+		log.Fatal(stats().ListenAndServe())
 	default:
 		log.Fatalf("unknown mode %q", os.Args[1])
 	}
@@ -58,7 +63,7 @@ func serve(name string) {
 	http.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "backend_queue_depth 0\nbackend_latency_p95_seconds 0.001\nbackend_error_ratio 0\n")
 	})
-	go func() { log.Fatal(http.ListenAndServe(":8081", nil)) }()
+	go func() { log.Fatal(stats().ListenAndServe()) }()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -71,6 +76,11 @@ func serve(name string) {
 			fmt.Fprintln(c, name)
 		}()
 	}
+}
+
+// stats is the server on :8081, its requests bounded in time.
+func stats() *http.Server {
+	return &http.Server{Addr: ":8081", ReadHeaderTimeout: 5 * time.Second, WriteTimeout: dialsFor + 10*time.Second}
 }
 
 type tally struct {
@@ -86,9 +96,16 @@ func dial(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("n: want 1 to %d", maxDials), http.StatusBadRequest)
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), dialsFor)
+	defer cancel()
 	t := tally{By: map[string]int{}}
 	for range n {
-		name, err := once(to)
+		if ctx.Err() != nil {
+			t.Failed++
+			t.Error = ctx.Err().Error()
+			continue
+		}
+		name, err := once(ctx, to)
 		if err != nil {
 			t.Failed++
 			t.Error = err.Error()
@@ -101,14 +118,15 @@ func dial(w http.ResponseWriter, r *http.Request) {
 }
 
 // once connects to addr and reads the name the server answers with.
-func once(addr string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+func once(ctx context.Context, addr string) (string, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
 	if err != nil {
 		return "", fmt.Errorf("reading the answer of %s: %w", c.RemoteAddr(), err)
 	}

@@ -1,6 +1,7 @@
 package agentcr
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,10 +105,13 @@ type Reconciler struct {
 	Attr   addrs.Path
 	// Observed is what a report carries of the provider's object.
 	Observed func(providers.Object) any
-	// Key is the part of an observed summary whose change is reported at
-	// once, not at the next Refresh (nil: none): a group's backends or
-	// regime, not its tick counter.
-	Key func(observed any) string
+	// Key is the part of the provider's object whose change is reported
+	// before the next Refresh (nil: none): a group's backends or regime,
+	// not its tick counter; KeyEvery (default 10 s) the least time between
+	// two reports a key change makes, so a flapping key costs the API
+	// server a write per KeyEvery, not per pass.
+	Key      func(providers.Object) string
+	KeyEvery time.Duration
 	// Refresh is how often a report is rewritten when nothing changed (a
 	// status every pass from every node would load the API server).
 	Refresh time.Duration
@@ -265,9 +269,26 @@ func (r *Reconciler) settle(ctx context.Context) error {
 	return nil
 }
 
-// report writes each config's status entry for this node when what it
-// says (its message, its observed summary's Key) changed, or Refresh has
-// passed.
+// defaultKeyEvery is Reconciler.KeyEvery's default.
+const defaultKeyEvery = 10 * time.Second
+
+// reportDue says whether a status entry last written as last is written
+// again as next: at once when the generation acted on or the message
+// changed, when the key changed and keyEvery has passed since, and
+// otherwise every refresh.
+func reportDue(last, next report, refresh, keyEvery time.Duration) bool {
+	since := next.at.Sub(last.at)
+	switch {
+	case last.generation != next.generation || last.message != next.message:
+		return true
+	case last.key != next.key && since >= keyEvery:
+		return true
+	}
+	return since >= refresh
+}
+
+// report writes each config's status entry for this node when reportDue
+// says so.
 func (r *Reconciler) report(ctx context.Context, now time.Time, desired map[addrs.Object]Entry, bad map[addrs.Object]string) error {
 	if len(desired) == 0 {
 		return nil
@@ -290,24 +311,25 @@ func (r *Reconciler) report(ctx context.Context, now time.Time, desired map[addr
 				}
 			}
 		}
-		var observed any
-		if i < len(read.Objects) && read.Objects[i].Exists && r.Observed != nil {
-			observed = r.Observed(read.Objects[i])
-		}
+		exists := i < len(read.Objects) && read.Objects[i].Exists
 		key := ""
-		if observed != nil && r.Key != nil {
-			key = r.Key(observed)
+		if exists && r.Key != nil {
+			key = r.Key(read.Objects[i])
 		}
-		last, ok := r.reported[obj]
-		if ok && last.generation == e.Generation && last.message == msg && last.key == key && now.Sub(last.at) < r.Refresh {
+		next := report{generation: e.Generation, message: msg, key: key, at: now}
+		if last, ok := r.reported[obj]; ok && !reportDue(last, next, r.Refresh, cmp.Or(r.KeyEvery, defaultKeyEvery)) {
 			continue
+		}
+		var observed any
+		if exists && r.Observed != nil {
+			observed = r.Observed(read.Objects[i])
 		}
 		c := &Client{Dyn: r.Dyn, Namespace: e.Namespace, Name: e.Name, Node: r.Node, Now: r.Now}
 		if err := c.Report(ctx, e.Generation, msg, observed); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.reported[obj] = report{generation: e.Generation, message: msg, key: key, at: now}
+		r.reported[obj] = next
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%d report(s) failed, the first: %w", len(errs), errs[0])
