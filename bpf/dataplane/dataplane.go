@@ -54,13 +54,21 @@ type Dataplane struct {
 	// lock holds the pin directory: one process at a time owns what is
 	// pinned there (an agent, or a cleanup).
 	lock *os.File
-	// keys caches slot indexes for batch writes, by side index.
 	mu   sync.Mutex
-	keys map[uint32][]uint32
 	// rcu is a map of maps the program never reads: writing it makes the
 	// kernel wait out every BPF program running (synchronize_rcu), the
 	// barrier after a flip (see Publish).
 	rcu, rcuInner *ebpf.Map
+	// slots is the slot map's memory (mapped: a side is one copy), and
+	// sideBuf a side's bytes as written there (guarded by mu).
+	slots   *ebpf.Memory
+	sideBuf []byte
+	// quiet is closed when the connects that may still read the side
+	// the last flip left are over (nil: no flip waits); quietErr says
+	// why that wait failed. Guarded by qmu.
+	qmu      sync.Mutex
+	quiet    chan struct{}
+	quietErr error
 }
 
 // Load loads the program and its maps (reusing pinned ones under
@@ -85,6 +93,9 @@ func Load(opts Options) (*Dataplane, error) {
 	for name, n := range sizes {
 		spec.Maps[name].MaxEntries = n
 	}
+	// The slots are written a side at a time: mapped, that is one copy
+	// (a batch update of 65,537 elements took ~20 ms).
+	spec.Maps["slots"].Flags |= unix.BPF_F_MMAPABLE
 	if err := spec.Variables["slot_stride"].Set(uint32(opts.Slots)); err != nil {
 		return nil, fmt.Errorf("setting the slot stride: %w", err)
 	}
@@ -92,7 +103,7 @@ func Load(opts Options) (*Dataplane, error) {
 		return nil, fmt.Errorf("setting the group count: %w", err)
 	}
 	var copts ebpf.CollectionOptions
-	d := &Dataplane{opts: opts, keys: map[uint32][]uint32{}}
+	d := &Dataplane{opts: opts}
 	if opts.PinDir != "" {
 		if err := os.MkdirAll(opts.PinDir, 0o700); err != nil {
 			return nil, fmt.Errorf("making the pin directory: %w", err)
@@ -114,6 +125,14 @@ func Load(opts Options) (*Dataplane, error) {
 			return nil, fmt.Errorf("loading the connect4 program: the maps pinned in %s were sized for another configuration (run the provider's cleanup): %w", opts.PinDir, err)
 		}
 		return nil, fmt.Errorf("loading the connect4 program (root with BPF and BTF needed): %w", err)
+	}
+	if d.slots, err = d.objs.Slots.Memory(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("mapping the slot table: %w", err)
+	}
+	if want := uint64(sizes["slots"]) * slotBytes; uint64(d.slots.Size()) < want {
+		d.Close()
+		return nil, fmt.Errorf("the slot table's memory is %d bytes, want at least %d (%d-byte elements)", d.slots.Size(), want, slotBytes)
 	}
 	return d, nil
 }
@@ -182,6 +201,8 @@ func (d *Dataplane) Attach(cgroup string) (resumed bool, err error) {
 // link stays attached (the failsafe takes over when the heartbeat
 // stops); an unpinned one detaches.
 func (d *Dataplane) Close() error {
+	// The wait after the last flip uses the barrier maps closed below.
+	_ = d.waitQuiet()
 	var errs []error
 	if d.link != nil {
 		errs = append(errs, d.link.Close())
@@ -287,6 +308,10 @@ func (d *Dataplane) SetBackend(g, id uint32, addr netip.AddrPort) error {
 		}
 		b = connect4Backend{Ip: be32(addr.Addr()), Port: port16(addr.Port())}
 	}
+	// A connect on the side the last flip left may still read this id.
+	if err := d.waitQuiet(); err != nil {
+		return fmt.Errorf("waiting for the connects on the old table: %w", err)
+	}
 	k := g*MaxBackends + id
 	return d.objs.Backends.Put(&k, &b)
 }
@@ -331,22 +356,17 @@ func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
 			return Flip{}, fmt.Errorf("slot owner %d: ids stop at %d", id, MaxBackends-1)
 		}
 	}
+	// The side about to be written was active before the last flip:
+	// connects that read it then must be over first.
+	if err := d.waitQuiet(); err != nil {
+		return Flip{}, fmt.Errorf("waiting for the connects on the old table: %w", err)
+	}
 	epoch, err := d.Epoch(g)
 	if err != nil {
 		return Flip{}, err
 	}
 	si := g*2 + (epoch+1)&1
-	d.mu.Lock()
-	keys := d.keys[si]
-	if keys == nil {
-		keys = make([]uint32, d.opts.Slots)
-		for i := range keys {
-			keys[i] = si*uint32(d.opts.Slots) + uint32(i)
-		}
-		d.keys[si] = keys
-	}
-	d.mu.Unlock()
-	if _, err := d.objs.Slots.BatchUpdate(keys[:len(table)], table, nil); err != nil {
+	if err := d.writeSide(si, table); err != nil {
 		return Flip{}, fmt.Errorf("writing the slot table: %w", err)
 	}
 	if len(healthy) > 0 {
@@ -370,13 +390,69 @@ func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
 	took := time.Since(start)
 	// A connect that read the old epoch may still be reading the old side
 	// and the backends it names: until it is done, that side must not be
-	// written (the next publish writes it) nor its backends cleared (the
-	// caller frees the ids it no longer names). Wait for every program
-	// running to finish.
-	if err := d.quiesce(); err != nil {
-		return Flip{}, fmt.Errorf("waiting for the connects on the old table: %w", err)
-	}
+	// written (the next publish writes it) nor its backends changed (the
+	// caller frees the ids it no longer names). The wait for every
+	// program running to finish runs now, off the publish; whatever
+	// writes there waits for it first (waitQuiet).
+	d.startQuiet()
 	return Flip{At: start, Took: took, Epoch: next}, nil
+}
+
+// slotBytes is an element's stride in the slot map's memory: an array
+// map lays each value out rounded up to 8 bytes.
+const slotBytes = 8
+
+// writeSide copies table into side si of the mapped slot map.
+func (d *Dataplane) writeSide(si uint32, table []uint32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := slotBytes * len(table)
+	if cap(d.sideBuf) < n {
+		d.sideBuf = make([]byte, slotBytes*d.opts.Slots)
+	}
+	buf := d.sideBuf[:n]
+	for i, id := range table {
+		binary.NativeEndian.PutUint32(buf[slotBytes*i:], id)
+	}
+	_, err := d.slots.WriteAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes)
+	return err
+}
+
+// startQuiet starts waiting out the programs running now (after a flip).
+// Its wait covers every flip before it, so one pending wait is enough.
+func (d *Dataplane) startQuiet() {
+	done := make(chan struct{})
+	d.qmu.Lock()
+	d.quiet = done
+	d.qmu.Unlock()
+	go func() {
+		err := d.quiesce()
+		d.qmu.Lock()
+		if d.quiet == done {
+			d.quietErr = err
+		}
+		d.qmu.Unlock()
+		close(done)
+	}()
+}
+
+// waitQuiet returns once the connects that read a side before the last
+// flip are over (at once when they already are).
+func (d *Dataplane) waitQuiet() error {
+	d.qmu.Lock()
+	done := d.quiet
+	d.qmu.Unlock()
+	if done == nil {
+		return nil
+	}
+	<-done
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	err := d.quietErr
+	if d.quiet == done {
+		d.quiet, d.quietErr = nil, nil
+	}
+	return err
 }
 
 // quiesce returns once every BPF program running when it was called has
@@ -431,15 +507,13 @@ func (d *Dataplane) Active(g uint32) ([]uint32, error) {
 	if side.Size == 0 {
 		return nil, nil
 	}
-	keys := make([]uint32, side.Size)
-	for i := range keys {
-		keys[i] = si*uint32(d.opts.Slots) + uint32(i)
+	buf := make([]byte, slotBytes*int(side.Size))
+	if _, err := d.slots.ReadAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes); err != nil {
+		return nil, err
 	}
 	out := make([]uint32, side.Size)
-	for i, k := range keys {
-		if err := d.objs.Slots.Lookup(&k, &out[i]); err != nil {
-			return nil, err
-		}
+	for i := range out {
+		out[i] = binary.NativeEndian.Uint32(buf[slotBytes*i:])
 	}
 	return out, nil
 }

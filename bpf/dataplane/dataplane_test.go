@@ -5,7 +5,9 @@ package dataplane
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -454,6 +456,35 @@ func TestBadInput(t *testing.T) {
 	} {
 		if err := d.SetControl(0, c); err == nil {
 			t.Errorf("control %+v: no error", c)
+		}
+	}
+}
+
+// What Publish copies into the mapped slot map is, slot by slot, what the
+// program reads through the map: every slot of an irregular table (a
+// wrong stride or offset would shift or fold it), on both sides.
+func TestPublishedTableIsTheKernels(t *testing.T) {
+	d, _ := setup(t, 3, Options{})
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 2 {
+		want := make([]uint32, 65537)
+		for i := range want {
+			want[i] = uint32(r.IntN(3))
+		}
+		f, err := d.Publish(1, want, ids(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		si := 1*2 + f.Epoch&1
+		for i, id := range want {
+			k := si*65537 + uint32(i)
+			var got uint32
+			if err := d.objs.Slots.Lookup(&k, &got); err != nil || got != id {
+				t.Fatalf("epoch %d, slot %d: the map holds %d (%v), the table %d", f.Epoch, i, got, err, id)
+			}
+		}
+		if act, err := d.Active(1); err != nil || !slices.Equal(act, want) {
+			t.Fatalf("epoch %d: Active differs from the table published (%v)", f.Epoch, err)
 		}
 	}
 }
