@@ -267,7 +267,7 @@ func (w *World) commit(p *pending) bool {
 		if p.o == nil {
 			return false
 		}
-		delete(w.byKey, p.o.key())
+		w.dropObject(p.o.key())
 		wl := p.o.wl
 		wl.hpa, wl.hpaRecs = nil, nil
 		// The Deployment keeps its replicas, and the HPA's entry in its

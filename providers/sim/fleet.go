@@ -119,7 +119,7 @@ func (f *simFleet) add(name, region string, multiAZ bool, nodes int, template, m
 	if template != "" {
 		o.attrs[cluster.Template] = values.StringOf(template)
 	}
-	f.w.byKey[o.key()] = o
+	f.w.putObject(o)
 	sc := &simCluster{obj: o, region: region, multiAZ: multiAZ, phase: cluster.PhaseProvisioned}
 	f.clusters = append(f.clusters, sc)
 	return sc
@@ -286,7 +286,7 @@ func (f *simFleet) step(s int) {
 			c.phase, c.ready, c.joining = cluster.PhaseProvisioned, c.desired(), nil
 		case c.phase == cluster.PhaseDeleting && s >= c.until:
 			c.gone = true
-			delete(f.w.byKey, c.obj.key())
+			f.w.dropObject(c.obj.key())
 		}
 		if c.gone {
 			f.goneSeries(c)

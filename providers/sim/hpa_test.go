@@ -20,6 +20,11 @@ func TestHPAScaleTargetRef(t *testing.T) {
 	a.HPA = &spec.SimHPA{Min: 2, Max: 10}
 	r := newRig(t, constTrace(10, 600), a, b)
 	created := addr("HorizontalPodAutoscaler", "api")
+	// Listed before the create, so the list's index is built: the create
+	// must show in the next list, the delete leave it.
+	if l := r.p.List(context.Background(), providers.ListRequest{Now: r.at(5), Provider: "sim", Kind: KindHPA, Namespace: "shop"}); len(l.Objects) != 1 {
+		t.Fatalf("before the create: listed %+v", l)
+	}
 	if res := r.apply(t, 10, providers.ObjectChange{Address: created, Action: action.Create, Manager: "setpoint",
 		Attributes: map[addrs.Path]values.Value{AttrMinReplicas: count(2), AttrMaxReplicas: count(8)}, Changed: []addrs.Path{AttrMinReplicas}})[0]; res.Err != "" {
 		t.Fatal(res.Err)
@@ -39,5 +44,11 @@ func TestHPAScaleTargetRef(t *testing.T) {
 	}
 	if o := r.read(t, KindHPA, "api", 30); o.Managers[AttrScaleTargetName] != "setpoint" {
 		t.Errorf("a created HPA's target is its creator's: %v", o.Managers)
+	}
+	if res := r.apply(t, 40, providers.ObjectChange{Address: created, Action: action.Delete, Manager: "setpoint"})[0]; res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	if l := r.p.List(context.Background(), providers.ListRequest{Now: r.at(50), Provider: "sim", Kind: KindHPA, Namespace: "shop"}); len(l.Objects) != 1 || l.Objects[0].Address.Name != "checkout" {
+		t.Fatalf("after the delete: listed %+v", l)
 	}
 }

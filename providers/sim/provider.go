@@ -406,8 +406,8 @@ func (p *Provider) List(_ context.Context, req providers.ListRequest) providers.
 	if prov == "" {
 		prov = "sim"
 	}
-	for _, o := range p.World.byKey {
-		if o.kind != req.Kind || (req.Namespace != "" && o.namespace != req.Namespace) || !matches(o.labels, req.Selector) {
+	for _, o := range p.World.objectsOf(req.Kind, req.Namespace) {
+		if !matches(o.labels, req.Selector) {
 			continue
 		}
 		a := providers.Address{Provider: prov, Kind: o.kind, Namespace: o.namespace, Name: o.name}

@@ -105,6 +105,10 @@ type World struct {
 	nodes    []*simNode
 	policies []*simPolicy
 	byKey    map[string]*object
+	// listed indexes byKey by kind and namespace for List, rebuilt after
+	// byKey changes (listedOK false); see objectsOf.
+	listed   map[[2]string][]*object
+	listedOK bool
 	// traces are the workloads' traces, kept for a rebuild: the world
 	// replays what it loaded, not the file as it is now.
 	traces  map[string]*Trace
@@ -549,8 +553,36 @@ func (wl *workload) newObject(kind string, managers func(addrs.Path) string) *ob
 	if o.annotations == nil {
 		o.annotations = map[string]string{}
 	}
-	w.byKey[o.key()] = o
+	w.putObject(o)
 	return o
+}
+
+// putObject adds o to the world's objects.
+func (w *World) putObject(o *object) {
+	w.byKey[o.key()] = o
+	w.listedOK = false
+}
+
+// dropObject removes the object of key.
+func (w *World) dropObject(key string) {
+	delete(w.byKey, key)
+	w.listedOK = false
+}
+
+// objectsOf are the objects of kind in namespace ("": every namespace),
+// through an index built once per change of the objects: a plan lists
+// each namespace's HPAs, and a scan of every object per list is
+// quadratic in a large world.
+func (w *World) objectsOf(kind, namespace string) []*object {
+	if !w.listedOK {
+		w.listed = map[[2]string][]*object{}
+		for _, o := range w.byKey {
+			w.listed[[2]string{o.kind, o.namespace}] = append(w.listed[[2]string{o.kind, o.namespace}], o)
+			w.listed[[2]string{o.kind, ""}] = append(w.listed[[2]string{o.kind, ""}], o)
+		}
+		w.listedOK = true
+	}
+	return w.listed[[2]string{kind, namespace}]
 }
 
 // knativeScale reads an annotation the way Knative does: absent is 0.
