@@ -27,7 +27,7 @@ func newSimCmd() *cobra.Command {
 	var o simOptions
 	var speed float64
 	var until string
-	var asJSON, quiet, baseline bool
+	var asJSON, quiet, baseline, providerProcess bool
 	var seed int64
 	var reportDir string
 	cmd := &cobra.Command{
@@ -37,9 +37,11 @@ func newSimCmd() *cobra.Command {
 through — every Environment tick of virtual time, from the start of the trace to
 its end (or --until), against a fresh sim world; the directory's state files
 are not touched. It prints applies as they happen and a summary: applies, held
-changes by reason, replica-hours, and time over each latency target. The world
-lives in the sim provider's process; if that process dies, sim fails (exit 1)
-rather than go on with a new, empty world.`,
+changes by reason, replica-hours, and time over each latency target. The sim
+provider runs inside this process, its world the run's own; with
+--provider-process it runs as a provider process, as plan and watch run it,
+and if that process dies sim fails (exit 1) rather than go on with a new,
+empty world.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Checked before anything starts, as the schema checks the
@@ -52,6 +54,7 @@ rather than go on with a new, empty world.`,
 				o.seed = &seed
 			}
 			o.fresh = true
+			o.simInProcess = !providerProcess
 			w, err := openWorkspace(args[0], o)
 			if err != nil {
 				return err
@@ -120,6 +123,7 @@ rather than go on with a new, empty world.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, add the hindsight oracle, and compare")
+	cmd.Flags().BoolVar(&providerProcess, "provider-process", false, "run the sim provider as a provider process (go-plugin), as plan and watch do, instead of inside sim")
 	cmd.Flags().StringVar(&reportDir, "report", "", "write plots (SVG, PNG) of replicas, request rate and p99 against its target per workload, and an index page, into this directory")
 	return cmd
 }

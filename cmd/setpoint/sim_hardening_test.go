@@ -217,14 +217,15 @@ func TestSimConcurrentAppliesAgree(t *testing.T) {
 	}
 }
 
-// TestSimProviderCrashFailsTheRun: sim runs on a fresh world kept only by
-// its provider process; when that process dies the world is lost, and sim
-// fails saying so instead of carrying on with a new, empty world.
+// TestSimProviderCrashFailsTheRun: sim --provider-process runs on a fresh
+// world kept only by its provider process; when that process dies the world
+// is lost, and sim fails saying so instead of carrying on with a new, empty
+// world.
 func TestSimProviderCrashFailsTheRun(t *testing.T) {
 	dir := copySpecs(t, quick...)
 	// Paced (50 virtual minutes at 300×: 10 s) so it is still running when
 	// the provider is killed.
-	cmd := exec.Command(binary, "sim", "--speed", "300", "--until", "50m", dir)
+	cmd := exec.Command(binary, "sim", "--provider-process", "--speed", "300", "--until", "50m", dir)
 	pr, pw := io.Pipe()
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = pw, &stderr

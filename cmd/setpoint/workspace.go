@@ -197,6 +197,10 @@ type simOptions struct {
 	// trustedEnv is a file whose Environment replaces the directory's
 	// (plan --trusted-environment).
 	trustedEnv string
+	// simInProcess runs the sim provider inside this process (sim's
+	// default: its world is the run's own, and a process boundary per
+	// call was ~40% of the demo's time).
+	simInProcess bool
 }
 
 // selfPath overrides os.Executable as the binary serving built-in
@@ -354,7 +358,7 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			}
 		}
 		var prov providers.Full
-		if mk, ok := builtIn[p.Name]; ok && inProcess() {
+		if mk, ok := builtIn[p.Name]; ok && (inProcess() || (o.simInProcess && p.Name == "sim")) {
 			prov = mk()
 			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
 				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())
