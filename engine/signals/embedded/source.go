@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/setpoint-dev/setpoint/engine/signals"
 )
@@ -25,6 +26,10 @@ type Source struct {
 	// InFlight bounds the samples of the queries evaluated at once; nil:
 	// the process's (signals.Process), shared with every other source.
 	InFlight *signals.InFlight
+	// stepCache keeps subqueries' steps between evaluations (steps.go);
+	// noStepReuse evaluates every subquery whole (tests compare).
+	stepCache   stepCache
+	noStepReuse bool
 }
 
 // QueryTime bounds one evaluation, below the default 5 s tick and the
@@ -139,7 +144,13 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	late := &signals.BoundError{What: "the evaluation was still running", Bound: s.timeout.String()}
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
 	defer cancel()
-	q, err := s.engine.NewInstantQuery(ctx, s.Store, s.opts, expr, at)
+	eval, on := expr, storage.Queryable(s.Store)
+	if !s.noStepReuse {
+		if x, q, ok := s.withSteps(ctx, e, at); ok {
+			eval, on = x, q
+		}
+	}
+	q, err := s.engine.NewInstantQuery(ctx, on, s.opts, eval, at)
 	if err != nil {
 		return res, fmt.Errorf("preparing %q: %w", expr, err)
 	}
@@ -157,7 +168,7 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 				res.Dropped++
 				continue
 			}
-			res.Samples = append(res.Samples, signals.Sample{Labels: toLabels(smp.Metric), Value: smp.F})
+			res.Samples = append(res.Samples, signals.Sample{Labels: toLabels(stripStepName(smp.Metric)), Value: smp.F})
 		}
 	case promql.Scalar:
 		res.Kind = signals.Scalar
@@ -169,7 +180,7 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	case promql.Matrix:
 		res.Kind = signals.Matrix
 		for _, series := range v {
-			smp := signals.Sample{Labels: toLabels(series.Metric)}
+			smp := signals.Sample{Labels: toLabels(stripStepName(series.Metric))}
 			for _, p := range series.Floats {
 				if signals.Usable(p.F) {
 					smp.Points = append(smp.Points, signals.Point{T: time.UnixMilli(p.T).UTC(), V: p.F})

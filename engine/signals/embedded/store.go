@@ -49,6 +49,14 @@ type memSeries struct {
 	start   int // samples before start are expired
 }
 
+// horizon is the oldest time (ms) a query can read now: samples before it
+// are past the retention.
+func (s *Store) horizon() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.maxT - s.retention
+}
+
 // Ref names a series for repeated appends without hashing its labels.
 type Ref struct{ s *memSeries }
 
