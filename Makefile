@@ -39,10 +39,12 @@ test-short:
 	$(GO) test -short $(PKGS)
 
 # Go benchmarks plus whole-process figures (CPU, peak RSS, and `cue vet` on
-# the same files); see docs/benchmarks.md.
+# the same files), then one table of the figures against their goals
+# (hack/benchgoals); see docs/benchmarks.md.
 bench: testenv build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 	bash hack/bench-validate.sh $(BIN)
+	$(GO) run ./hack/benchgoals -bin $(BIN)
 
 # NFR control against its goals: every scenario of testdata/scenarios for
 # seeds 1–5, each with --baseline (the HPA alone, the cheapest fixed count
