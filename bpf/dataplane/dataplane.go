@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -44,6 +45,9 @@ type Options struct {
 	// program stays attached, with its tables, across the agent's crash
 	// and a restarted agent resumes with them.
 	PinDir string
+	// unmapped loads the slot map as agents before the mapped one did
+	// (tests make such pins).
+	unmapped bool
 }
 
 // Dataplane is a loaded program and its maps.
@@ -59,10 +63,12 @@ type Dataplane struct {
 	// kernel wait out every BPF program running (synchronize_rcu), the
 	// barrier after a flip (see Publish).
 	rcu, rcuInner *ebpf.Map
-	// slots is the slot map's memory (mapped: a side is one copy), and
-	// sideBuf a side's bytes as written there (guarded by mu).
+	// slots is the slot map's memory (mapped: a side is one copy; nil
+	// for a map resumed from older pins), and sideBuf a side's bytes as
+	// written there (guarded by mu, as closed is).
 	slots   *ebpf.Memory
 	sideBuf []byte
+	closed  bool
 	// quiet is closed when the connects that may still read the side
 	// the last flip left are over (nil: no flip waits); quietErr says
 	// why that wait failed. Guarded by qmu.
@@ -95,7 +101,9 @@ func Load(opts Options) (*Dataplane, error) {
 	}
 	// The slots are written a side at a time: mapped, that is one copy
 	// (a batch update of 65,537 elements took ~20 ms).
-	spec.Maps["slots"].Flags |= unix.BPF_F_MMAPABLE
+	if !opts.unmapped {
+		spec.Maps["slots"].Flags |= unix.BPF_F_MMAPABLE
+	}
 	if err := spec.Variables["slot_stride"].Set(uint32(opts.Slots)); err != nil {
 		return nil, fmt.Errorf("setting the slot stride: %w", err)
 	}
@@ -119,12 +127,23 @@ func Load(opts Options) (*Dataplane, error) {
 			m.Pinning = ebpf.PinNone
 		}
 	}
-	if err := spec.LoadAndAssign(&d.objs, &copts); err != nil {
+	err = spec.LoadAndAssign(&d.objs, &copts)
+	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinDir != "" && !opts.unmapped {
+		// Pins an agent before the mapped slot map left (a rolling
+		// update over a live dataplane): resume them as they are, and
+		// write the slots by batch (a cleanup, or a new node, maps them).
+		spec.Maps["slots"].Flags &^= unix.BPF_F_MMAPABLE
+		err = spec.LoadAndAssign(&d.objs, &copts)
+	}
+	if err != nil {
 		d.unlock()
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
 			return nil, fmt.Errorf("loading the connect4 program: the maps pinned in %s were sized for another configuration (run the provider's cleanup): %w", opts.PinDir, err)
 		}
 		return nil, fmt.Errorf("loading the connect4 program (root with BPF and BTF needed): %w", err)
+	}
+	if d.objs.Slots.Flags()&unix.BPF_F_MMAPABLE == 0 {
+		return d, nil // written by batch (writeSide)
 	}
 	if d.slots, err = d.objs.Slots.Memory(); err != nil {
 		d.Close()
@@ -203,6 +222,9 @@ func (d *Dataplane) Attach(cgroup string) (resumed bool, err error) {
 func (d *Dataplane) Close() error {
 	// The wait after the last flip uses the barrier maps closed below.
 	_ = d.waitQuiet()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
 	var errs []error
 	if d.link != nil {
 		errs = append(errs, d.link.Close())
@@ -402,10 +424,22 @@ func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
 // map lays each value out rounded up to 8 bytes.
 const slotBytes = 8
 
-// writeSide copies table into side si of the mapped slot map.
+// writeSide copies table into side si of the mapped slot map (or writes
+// it by batch into an unmapped one, resumed from older pins).
 func (d *Dataplane) writeSide(si uint32, table []uint32) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return errClosed
+	}
+	if d.slots == nil {
+		keys := make([]uint32, len(table))
+		for i := range keys {
+			keys[i] = si*uint32(d.opts.Slots) + uint32(i)
+		}
+		_, err := d.objs.Slots.BatchUpdate(keys, table, nil)
+		return err
+	}
 	n := slotBytes * len(table)
 	if cap(d.sideBuf) < n {
 		d.sideBuf = make([]byte, slotBytes*d.opts.Slots)
@@ -415,8 +449,20 @@ func (d *Dataplane) writeSide(si uint32, table []uint32) error {
 		binary.NativeEndian.PutUint32(buf[slotBytes*i:], id)
 	}
 	_, err := d.slots.WriteAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes)
+	// The copy is plain stores to shared memory; the flip that publishes
+	// it is a store by the kernel in another call. A full barrier between
+	// them keeps a weakly ordered CPU (arm64) from letting a connect see
+	// the new epoch before the side's slots.
+	fence.Add(1)
 	return err
 }
+
+// fence is what writeSide's barrier operates on (an atomic read-modify-
+// write is a full barrier on every Go platform).
+var fence atomic.Uint64
+
+// errClosed is a call on a closed dataplane.
+var errClosed = errors.New("the dataplane is closed")
 
 // startQuiet starts waiting out the programs running now (after a flip).
 // Its wait covers every flip before it, so one pending wait is enough.
@@ -447,12 +493,21 @@ func (d *Dataplane) waitQuiet() error {
 	}
 	<-done
 	d.qmu.Lock()
-	defer d.qmu.Unlock()
-	err := d.quietErr
+	failed := d.quietErr != nil || d.quiet != done
+	d.qmu.Unlock()
+	if failed {
+		// The wait failed, or a later one replaced it (its error is its
+		// own): wait here, now, which covers every flip before.
+		if err := d.quiesce(); err != nil {
+			return err
+		}
+	}
+	d.qmu.Lock()
 	if d.quiet == done {
 		d.quiet, d.quietErr = nil, nil
 	}
-	return err
+	d.qmu.Unlock()
+	return nil
 }
 
 // quiesce returns once every BPF program running when it was called has
@@ -461,6 +516,9 @@ func (d *Dataplane) waitQuiet() error {
 func (d *Dataplane) quiesce() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return errClosed
+	}
 	if d.rcu == nil {
 		inner := &ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1}
 		in, err := ebpf.NewMap(inner)
@@ -507,11 +565,20 @@ func (d *Dataplane) Active(g uint32) ([]uint32, error) {
 	if side.Size == 0 {
 		return nil, nil
 	}
+	out := make([]uint32, side.Size)
+	if d.slots == nil {
+		for i := range out {
+			k := si*uint32(d.opts.Slots) + uint32(i)
+			if err := d.objs.Slots.Lookup(&k, &out[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	buf := make([]byte, slotBytes*int(side.Size))
 	if _, err := d.slots.ReadAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes); err != nil {
 		return nil, err
 	}
-	out := make([]uint32, side.Size)
 	for i := range out {
 		out[i] = binary.NativeEndian.Uint32(buf[slotBytes*i:])
 	}
@@ -664,6 +731,9 @@ func (d *Dataplane) ClearGroup(g uint32) error {
 			errs = append(errs, d.RemoveVIP(v.Addr, v.Proto))
 		}
 	}
+	// A connect that found the VIP just before may still read the group's
+	// sides and backends: it is over before they are cleared.
+	errs = append(errs, d.quiesce())
 	errs = append(errs, d.objs.Heartbeats.Put(&g, &zero))
 	for side := range uint32(2) {
 		si := g*2 + side

@@ -488,3 +488,44 @@ func TestPublishedTableIsTheKernels(t *testing.T) {
 		}
 	}
 }
+
+// An agent upgraded over a live dataplane pinned by one before the slot
+// map was mapped resumes those pins as they are (writing the slots by
+// batch), rather than refusing them and leaving the VIPs on the failsafe.
+func TestResumesPinsOfAnUnmappedSlotMap(t *testing.T) {
+	dir := bpftest.BPFFS(t) + "/setpoint"
+	old, servers := setup(t, 2, Options{Groups: 2, Slots: 65537, PinDir: dir, unmapped: true})
+	if _, err := old.Publish(0, table([]int{0, 65537}), ids(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Load(Options{Groups: 2, Slots: 65537, PinDir: dir})
+	if err != nil {
+		t.Fatalf("loading over the older pins: %v", err)
+	}
+	defer d.Close()
+	if d.slots != nil {
+		t.Fatal("the resumed slot map is mapped: it was pinned unmapped")
+	}
+	if resumed, err := d.Attach("/nonexistent: the pinned link is used"); err != nil || !resumed {
+		t.Fatalf("resume: %v, %v", resumed, err)
+	}
+	if act, err := d.Active(0); err != nil || len(act) != 65537 || act[0] != 1 {
+		t.Fatalf("the resumed table: %d slots, %v", len(act), err)
+	}
+	want := table([]int{65537, 0})
+	if _, err := d.Publish(0, want, ids(2)); err != nil {
+		t.Fatal(err)
+	}
+	if act, err := d.Active(0); err != nil || !slices.Equal(act, want) {
+		t.Fatalf("published by batch, the active table differs (%v)", err)
+	}
+	if got, _ := storm(t, 10, servers); got[0] != 10 {
+		t.Fatalf("after a publish on the resumed pins: %v, want all to backend 0", got)
+	}
+	if err := d.Cleanup(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -577,8 +577,12 @@ func (w *World) objectsOf(kind, namespace string) []*object {
 	if !w.listedOK {
 		w.listed = map[[2]string][]*object{}
 		for _, o := range w.byKey {
-			w.listed[[2]string{o.kind, o.namespace}] = append(w.listed[[2]string{o.kind, o.namespace}], o)
-			w.listed[[2]string{o.kind, ""}] = append(w.listed[[2]string{o.kind, ""}], o)
+			all := [2]string{o.kind, ""}
+			w.listed[all] = append(w.listed[all], o)
+			if o.namespace != "" {
+				ns := [2]string{o.kind, o.namespace}
+				w.listed[ns] = append(w.listed[ns], o)
+			}
 		}
 		w.listedOK = true
 	}

@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"slices"
+
 	"github.com/setpoint-dev/setpoint/engine/addrs"
 	"github.com/setpoint-dev/setpoint/providers"
 )
@@ -73,7 +75,8 @@ func IndexHPAs(hpas []providers.Object) HPAIndex {
 }
 
 // ScaledBy is ScaledBy(hpas, w) of the list the index was made of.
-func (x HPAIndex) ScaledBy(w addrs.Object) []providers.Object { return x[w] }
+// The slice is the index's own, clipped: an append by the caller copies.
+func (x HPAIndex) ScaledBy(w addrs.Object) []providers.Object { return slices.Clip(x[w]) }
 
 // ReplicaFailed returns why the workload's controller cannot create its
 // pods, when its ReplicaFailure condition is True.

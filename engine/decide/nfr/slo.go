@@ -226,6 +226,9 @@ func UtilisationBound(c int, s, target, q float64) (rho float64, ok bool) {
 	if s*math.Log(1/(1-q)) > target {
 		return 0, false
 	}
+	if math.IsInf(target, 1) {
+		return MaxUtilisation, true // no utilisation below 1 is too slow
+	}
 	k := boundKey{c: c, r: target / s, q: q}
 	boundsMu.Lock()
 	rho, hit := bounds[k]

@@ -180,6 +180,9 @@ func TestUtilisationBound(t *testing.T) {
 	if rho, ok := UtilisationBound(4, 0.04, 0.15, 0.99); ok || rho != 0 {
 		t.Errorf("infeasible bound = %g, %v; want 0, false", rho, ok)
 	}
+	if rho, ok := UtilisationBound(4, 0.04, math.Inf(1), 0.99); !ok || rho != MaxUtilisation {
+		t.Errorf("an infinite target: %g, %v; want the cap", rho, ok)
+	}
 	if rho, ok := UtilisationBound(4, 0.04, 100, 0.99); !ok || rho != MaxUtilisation {
 		t.Errorf("loose bound = %g, %v; want %g, true", rho, ok, MaxUtilisation)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/setpoint-dev/setpoint/engine/signals"
 )
 
 // A subquery such as x[30m:30s] evaluates x at every 30 s step of the
@@ -21,39 +23,56 @@ import (
 // are aligned to the step (not to the evaluation time), so two
 // evaluations a few seconds apart share all but their newest steps. The
 // source keeps each subquery's step results and evaluates only the steps
-// it lacks plus those of the last minute (freshSteps: a scrape's samples
-// may land a little after their timestamp), then evaluates the whole
-// expression with the subquery read from those steps as if they were
-// samples of a series. The answer is the subquery's: a range selector
-// over the steps in (t − range, t] selects exactly the steps the subquery
-// would evaluate.
+// it cannot trust (stepTrusted), then evaluates the whole expression with
+// the subquery read from those steps as if they were samples of a series.
+// The answer is the subquery's: a range selector over the steps in
+// (t − range, t] selects exactly the steps the subquery would evaluate.
 
 // stepPrefix names the series the kept steps are served as. A name with
 // two leading underscores is reserved: no scraped metric has one.
 const stepPrefix = "__setpoint_steps_"
 
-// freshSteps is how far back steps are evaluated again every time.
+// freshSteps is how long after its time a step may still change: a
+// scrape's samples land a little after their timestamp. A step is kept
+// only once it was evaluated with the store this far past it; samples
+// landing later than that are logged by the store (lateLog) and undo the
+// steps they fall in.
 const freshSteps = time.Minute
 
-// maxStepEntries bounds the subqueries whose steps are kept.
-const maxStepEntries = 64
+// The kept steps are bounded: at most maxStepEntries subqueries, at most
+// maxKeptSamples samples over all of them (the least recently used go
+// first), and a subquery not asked for in stepIdle is forgotten.
+const (
+	maxStepEntries = 64
+	maxKeptSamples = 1 << 20
+	stepIdle       = time.Hour
+)
 
 type stepKey struct {
 	inner string
 	step  time.Duration
 }
 
-// stepEntry is one subquery's kept steps: by step time, the inner
-// expression's samples there.
+// keptStep is the inner expression's samples at one step, and whether
+// they were evaluated late enough to keep (freshSteps after the step).
+type keptStep struct {
+	samples []promql.Sample
+	settled bool
+}
+
+// stepEntry is one subquery's kept steps, by step time.
 type stepEntry struct {
 	mu   sync.Mutex
 	name string
 	// off: the inner expression's series carry a metric name (or a
-	// histogram), which the served series cannot: the subquery is
-	// evaluated as written.
+	// histogram), which the served series cannot, or its steps alone
+	// pass the budget: the subquery is evaluated as written.
 	off      bool
-	steps    map[int64][]promql.Sample
+	steps    map[int64]keptStep
+	samples  int          // kept, over all steps (under mu)
+	count    atomic.Int64 // samples, for the budget, read without mu
 	maxRange time.Duration
+	lateSeq  uint64 // the store's late appends seen
 	used     time.Time
 }
 
@@ -66,35 +85,75 @@ type stepCache struct {
 	evaluated, served atomic.Int64
 }
 
-func (c *stepCache) entry(k stepKey, now time.Time) *stepEntry {
+func (c *stepCache) entry(k stepKey, at time.Time) *stepEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
 		c.entries = map[stepKey]*stepEntry{}
 	}
+	for k2, e2 := range c.entries {
+		if at.Sub(e2.used) > stepIdle {
+			delete(c.entries, k2)
+		}
+	}
 	e, ok := c.entries[k]
 	if !ok {
 		if len(c.entries) >= maxStepEntries {
-			// The least recently used goes.
-			var oldest stepKey
-			first := true
-			for k2, e2 := range c.entries {
-				if first || e2.used.Before(c.entries[oldest].used) {
-					oldest, first = k2, false
-				}
-			}
-			delete(c.entries, oldest)
+			c.dropOldest(nil)
 		}
 		c.next++
-		e = &stepEntry{name: stepPrefix + strconv.Itoa(c.next), steps: map[int64][]promql.Sample{}}
+		e = &stepEntry{name: stepPrefix + strconv.Itoa(c.next), steps: map[int64]keptStep{}}
 		c.entries[k] = e
 	}
-	e.used = now
+	e.used = at
 	return e
 }
 
+// dropOldest forgets the least recently used entry other than keep.
+// Called with c.mu held.
+func (c *stepCache) dropOldest(keep *stepEntry) bool {
+	var oldest stepKey
+	var found *stepEntry
+	for k, e := range c.entries {
+		if e != keep && (found == nil || e.used.Before(found.used)) {
+			oldest, found = k, e
+		}
+	}
+	if found != nil {
+		delete(c.entries, oldest)
+	}
+	return found != nil
+}
+
+// fit forgets the least recently used entries until the samples kept are
+// within maxKeptSamples, counting kept's own as n. It reads the others'
+// counts without their locks: an entry's lock is held while it asks for
+// c.mu, so taking one under c.mu could deadlock.
+func (c *stepCache) fit(kept *stepEntry, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		total := n
+		for _, e := range c.entries {
+			if e != kept {
+				total += int(e.count.Load())
+			}
+		}
+		if total <= maxKeptSamples || !c.dropOldest(kept) {
+			return
+		}
+	}
+}
+
+// nameKeeping are functions whose result keeps its series' names, and
+// the ones that order or pick among series, whose ties and limits could
+// follow the served series' order, not the subquery's: an expression
+// that uses one is evaluated as written.
+var nameKeeping = map[string]bool{"last_over_time": true, "first_over_time": true, "ts_of_last_over_time": true,
+	"ts_of_first_over_time": true, "ts_of_max_over_time": true, "ts_of_min_over_time": true}
+
 // subqueryReusable says whether sq's steps can be kept: a literal range
-// and step, no offset or @ anywhere in it, no subquery inside.
+// and step, no offset or @ on it or inside it, no subquery inside.
 func subqueryReusable(sq *parser.SubqueryExpr) bool {
 	if sq.Step <= 0 || sq.Range < sq.Step || sq.RangeExpr != nil || sq.StepExpr != nil || sq.OriginalOffsetExpr != nil ||
 		sq.OriginalOffset != 0 || sq.Offset != 0 || sq.Timestamp != nil || sq.StartOrEnd != 0 {
@@ -106,7 +165,9 @@ func subqueryReusable(sq *parser.SubqueryExpr) bool {
 		case *parser.SubqueryExpr:
 			ok = false
 		case *parser.VectorSelector:
-			if x.Timestamp != nil || x.StartOrEnd != 0 || x.OriginalOffsetExpr != nil {
+			// A negative offset reads samples after the step, which land
+			// after it was kept.
+			if x.Timestamp != nil || x.StartOrEnd != 0 || x.OriginalOffsetExpr != nil || x.OriginalOffset < 0 {
 				ok = false
 			}
 		case *parser.MatrixSelector:
@@ -117,6 +178,31 @@ func subqueryReusable(sq *parser.SubqueryExpr) bool {
 		return nil
 	})
 	return ok
+}
+
+// readsNames says whether e could tell the served series from the
+// subquery's: it names __name__ (label_replace, label_join, by, on), keeps
+// a series' name through a range function, or picks among series (topk,
+// bottomk, limitk, limit_ratio), whose ties follow series order.
+func readsNames(e parser.Expr) bool {
+	found := false
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		switch x := n.(type) {
+		case *parser.StringLiteral:
+			found = found || x.Val == metricName
+		case *parser.AggregateExpr:
+			found = found || slices.Contains(x.Grouping, metricName) || x.Op == parser.TOPK || x.Op == parser.BOTTOMK ||
+				x.Op == parser.LIMITK || x.Op == parser.LIMIT_RATIO
+		case *parser.BinaryExpr:
+			if vm := x.VectorMatching; vm != nil {
+				found = found || slices.Contains(vm.MatchingLabels, metricName) || slices.Contains(vm.Include, metricName)
+			}
+		case *parser.Call:
+			found = found || nameKeeping[x.Func.Name]
+		}
+		return nil
+	})
+	return found
 }
 
 // stepTimes are the times (ms) a subquery of rng and step evaluates at,
@@ -139,6 +225,9 @@ func stepTimes(at int64, rng, step time.Duration) []int64 {
 // returns the expression to evaluate and what to evaluate it on; ok is
 // false when nothing was rewritten (e is evaluated as written).
 func (s *Source) withSteps(ctx context.Context, e parser.Expr, at time.Time) (string, storage.Queryable, bool) {
+	if readsNames(e) {
+		return "", nil, false
+	}
 	served := map[string][]storage.Series{}
 	var failed bool
 	var rewrite func(parser.Expr) parser.Expr
@@ -181,8 +270,9 @@ func (s *Source) withSteps(ctx context.Context, e parser.Expr, at time.Time) (st
 	return out.String(), &stepQueryable{store: s.Store, served: served}, true
 }
 
-// steps brings sq's kept steps up to `at` and returns them as series of
-// the entry's name.
+// steps brings sq's kept steps up to `at` and returns them as series of a
+// name of the entry and range (one inner expression may be asked over
+// two ranges in one query).
 func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Time) (string, []storage.Series, bool) {
 	e := s.stepCache.entry(stepKey{inner: sq.Expr.String(), step: sq.Step}, at)
 	e.mu.Lock()
@@ -195,17 +285,27 @@ func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Tim
 	if len(need) == 0 {
 		return "", nil, false
 	}
-	// A step is evaluated again when it is new, within the last minute, or
-	// when what it reads reaches past the store's retention now (the
-	// subquery would see less there than when the step was kept).
-	fresh := atMs - freshSteps.Milliseconds()
-	horizon := s.Store.horizon() + innerLookback(sq.Expr, s.opts.LookbackDelta()).Milliseconds()
+	stepMs := sq.Step.Milliseconds()
+	// Samples that landed late since the last look undo the steps whose
+	// windows they fall in (and every later one, to be simple).
+	mark := s.Store.watermark()
+	if oldest, any, lost := s.Store.lateSince(e.lateSeq); lost {
+		e.forget(func(int64) bool { return true })
+	} else if any {
+		e.forget(func(t int64) bool { return t >= oldest })
+	}
+	e.lateSeq = mark.lateSeq
+	lookback := s.opts.LookbackDelta()
+	if lookback <= 0 {
+		lookback = signals.DefaultLookbackDelta
+	}
+	horizon := mark.horizon + innerLookback(sq.Expr, lookback).Milliseconds()
 	var runs [][2]int64 // contiguous spans of steps to evaluate
 	for _, t := range need {
-		if _, kept := e.steps[t]; kept && t <= fresh && t >= horizon {
+		if stepTrusted(e.steps[t], t, horizon) {
 			continue
 		}
-		if n := len(runs); n > 0 && runs[n-1][1] == t-sq.Step.Milliseconds() {
+		if n := len(runs); n > 0 && runs[n-1][1] == t-stepMs {
 			runs[n-1][1] = t
 		} else {
 			runs = append(runs, [2]int64{t, t})
@@ -217,8 +317,10 @@ func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Tim
 		if !ok {
 			return "", nil, false
 		}
-		for t := run[0]; t <= run[1]; t += sq.Step.Milliseconds() {
-			e.steps[t] = got[t] // nil where the inner had nothing: kept as such
+		for t := run[0]; t <= run[1]; t += stepMs {
+			e.samples += len(got[t]) - len(e.steps[t].samples)
+			// Nothing at a step is kept as such: the inner had no value.
+			e.steps[t] = keptStep{samples: got[t], settled: mark.maxT >= t+freshSteps.Milliseconds()}
 			evaluated++
 		}
 	}
@@ -226,31 +328,61 @@ func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Tim
 	s.stepCache.served.Add(int64(len(need)) - evaluated)
 	// Steps no longer in any range asked for go.
 	e.maxRange = max(e.maxRange, sq.Range)
-	oldest := atMs - e.maxRange.Milliseconds()
-	for t := range e.steps {
-		if t <= oldest-sq.Step.Milliseconds() || t > atMs+e.maxRange.Milliseconds() {
+	oldest := atMs - e.maxRange.Milliseconds() - stepMs
+	e.forget(func(t int64) bool { return t <= oldest || t > atMs+e.maxRange.Milliseconds() })
+	if e.samples > maxKeptSamples {
+		e.off = true
+		e.forget(func(int64) bool { return true })
+		e.count.Store(0)
+		return "", nil, false
+	}
+	e.count.Store(int64(e.samples))
+	s.stepCache.fit(e, e.samples)
+	name := e.name + "_" + strconv.FormatInt(sq.Range.Milliseconds(), 10)
+	return name, e.series(name, need), true
+}
+
+// stepTrusted says whether a kept step answers as evaluating it now
+// would: it was evaluated freshSteps after its time (no late sample has
+// undone it since), and what it reads is inside the store's retention
+// (horizon), where evaluating it now would see less.
+func stepTrusted(k keptStep, t, horizon int64) bool {
+	return k.settled && t >= horizon
+}
+
+// forget drops the kept steps drop says.
+func (e *stepEntry) forget(drop func(int64) bool) {
+	for t, k := range e.steps {
+		if drop(t) {
+			e.samples -= len(k.samples)
 			delete(e.steps, t)
 		}
 	}
-	bySeries := map[uint64]*series{}
-	var order []uint64
+}
+
+// series are the kept steps of need as series named name, in label order.
+func (e *stepEntry) series(name string, need []int64) []storage.Series {
+	byHash := map[uint64][]*series{}
+	var out []storage.Series
 	for _, t := range need {
-		for _, smp := range e.steps[t] {
+		for _, smp := range e.steps[t].samples {
 			h := smp.Metric.Hash()
-			sr, ok := bySeries[h]
-			if !ok {
-				sr = &series{lbls: labels.NewBuilder(smp.Metric).Set(metricName, e.name).Labels()}
-				bySeries[h] = sr
-				order = append(order, h)
+			var sr *series
+			for _, c := range byHash[h] {
+				if labels.Equal(c.key, smp.Metric) {
+					sr = c
+				}
+			}
+			if sr == nil {
+				sr = &series{key: smp.Metric, lbls: labels.NewBuilder(smp.Metric).Set(metricName, name).Labels()}
+				byHash[h] = append(byHash[h], sr)
+				out = append(out, sr)
 			}
 			sr.ts, sr.vs = append(sr.ts, t), append(sr.vs, smp.F)
 		}
 	}
-	out := make([]storage.Series, 0, len(order))
-	for _, h := range order {
-		out = append(out, bySeries[h])
-	}
-	return e.name, out, true
+	slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	return out
 }
 
 // evalSteps evaluates sq's inner expression at its steps from..to (ms).
@@ -272,6 +404,7 @@ func (s *Source) evalSteps(ctx context.Context, e *stepEntry, sq *parser.Subquer
 	for _, sr := range m {
 		if sr.Metric.Has(metricName) || len(sr.Histograms) > 0 {
 			e.off = true
+			e.forget(func(int64) bool { return true })
 			return nil, false
 		}
 		for _, p := range sr.Floats {
@@ -347,9 +480,6 @@ func (q *stepQuerier) Select(ctx context.Context, sortSeries bool, hints *storag
 			if lo < hi {
 				out = append(out, &series{lbls: x.lbls, ts: x.ts[lo:hi], vs: x.vs[lo:hi]})
 			}
-		}
-		if sortSeries {
-			slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 		}
 		return &seriesSet{list: out, i: -1}
 	}

@@ -38,6 +38,47 @@ type Store struct {
 	lastSweep int64
 	maxT      int64 // newest sample: the retention window ends here
 	timed     bool  // a sample has set maxT
+	late      lateLog
+}
+
+// lateLog records the samples appended more than freshSteps older than
+// the newest one, for readers that keep results computed from older data
+// (the kept subquery steps): a ring of their timestamps by sequence.
+type lateLog struct {
+	seq  uint64
+	ring [256]int64
+}
+
+// watermark is what a reader keeping results notes of the store: its
+// newest sample, the oldest time a query can read, and the late samples
+// logged so far.
+type watermark struct {
+	maxT, horizon int64
+	lateSeq       uint64
+}
+
+func (s *Store) watermark() watermark {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return watermark{maxT: s.maxT, horizon: s.maxT - s.retention, lateSeq: s.late.seq}
+}
+
+// lateSince is the oldest timestamp of the late samples logged after seq
+// `from` (any false: none); lost says the log no longer reaches back to
+// from, so any kept result may be undone.
+func (s *Store) lateSince(from uint64) (oldest int64, any, lost bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.late.seq-from > uint64(len(s.late.ring)) {
+		return 0, false, true
+	}
+	for q := from; q < s.late.seq; q++ {
+		t := s.late.ring[q%uint64(len(s.late.ring))]
+		if !any || t < oldest {
+			oldest, any = t, true
+		}
+	}
+	return oldest, any, false
 }
 
 type memSeries struct {
@@ -47,14 +88,6 @@ type memSeries struct {
 	ts      []int64
 	vs      []float64
 	start   int // samples before start are expired
-}
-
-// horizon is the oldest time (ms) a query can read now: samples before it
-// are past the retention.
-func (s *Store) horizon() int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.maxT - s.retention
 }
 
 // Ref names a series for repeated appends without hashing its labels.
@@ -164,6 +197,10 @@ func (s *Store) appendLocked(ms *memSeries, t int64, v float64) error {
 			return nil
 		}
 		return fmt.Errorf("out-of-order sample for %s: %d after %d", ms.lbls, t, ms.ts[n-1])
+	}
+	if s.timed && t <= s.maxT-freshSteps.Milliseconds() {
+		s.late.ring[s.late.seq%uint64(len(s.late.ring))] = t
+		s.late.seq++
 	}
 	ms.ts = append(ms.ts, t)
 	ms.vs = append(ms.vs, v)
@@ -371,8 +408,10 @@ func (s *seriesSet) Warnings() annotations.Annotations { return nil }
 
 type series struct {
 	lbls labels.Labels
-	ts   []int64
-	vs   []float64
+	// key is a kept subquery step series' labels without its name.
+	key labels.Labels
+	ts  []int64
+	vs  []float64
 }
 
 func (s *series) Labels() labels.Labels { return s.lbls }
