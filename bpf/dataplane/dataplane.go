@@ -61,8 +61,12 @@ type Dataplane struct {
 	mu   sync.Mutex
 	// rcu is a map of maps the program never reads: writing it makes the
 	// kernel wait out every BPF program running (synchronize_rcu), the
-	// barrier after a flip (see Publish).
+	// barrier after a flip (see Publish). Guarded by rcuMu (with
+	// rcuClosed), not mu: a wait of ~10 ms must not hold up another
+	// group's copy.
+	rcuMu         sync.Mutex
 	rcu, rcuInner *ebpf.Map
+	rcuClosed     bool
 	// slots is the slot map's memory (mapped: a side is one copy; nil
 	// for a map resumed from older pins), and sideBuf a side's bytes as
 	// written there (guarded by mu, as closed is).
@@ -222,18 +226,21 @@ func (d *Dataplane) Attach(cgroup string) (resumed bool, err error) {
 func (d *Dataplane) Close() error {
 	// The wait after the last flip uses the barrier maps closed below.
 	_ = d.waitQuiet()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closed = true
 	var errs []error
-	if d.link != nil {
-		errs = append(errs, d.link.Close())
-	}
-	errs = append(errs, d.objs.Close())
+	d.rcuMu.Lock()
+	d.rcuClosed = true
 	if d.rcu != nil {
 		errs = append(errs, d.rcu.Close(), d.rcuInner.Close())
 		d.rcu, d.rcuInner = nil, nil
 	}
+	d.rcuMu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	if d.link != nil {
+		errs = append(errs, d.link.Close())
+	}
+	errs = append(errs, d.objs.Close())
 	d.unlock()
 	return errors.Join(errs...)
 }
@@ -514,9 +521,9 @@ func (d *Dataplane) waitQuiet() error {
 // finished: the kernel waits for that (synchronize_rcu) before a write to a
 // map of maps returns, so connects on the old side are over.
 func (d *Dataplane) quiesce() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
+	d.rcuMu.Lock()
+	defer d.rcuMu.Unlock()
+	if d.rcuClosed {
 		return errClosed
 	}
 	if d.rcu == nil {
