@@ -290,6 +290,7 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		// Right before the provider applies, every spec of the plan must
 		// still be this replica's.
 		ws.fence = ss.fence
+		ws.theirs = func(id string) bool { return !ss.h.Owns(ss.shardOf(id)) }
 	}
 	if addr != "" {
 		mux := http.NewServeMux()
@@ -373,6 +374,16 @@ func (s *shardSet) shardOf(id string) int {
 	return kstate.ShardOf(g, s.n)
 }
 
+// dropTheirReleases takes out of p the releases of gone specs whose shard
+// another replica holds. A plan releases every orphaned field whatever its
+// focus; in a cluster each is its shard holder's to apply, and left in,
+// the fence would refuse the whole plan: this replica's own changes too.
+func dropTheirReleases(p *plan.Plan, theirs func(spec string) bool) {
+	drop := func(c plan.Change) bool { return c.Release && theirs(c.Spec) }
+	p.Changes = slices.DeleteFunc(p.Changes, drop)
+	p.Held = slices.DeleteFunc(p.Held, drop)
+}
+
 // fence refuses to apply changes of specs whose shard this replica no
 // longer holds (it was given up, or its Lease lapsed, since mine).
 func (s *shardSet) fence(specs []string) error {
@@ -420,6 +431,9 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	err := ws.withState(ctx, state.WatchHolder, lockWait, func(st *state.State) error {
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
+		if ws.theirs != nil {
+			dropTheirReleases(p, ws.theirs)
+		}
 		m.observePlan(p)
 		for _, e := range p.Errors {
 			slog.Error("plan", "spec", e.Spec, "at", e.Pos.String(), "error", e.Message)

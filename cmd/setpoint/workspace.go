@@ -66,6 +66,9 @@ type workspace struct {
 	// fence, when set, says whether the specs' changes may still be
 	// applied by this process (in-cluster: it still holds their shards).
 	fence func(specs []string) error
+	// theirs, when set (in a cluster), says whether a spec's shard is
+	// another replica's: its releases are left to that replica.
+	theirs func(spec string) bool
 	// trace is the sim world's timeline (the world itself runs in its
 	// provider process). now is when a one-shot plan looks: the sim
 	// config's start on the sim world (a fixed virtual time), the wall
