@@ -431,6 +431,12 @@ func (d *Dataplane) Publish(g uint32, table, healthy []uint32) (Flip, error) {
 // map lays each value out rounded up to 8 bytes.
 const slotBytes = 8
 
+// slotKey is slot i of side si's index in the slot map (as the program
+// reads it: side × slot_stride + slot).
+func (d *Dataplane) slotKey(si uint32, i int) uint32 {
+	return si*uint32(d.opts.Slots) + uint32(i)
+}
+
 // writeSide copies table into side si of the mapped slot map (or writes
 // it by batch into an unmapped one, resumed from older pins).
 func (d *Dataplane) writeSide(si uint32, table []uint32) error {
@@ -442,7 +448,7 @@ func (d *Dataplane) writeSide(si uint32, table []uint32) error {
 	if d.slots == nil {
 		keys := make([]uint32, len(table))
 		for i := range keys {
-			keys[i] = si*uint32(d.opts.Slots) + uint32(i)
+			keys[i] = d.slotKey(si, i)
 		}
 		_, err := d.objs.Slots.BatchUpdate(keys, table, nil)
 		return err
@@ -455,7 +461,7 @@ func (d *Dataplane) writeSide(si uint32, table []uint32) error {
 	for i, id := range table {
 		binary.NativeEndian.PutUint32(buf[slotBytes*i:], id)
 	}
-	_, err := d.slots.WriteAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes)
+	_, err := d.slots.WriteAt(buf, slotBytes*int64(d.slotKey(si, 0)))
 	// The copy is plain stores to shared memory; the flip that publishes
 	// it is a store by the kernel in another call. A full barrier between
 	// them keeps a weakly ordered CPU (arm64) from letting a connect see
@@ -575,7 +581,7 @@ func (d *Dataplane) Active(g uint32) ([]uint32, error) {
 	out := make([]uint32, side.Size)
 	if d.slots == nil {
 		for i := range out {
-			k := si*uint32(d.opts.Slots) + uint32(i)
+			k := d.slotKey(si, i)
 			if err := d.objs.Slots.Lookup(&k, &out[i]); err != nil {
 				return nil, err
 			}
@@ -583,7 +589,7 @@ func (d *Dataplane) Active(g uint32) ([]uint32, error) {
 		return out, nil
 	}
 	buf := make([]byte, slotBytes*int(side.Size))
-	if _, err := d.slots.ReadAt(buf, int64(si)*int64(d.opts.Slots)*slotBytes); err != nil {
+	if _, err := d.slots.ReadAt(buf, slotBytes*int64(d.slotKey(si, 0))); err != nil {
 		return nil, err
 	}
 	for i := range out {
@@ -698,11 +704,10 @@ func (d *Dataplane) Stats(g uint32) (Stats, error) {
 	if err := d.group(g); err != nil {
 		return Stats{}, err
 	}
-	var per []connect4Stats
-	if err := d.objs.GroupStats.Lookup(&g, &per); err != nil {
+	s, err := groupStats(d.objs.GroupStats, g)
+	if err != nil {
 		return Stats{}, err
 	}
-	var s Stats
 	all, err := d.Counters(g, allIDs)
 	if err != nil {
 		return Stats{}, err
@@ -710,6 +715,17 @@ func (d *Dataplane) Stats(g uint32) (Stats, error) {
 	for _, n := range all {
 		s.Routed += n
 	}
+	return s, nil
+}
+
+// groupStats sums group g's per-CPU entry of the group_stats map (Routed
+// is the backends' counters, not in it).
+func groupStats(m *ebpf.Map, g uint32) (Stats, error) {
+	var per []connect4Stats
+	if err := m.Lookup(&g, &per); err != nil {
+		return Stats{}, err
+	}
+	var s Stats
 	for _, p := range per {
 		s.Shed += p.Shed
 		s.Refused += p.Refused

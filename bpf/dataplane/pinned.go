@@ -72,17 +72,4 @@ func (p *Pinned) Heartbeat(g uint32) (at uint64, failsafe time.Duration, err err
 
 // Stats is what group g's connects met besides routing (Routed is not
 // read here: it is 0).
-func (p *Pinned) Stats(g uint32) (Stats, error) {
-	var per []connect4Stats
-	if err := p.stats.Lookup(&g, &per); err != nil {
-		return Stats{}, err
-	}
-	var s Stats
-	for _, c := range per {
-		s.Shed += c.Shed
-		s.Refused += c.Refused
-		s.Failsafe += c.Failsafe
-		s.Missed += c.Missed
-	}
-	return s, nil
-}
+func (p *Pinned) Stats(g uint32) (Stats, error) { return groupStats(p.stats, g) }

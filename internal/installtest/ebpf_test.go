@@ -85,42 +85,11 @@ spec:
 	if err := p.ImportProgram(ctx, "github.com/setpoint-dev/setpoint/internal/installtest/netcheck", netcheckImage); err != nil {
 		t.Fatal(err)
 	}
-	pod := func(name, labels, mode string) string {
-		return fmt.Sprintf(`    metadata: {labels: %s}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - {name: %s, image: %s, imagePullPolicy: Never, args: [%s], resources: {requests: {cpu: 10m, memory: 16Mi}}}
-`, labels, name, netcheckImage, mode)
+	netcheck := func(mode string) string {
+		return fmt.Sprintf("{name: netcheck, image: %s, imagePullPolicy: Never, args: [%s], resources: {requests: {cpu: 10m, memory: 16Mi}}}", netcheckImage, mode)
 	}
-	if err := p.ApplyYAML(ctx, `apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echo, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: echo}}
-  template:
-`+pod("echo", "{app: echo}", "serve")+`---
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: decoy, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: decoy}}
-  template:
-`+pod("echo", "{app: decoy}", "serve")+`---
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: client, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: client}}
-  template:
-`+pod("client", "{app: client}", "dial"), "kubectl"); err != nil {
+	if err := p.ApplyYAML(ctx, shopNamespace+shopDeployment("echo", 2, netcheck("serve"))+"---\n"+shopDeployment("decoy", 1, netcheck("serve"))+
+		"---\n"+shopDeployment("client", 1, netcheck("dial")), "kubectl"); err != nil {
 		t.Fatal(err)
 	}
 	echo := waitPods(ctx, t, p, cs, "shop", "app=echo", 2)

@@ -231,23 +231,8 @@ spec:
 	waitReady(ctx, t, p, cs, 3)
 
 	// A workload of the pool's namespace.
-	if err := p.ApplyYAML(ctx, fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - {name: app, image: %s, imagePullPolicy: Never, command: [/pause], resources: {requests: {cpu: 500m, memory: 32Mi}, limits: {memory: 64Mi}}}
-`, kubetest.PauseImage), "kubectl"); err != nil {
+	pause := fmt.Sprintf("{name: app, image: %s, imagePullPolicy: Never, command: [/pause], resources: {requests: {cpu: 500m, memory: 32Mi}, limits: {memory: 64Mi}}}", kubetest.PauseImage)
+	if err := p.ApplyYAML(ctx, shopNamespace+shopDeployment("web", 1, pause), "kubectl"); err != nil {
 		t.Fatal(err)
 	}
 	web := waitPod(ctx, t, p, cs, "shop", "app=web")
@@ -284,6 +269,26 @@ spec:
 	if now, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{}); err != nil || len(now.Status.ContainerStatuses) != 1 || now.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("after the release, want the container unrestarted: %v, %+v", err, now)
 	}
+}
+
+// shopNamespace is the namespace the tests' workloads run in.
+const shopNamespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\n"
+
+// shopDeployment is a Deployment in namespace shop of the replicas given,
+// its pods labelled app=NAME, running the one container (a flow mapping).
+func shopDeployment(name string, replicas int, container string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s, namespace: shop}
+spec:
+  replicas: %[2]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers: [%[3]s]
+`, name, replicas, container)
 }
 
 // waitPod waits for one Running pod of the selector with its container

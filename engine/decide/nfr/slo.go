@@ -251,9 +251,15 @@ func UtilisationBound(c int, s, target, q float64) (rho float64, ok bool) {
 func utilisationBound(c int, r, q float64) float64 {
 	n := float64(c)
 	p := 1 - q
-	meets := func(rho float64) bool {
+	return highestMeeting(func(rho float64) bool {
 		return sojournTail(c, 1, rho*n, ErlangC(c, rho*n), r) <= p
-	}
+	})
+}
+
+// highestMeeting is the highest utilisation in [0, MaxUtilisation] that
+// meets a test which holds below some point and fails above it: the cap
+// when it meets it, else the feasible end of a bisection to 1e-6.
+func highestMeeting(meets func(rho float64) bool) float64 {
 	if meets(MaxUtilisation) {
 		return MaxUtilisation
 	}

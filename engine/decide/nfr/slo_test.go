@@ -224,24 +224,11 @@ func TestUtilisationBoundProperty(t *testing.T) {
 	}
 }
 
-// nestedBound is UtilisationBound as it was first written: a bisection
-// over ρ whose every step searches for the quantile itself.
+// nestedBound is UtilisationBound as it was first written: the same
+// bisection, whose every step searches for the quantile itself.
 func nestedBound(c int, s, target, q float64) float64 {
 	n := float64(c)
-	meets := func(rho float64) bool { return SojournQuantile(c, s, rho*n/s, q) <= target }
-	if meets(MaxUtilisation) {
-		return MaxUtilisation
-	}
-	lo, hi := 0.0, MaxUtilisation
-	for hi-lo > 1e-6 {
-		mid := lo + (hi-lo)/2
-		if meets(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo
+	return highestMeeting(func(rho float64) bool { return SojournQuantile(c, s, rho*n/s, q) <= target })
 }
 
 // The one-tail search (and its memory) answers as the nested bisection

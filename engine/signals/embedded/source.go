@@ -145,9 +145,10 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, late)
 	defer cancel()
 	eval, on := expr, storage.Queryable(s.Store)
+	lbls := func(l labels.Labels) labels.Labels { return l }
 	if !s.noStepReuse {
 		if x, q, ok := s.withSteps(ctx, e, at); ok {
-			eval, on = x, q
+			eval, on, lbls = x, q, stripStepName
 		}
 	}
 	q, err := s.engine.NewInstantQuery(ctx, on, s.opts, eval, at)
@@ -168,7 +169,7 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 				res.Dropped++
 				continue
 			}
-			res.Samples = append(res.Samples, signals.Sample{Labels: toLabels(stripStepName(smp.Metric)), Value: smp.F})
+			res.Samples = append(res.Samples, signals.Sample{Labels: toLabels(lbls(smp.Metric)), Value: smp.F})
 		}
 	case promql.Scalar:
 		res.Kind = signals.Scalar
@@ -180,7 +181,7 @@ func (s *Source) Query(ctx context.Context, expr string, at time.Time) (signals.
 	case promql.Matrix:
 		res.Kind = signals.Matrix
 		for _, series := range v {
-			smp := signals.Sample{Labels: toLabels(stripStepName(series.Metric))}
+			smp := signals.Sample{Labels: toLabels(lbls(series.Metric))}
 			for _, p := range series.Floats {
 				if signals.Usable(p.F) {
 					smp.Points = append(smp.Points, signals.Point{T: time.UnixMilli(p.T).UTC(), V: p.F})

@@ -67,10 +67,11 @@ type stepEntry struct {
 	// off: the inner expression's series carry a metric name (or a
 	// histogram), which the served series cannot, or its steps alone
 	// pass the budget: the subquery is evaluated as written.
-	off      bool
-	steps    map[int64]keptStep
-	samples  int          // kept, over all steps (under mu)
-	count    atomic.Int64 // samples, for the budget, read without mu
+	off   bool
+	steps map[int64]keptStep
+	// samples kept, over all steps: written under mu, read without it
+	// by the budget (fit).
+	samples  atomic.Int64
 	maxRange time.Duration
 	lateSeq  uint64 // the store's late appends seen
 	used     time.Time
@@ -125,19 +126,17 @@ func (c *stepCache) dropOldest(keep *stepEntry) bool {
 	return found != nil
 }
 
-// fit forgets the least recently used entries until the samples kept are
-// within maxKeptSamples, counting kept's own as n. It reads the others'
-// counts without their locks: an entry's lock is held while it asks for
-// c.mu, so taking one under c.mu could deadlock.
-func (c *stepCache) fit(kept *stepEntry, n int) {
+// fit forgets the least recently used entries other than kept until the
+// samples kept are within maxKeptSamples. It reads the counts without the
+// entries' locks: an entry's lock is held while it asks for c.mu, so
+// taking one under c.mu could deadlock.
+func (c *stepCache) fit(kept *stepEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
-		total := n
+		total := int64(0)
 		for _, e := range c.entries {
-			if e != kept {
-				total += int(e.count.Load())
-			}
+			total += e.samples.Load()
 		}
 		if total <= maxKeptSamples || !c.dropOldest(kept) {
 			return
@@ -318,7 +317,7 @@ func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Tim
 			return "", nil, false
 		}
 		for t := run[0]; t <= run[1]; t += stepMs {
-			e.samples += len(got[t]) - len(e.steps[t].samples)
+			e.samples.Add(int64(len(got[t]) - len(e.steps[t].samples)))
 			// Nothing at a step is kept as such: the inner had no value.
 			e.steps[t] = keptStep{samples: got[t], settled: mark.maxT >= t+freshSteps.Milliseconds()}
 			evaluated++
@@ -330,14 +329,12 @@ func (s *Source) steps(ctx context.Context, sq *parser.SubqueryExpr, at time.Tim
 	e.maxRange = max(e.maxRange, sq.Range)
 	oldest := atMs - e.maxRange.Milliseconds() - stepMs
 	e.forget(func(t int64) bool { return t <= oldest || t > atMs+e.maxRange.Milliseconds() })
-	if e.samples > maxKeptSamples {
+	if e.samples.Load() > maxKeptSamples {
 		e.off = true
 		e.forget(func(int64) bool { return true })
-		e.count.Store(0)
 		return "", nil, false
 	}
-	e.count.Store(int64(e.samples))
-	s.stepCache.fit(e, e.samples)
+	s.stepCache.fit(e)
 	name := e.name + "_" + strconv.FormatInt(sq.Range.Milliseconds(), 10)
 	return name, e.series(name, need), true
 }
@@ -354,7 +351,7 @@ func stepTrusted(k keptStep, t, horizon int64) bool {
 func (e *stepEntry) forget(drop func(int64) bool) {
 	for t, k := range e.steps {
 		if drop(t) {
-			e.samples -= len(k.samples)
+			e.samples.Add(-int64(len(k.samples)))
 			delete(e.steps, t)
 		}
 	}
@@ -362,7 +359,11 @@ func (e *stepEntry) forget(drop func(int64) bool) {
 
 // series are the kept steps of need as series named name, in label order.
 func (e *stepEntry) series(name string, need []int64) []storage.Series {
-	byHash := map[uint64][]*series{}
+	type byLabels struct {
+		key labels.Labels // the inner's labels, without the name
+		s   *series
+	}
+	byHash := map[uint64][]byLabels{}
 	var out []storage.Series
 	for _, t := range need {
 		for _, smp := range e.steps[t].samples {
@@ -370,12 +371,12 @@ func (e *stepEntry) series(name string, need []int64) []storage.Series {
 			var sr *series
 			for _, c := range byHash[h] {
 				if labels.Equal(c.key, smp.Metric) {
-					sr = c
+					sr = c.s
 				}
 			}
 			if sr == nil {
-				sr = &series{key: smp.Metric, lbls: labels.NewBuilder(smp.Metric).Set(metricName, name).Labels()}
-				byHash[h] = append(byHash[h], sr)
+				sr = &series{lbls: labels.NewBuilder(smp.Metric).Set(metricName, name).Labels()}
+				byHash[h] = append(byHash[h], byLabels{smp.Metric, sr})
 				out = append(out, sr)
 			}
 			sr.ts, sr.vs = append(sr.ts, t), append(sr.vs, smp.F)

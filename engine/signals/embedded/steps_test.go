@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -129,8 +129,8 @@ func sameResult(a, b signals.Result) string {
 	}
 	key := func(s signals.Sample) string { return fmt.Sprint(s.Labels) }
 	as, bs := slices.Clone(a.Samples), slices.Clone(b.Samples)
-	slices.SortFunc(as, func(x, y signals.Sample) int { return cmpStr(key(x), key(y)) })
-	slices.SortFunc(bs, func(x, y signals.Sample) int { return cmpStr(key(x), key(y)) })
+	slices.SortFunc(as, func(x, y signals.Sample) int { return strings.Compare(key(x), key(y)) })
+	slices.SortFunc(bs, func(x, y signals.Sample) int { return strings.Compare(key(x), key(y)) })
 	same := func(x, y float64) bool { return x == y || (math.IsNaN(x) && math.IsNaN(y)) }
 	for i := range as {
 		x, y := as[i], bs[i]
@@ -145,18 +145,6 @@ func sameResult(a, b signals.Result) string {
 	}
 	return ""
 }
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-var _ = time.Second
 
 // Queries at once on one source, at different times: the kept steps are
 // shared under their locks (run with -race, as make test's race subset

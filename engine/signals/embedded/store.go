@@ -408,10 +408,8 @@ func (s *seriesSet) Warnings() annotations.Annotations { return nil }
 
 type series struct {
 	lbls labels.Labels
-	// key is a kept subquery step series' labels without its name.
-	key labels.Labels
-	ts  []int64
-	vs  []float64
+	ts   []int64
+	vs   []float64
 }
 
 func (s *series) Labels() labels.Labels { return s.lbls }
