@@ -61,6 +61,44 @@ type Engine struct {
 	// sets it to nil once it marked them in the state (never while spec
 	// files fail to load).
 	ConfirmGone map[string]bool
+	// View says how current this process's copy of the spec directory
+	// is, when it may lag the source (a ConfigMap volume the kubelet
+	// syncs, read by one replica of several): a spec missing from a stale
+	// copy may be one not delivered yet. nil: the directory read is the
+	// source, and a missing spec is gone.
+	View *DirView
+}
+
+// DirView is what a process knows of how current its copy of the spec
+// directory is.
+type DirView struct {
+	// At bounds the copy's age: its content is the source's as of At or
+	// later (the kubelet's swap of a ConfigMap volume, say).
+	At time.Time
+	// Left are specs this process had in its copy and saw go: deleted
+	// at the source whatever At says.
+	Left map[string]bool
+}
+
+// ViewSkew is how much newer than a field's last apply a copy of the spec
+// directory must be for a spec missing from it to count as deleted: the
+// lag of the copy's writer behind the source (the kubelet's watch cache)
+// and the clock skew between nodes.
+const ViewSkew = 5 * time.Second
+
+// sawGone says whether the specs by, missing from the directory, are gone
+// by this process's view of it, for a field last applied at: the view is
+// newer than the apply, or this process saw each of them go.
+func (v *DirView) sawGone(by []string, applied time.Time) bool {
+	if v == nil || v.At.After(applied.Add(ViewSkew)) {
+		return true
+	}
+	for _, id := range by {
+		if !v.Left[id] {
+			return false
+		}
+	}
+	return len(by) > 0
 }
 
 func (e *Engine) logger() *slog.Logger {

@@ -498,3 +498,57 @@ func TestReleaseOfAGoneObject(t *testing.T) {
 		t.Fatalf("want a note and the field forgotten (noted %v):\n%s", found, text(pl))
 	}
 }
+
+// TestStaleCopyHoldsRelease: a process whose copy of the spec directory is
+// not newer than a field's last apply (by more than the skew) holds the
+// release of a spec missing from it, which may simply not have reached
+// it; it releases once its copy is newer, or once it saw the spec go.
+func TestStaleCopyHoldsRelease(t *testing.T) {
+	e, p := world(t, plainWL+strings.ReplaceAll(plainWL, "plain", "other"), nfr("plain", ""), nfr("other", ""))
+	ctx := context.Background()
+	st := state.New()
+	now := at(p, 10*time.Minute)
+	pl := e.Plan(ctx, now, st, nil)
+	if res := e.Apply(ctx, now, pl, st); len(res) != 2 || res[0].Err != "" || res[1].Err != "" {
+		t.Fatalf("apply: %+v\n%s", res, text(pl))
+	}
+	replicas := addrs.Attr{Object: addrs.Object{Provider: "sim", Kind: "Deployment", Namespace: "shop", Name: "plain"}, Path: addrs.MustPath("spec.replicas")}
+	if en, ok := st.Lookup(replicas); !ok || en.Applied == nil || !en.Applied.At.Equal(now) {
+		t.Fatalf("state: %+v", en)
+	}
+	e.Specs = slices.DeleteFunc(e.Specs, func(d spec.Document) bool { return d.Head().ID() == "NFR/shop/plain" })
+	for _, c := range []struct {
+		name     string
+		view     *engine.DirView
+		released bool
+	}{
+		{"no view: the directory is the source", nil, true},
+		{"a copy as of the apply", &engine.DirView{At: now}, false},
+		{"a copy newer by the skew only", &engine.DirView{At: now.Add(engine.ViewSkew)}, false},
+		{"a copy newer by more than the skew", &engine.DirView{At: now.Add(engine.ViewSkew + time.Millisecond)}, true},
+		{"an old copy, but the spec was seen going", &engine.DirView{At: now.Add(-time.Hour), Left: map[string]bool{"NFR/shop/plain": true}}, true},
+		{"an old copy, another spec seen going", &engine.DirView{At: now, Left: map[string]bool{"NFR/shop/other": true}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.View = c.view
+			pl := e.Plan(ctx, now.Add(time.Minute), st, nil)
+			var through, held []plan.Change
+			for _, ch := range pl.Changes {
+				if ch.Release {
+					through = append(through, ch)
+				}
+			}
+			for _, ch := range pl.Held {
+				if ch.Release {
+					held = append(held, ch)
+				}
+			}
+			switch {
+			case c.released && (len(through) != 1 || len(held) != 0 || through[0].Address != replicas.Object):
+				t.Fatalf("want plain's replicas released:\n%s", text(pl))
+			case !c.released && (len(through) != 0 || len(held) != 1 || held[0].Held.Kind != plan.HoldRelease || !strings.Contains(held[0].Held.String(), "may not have reached it yet")):
+				t.Fatalf("want the release held for the copy's age:\n%s", text(pl))
+			}
+		})
+	}
+}

@@ -1,31 +1,32 @@
 package main
 
 import (
-	"net/http"
-
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/setpoint-dev/setpoint/cue/spec"
+	"github.com/setpoint-dev/setpoint/engine"
 	"github.com/setpoint-dev/setpoint/engine/diag"
 	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 	"github.com/setpoint-dev/setpoint/engine/watch"
 	"github.com/setpoint-dev/setpoint/providers"
+	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
 	"github.com/setpoint-dev/setpoint/providers/sim"
 )
 
@@ -124,9 +125,22 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 				}
 				// Every replica says what it loaded, with shards or not.
 				dbg.selfMetrics().observeSet(len(set.Specs), set.Incomplete)
+				if shards != nil && shards.h.Down() {
+					return nil // said once by the holder; everything waits for the server
+				}
+				sweep := shards.takeSweep()
+				if shards != nil && set.At.After(shards.copyAt) {
+					// A newer copy of the directory may settle the
+					// releases held for the copy's age.
+					shards.copyAt = set.At
+					keys = append(slices.Clip(keys), ws.heldGone...)
+				}
 				keys = shards.mine(ws, set, keys)
-				if len(keys) == 0 {
+				if len(keys) == 0 && !sweep {
 					return nil
+				}
+				if keys == nil {
+					keys = []string{} // a sweep: releases only, never every spec
 				}
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
@@ -144,7 +158,11 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 					w.SetTick(tickAt)
 					dbg.selfMetrics().observeTick(tickAt)
 				}
-				return reconcileKeysMetered(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, said, dbg.selfMetrics())
+				res, err := reconcileBatch(ctx, ws, w.Queue, set, keys, reason, clk, tickAt, said, dbg.selfMetrics())
+				if err != nil && sweep {
+					shards.sweep.Store(true) // the next reconcile tries again
+				}
+				return res
 			}
 			// Providers that stream world changes trigger a reconcile; a
 			// stream that ends (the provider restarted) is resubscribed.
@@ -259,6 +277,18 @@ type shardSet struct {
 	// groups are the spec groups of the reconcile in progress (one at a
 	// time: the watch has one worker), computed once by mine.
 	groups map[string]string
+	// sweep: the shards changed since the last reconcile planned this
+	// replica's releases. A gone spec's shard may be newly this
+	// replica's, and no key names a spec the watch never had, so the
+	// next reconcile plans them though it has no live spec to plan.
+	sweep atomic.Bool
+	// copyAt is the copy time of the directory the last reconcile had.
+	copyAt time.Time
+}
+
+// takeSweep says whether a sweep is due, and takes it.
+func (s *shardSet) takeSweep() bool {
+	return s != nil && s.sweep.Swap(false)
 }
 
 // startShards makes this watch one replica of many when the state is in
@@ -281,12 +311,13 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		}
 		h := kb.NewHolder("setpoint watch")
 		m.observeShards(n, 0)
+		ss = &shardSet{h: h, n: n}
 		h.OnChange = func(owned []int) {
 			m.observeShards(n, len(owned))
+			ss.sweep.Store(true)
 			w.Trigger("shards changed")
 		}
 		go func() { _ = h.Run(ctx) }()
-		ss = &shardSet{h: h, n: n}
 		// Right before the provider applies, every spec of the plan must
 		// still be this replica's.
 		ws.fence = ss.fence
@@ -412,6 +443,18 @@ func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch
 // reconcileKeysMetered is reconcileKeys recording into m (nil: nothing),
 // which only watch with its debug endpoints has.
 func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) map[string]watch.Result {
+	res, _ := reconcileBatch(ctx, ws, q, set, keys, reason, clk, lockWait, said, m)
+	return res
+}
+
+// heldReleaseRetry is how often a replica plans again the release of a gone
+// spec it holds back (its copy of the directory too old to tell, or the
+// vanished-specs guard): no key of the watch names a gone spec.
+const heldReleaseRetry = 15 * time.Second
+
+// reconcileBatch is reconcileKeysMetered, also returning the error that
+// kept the whole batch from being planned (the state unreadable, say).
+func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) (map[string]watch.Result, error) {
 	defer m.observeReconcile(time.Now())
 	var now time.Time
 	ws.mu.Lock()
@@ -421,6 +464,13 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	}
 	ws.eng.Specs = set.Specs
 	ws.eng.Incomplete = set.Incomplete
+	ws.eng.View = nil
+	if ws.theirs != nil && !ws.virtual() {
+		// One replica of several, each with its own copy of the
+		// directory: a spec missing from a copy that lags may be one
+		// another replica already applied from a newer copy.
+		ws.eng.View = &engine.DirView{At: set.At, Left: set.Left}
+	}
 	ws.mu.Unlock()
 	res := map[string]watch.Result{}
 	var p *plan.Plan
@@ -428,11 +478,17 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	// Specs with a change applied short of what they wanted (a bounded
 	// step) look again at once: the next plan says when the rest is due.
 	more := map[string]bool{}
+	var heldGone []string
 	err := ws.withState(ctx, state.WatchHolder, lockWait, func(st *state.State) error {
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
 		if ws.theirs != nil {
 			dropTheirReleases(p, ws.theirs)
+			for _, c := range p.Held {
+				if c.Release {
+					heldGone = append(heldGone, c.Spec)
+				}
+			}
 		}
 		m.observePlan(p)
 		for _, e := range p.Errors {
@@ -479,7 +535,7 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 		for _, k := range keys {
 			res[k] = watch.Result{Err: err}
 		}
-		return res
+		return res, err
 	}
 	inBatch := map[string]bool{}
 	for _, k := range keys {
@@ -522,7 +578,13 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 		// Planned with the batch for sharing a target; its own due time.
 		q.AddAfter(id, after)
 	}
-	return res
+	ws.heldGone = heldGone
+	for _, id := range heldGone {
+		// Through the queue, not a Result: the watch took the key from
+		// no batch of its own when the copy's age brought it in.
+		q.AddAfter(id, heldReleaseRetry)
+	}
+	return res, nil
 }
 
 // logged is what watch said last, so that a hold or a spec's warnings are

@@ -69,6 +69,9 @@ type workspace struct {
 	// theirs, when set (in a cluster), says whether a spec's shard is
 	// another replica's: its releases are left to that replica.
 	theirs func(spec string) bool
+	// heldGone are the gone specs whose releases the last reconcile held
+	// (in a cluster; the watch's worker alone uses it).
+	heldGone []string
 	// trace is the sim world's timeline (the world itself runs in its
 	// provider process). now is when a one-shot plan looks: the sim
 	// config's start on the sim world (a fixed virtual time), the wall

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/setpoint-dev/setpoint/cue/load"
 )
 
@@ -19,6 +21,13 @@ import (
 // mv -T t cur`), then the old target deleted.
 func publish(t *testing.T, parent, link, target string, files map[string]string) {
 	t.Helper()
+	publishAt(t, parent, link, target, files, time.Time{})
+}
+
+// publishAt is publish with the new symlink's modification time set to at
+// before it is renamed into place (zero: left as made).
+func publishAt(t *testing.T, parent, link, target string, files map[string]string, at time.Time) {
+	t.Helper()
 	dir := filepath.Join(parent, target)
 	for name, body := range files {
 		write(t, dir, name, body)
@@ -27,6 +36,12 @@ func publish(t *testing.T, parent, link, target string, files map[string]string)
 	tmp := filepath.Join(parent, link+".tmp")
 	if err := os.Symlink(target, tmp); err != nil {
 		t.Fatal(err)
+	}
+	if !at.IsZero() {
+		ts := []unix.Timespec{unix.NsecToTimespec(at.UnixNano()), unix.NsecToTimespec(at.UnixNano())}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, tmp, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Rename(tmp, filepath.Join(parent, link)); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -44,6 +45,13 @@ type Set struct {
 	// version, if any, is in Specs): a spec missing from Specs may be
 	// broken rather than deleted.
 	Incomplete bool
+	// At bounds how current the set is: the directory's content as of At
+	// or later (see copyTime). A copy that lags its source (a ConfigMap
+	// volume) cannot tell a deleted spec from one not delivered yet.
+	At time.Time
+	// Left are specs this watcher had in force and saw removed (at most
+	// maxLeft, the latest): deleted at the source, whatever At says.
+	Left map[string]bool
 }
 
 // Select returns the specs in force with these keys, in set order; keys no
@@ -141,6 +149,40 @@ type Watcher struct {
 	// wall is the debounce's clock (nil: the wall clock), a seam for
 	// tests: a fake one fires the debounce only when a test says so.
 	wall Clock
+
+	// copyAt is Set's At: the copy time read before the last full scan
+	// whose files were all applied. scanAt is a full scan's, until apply
+	// takes it (the loop goroutine's).
+	copyAt, scanAt time.Time
+	// left are the specs seen removed, and when (bounded by maxLeft).
+	left map[string]time.Time
+}
+
+// maxLeft bounds the specs a watcher remembers seeing removed: past it
+// the oldest are forgotten, whose release then waits for a copy of the
+// directory newer than their last apply.
+const maxLeft = 4096
+
+// copyTime is a lower bound on how current the content under root is: when
+// the kubelet swapped in a ConfigMap or Secret volume's content (its ..data
+// symlink), or a tool like git-sync swapped the root itself (a symlink to
+// its latest worktree); a plain directory is its own source, current when
+// read (now). Read before the content: a swap in between only makes the
+// content newer than said.
+func copyTime(root string, now time.Time) time.Time {
+	for _, p := range []string{filepath.Join(root, "..data"), root} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fi.ModTime()
+		}
+	}
+	return now
+}
+
+func (w *Watcher) wallNow() time.Time {
+	if w.wall != nil {
+		return w.wall.Now()
+	}
+	return time.Now()
 }
 
 // tree is what a scan found: the logical directories (as the loader walks
@@ -228,6 +270,7 @@ func (w *Watcher) root() string { return filepath.Clean(w.Dir) }
 // Load reads every file once, before watching. Run calls it if it was not
 // called; a second Run does not (the last good versions survive a stop).
 func (w *Watcher) Load() load.Diagnostics {
+	at := copyTime(w.root(), w.wallNow())
 	sc, _ := scanTree(w.root())
 	seen := map[string]stamp{}
 	for _, p := range sc.files {
@@ -257,6 +300,7 @@ func (w *Watcher) Load() load.Diagnostics {
 	defer w.mu.Unlock()
 	w.init()
 	w.files, w.seen, w.rejected, w.broken = files, seen, map[string]bool{}, broken
+	w.copyAt = at
 	return r.Diags
 }
 
@@ -264,7 +308,13 @@ func (w *Watcher) Load() load.Diagnostics {
 func (w *Watcher) Set() Set {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := Set{Incomplete: len(w.broken)+len(w.rejected) > 0}
+	s := Set{Incomplete: len(w.broken)+len(w.rejected) > 0, At: w.copyAt}
+	if len(w.left) > 0 {
+		s.Left = make(map[string]bool, len(w.left))
+		for id := range w.left {
+			s.Left[id] = true
+		}
+	}
 	for _, f := range slices.Sorted(maps.Keys(w.files)) {
 		for _, d := range w.files[f] {
 			switch x := d.(type) {
@@ -394,10 +444,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	defer fw.Close()
 	w.tree = tree{}
+	at := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
+	w.scanAt = at
 
 	// Edits made since Load or while stopped, then everything.
 	keys, _ := w.apply(w.changedSince(paths))
@@ -660,6 +712,7 @@ func byPath(ds load.Diagnostics) map[string]load.Diagnostics {
 // watches to where the paths lead now, and returns the spec files whose
 // content differs from when they were last read (new, edited or removed).
 func (w *Watcher) rescan(fw *fsnotify.Watcher) map[string]bool {
+	at := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		// The root itself is gone (mid-swap): the next event or tick scans
@@ -667,6 +720,7 @@ func (w *Watcher) rescan(fw *fsnotify.Watcher) map[string]bool {
 		w.log().Warn("spec directory unreadable; the specs in force keep running", "dir", w.Dir, "error", err)
 		return nil
 	}
+	w.scanAt = at
 	return w.changedSince(paths)
 }
 
@@ -822,6 +876,13 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	envChanged := false
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.noteLeft(&keys)
+	if !w.scanAt.IsZero() {
+		// Every file the scan found changed is applied (or kept back,
+		// which makes the set incomplete): the set is as current as the
+		// scan.
+		w.copyAt, w.scanAt = w.scanAt, time.Time{}
+	}
 	done := map[*candidate]bool{}
 	for progress := true; progress; {
 		progress = false
@@ -887,6 +948,37 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 		w.log().Info("spec files changed", "edited", strings.Join(edited, ", "), "removed", strings.Join(removed, ", "), "specs", len(keys))
 	}
 	return keys, strings.Join(why, "; ")
+}
+
+// noteLeft records which of the keys an apply touched left the set, and
+// forgets those back in it. w.mu is held.
+func (w *Watcher) noteLeft(keys *[]string) {
+	if len(*keys) == 0 {
+		return
+	}
+	in := map[string]bool{}
+	for _, id := range w.keys() {
+		in[id] = true
+	}
+	now := w.wallNow()
+	for _, id := range *keys {
+		if in[id] {
+			delete(w.left, id)
+			continue
+		}
+		if w.left == nil {
+			w.left = map[string]time.Time{}
+		}
+		w.left[id] = now
+	}
+	if over := len(w.left) - maxLeft; over > 0 {
+		ids := slices.SortedFunc(maps.Keys(w.left), func(a, b string) int {
+			return cmp.Or(w.left[a].Compare(w.left[b]), strings.Compare(a, b))
+		})
+		for _, id := range ids[:over] {
+			delete(w.left, id)
+		}
+	}
 }
 
 func (w *Watcher) rel(p string) string {
