@@ -26,6 +26,7 @@ import (
 	"github.com/setpoint-dev/setpoint/internal/promtest"
 	"github.com/setpoint-dev/setpoint/internal/testutil"
 	"github.com/setpoint-dev/setpoint/providers/kubernetes/kstate"
+	"github.com/setpoint-dev/setpoint/providers/nodeagent"
 )
 
 const ns = "setpoint-system"
@@ -203,8 +204,7 @@ func waitReady(ctx context.Context, t *testing.T, p *kubetest.Plane, cs kubernet
 // takes a NodePolicy the controller turned into a NodeAgentConfig and, over
 // containerd's own NRI, pins a running container of the policy's pool to a
 // CPU of the node's own topology: its cpuset cgroup changes in place (same
-// container, no restart), and goes back when the policy's cpus are turned
-// off.
+// container, no restart), and goes back when the policy is deleted.
 func TestShippedNRIAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -259,13 +259,23 @@ spec:
 		t.Errorf("the container was restarted: %s (%d restarts), was %s", st.ContainerID, st.RestartCount, web.Status.ContainerStatuses[0].ContainerID)
 	}
 
-	// The policy's cpus turned off: the container gets its CPUs back, in
-	// place. (Deleting the spec instead is not reliable in a cluster yet:
-	// the release of a gone spec is its shard holder's, which reconciles
-	// only when it holds a live spec; see docs/decisions.md.)
-	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", strings.Replace(pinnedPolicy, "enforcement: {cpus: enforce}", "enforcement: {cpus: off}", 1))
+	// The policy deleted: the container gets its CPUs back, in place.
+	// Another policy (of no node) stays, so the deletion is one spec of
+	// two, not the empty checkout the vanished-specs guard holds.
+	editSpec(ctx, t, cs, "spare.nodepolicy.yaml", sparePolicy)
+	spare := addrs.Attr{Object: addrs.Object{Provider: "kubernetes", Kind: nodeagent.Kind, Namespace: "default", Name: "spare"}, Path: nodeagent.Config}
+	waitFor(ctx, t, "the spare policy applied", func() (bool, string) {
+		st, err := kstate.New(cs, ns, "prod").Load(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		e, ok := st.Lookup(spare)
+		return ok && e.Applied != nil, fmt.Sprintf("%+v", e)
+	}, func() string { return podLogs(p, ns) })
+	deleted := time.Now()
+	editSpec(ctx, t, cs, "pinned.nodepolicy.yaml", "")
 	released := waitFile(ctx, t, p, cpus, func(v string) bool { return v == before })
-	t.Logf("released: %s", released)
+	t.Logf("released to %s %s after the deletion", released, time.Since(deleted).Round(time.Millisecond))
 	if now, err := cs.CoreV1().Pods("shop").Get(ctx, web.Name, metav1.GetOptions{}); err != nil || len(now.Status.ContainerStatuses) != 1 || now.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("after the release, want the container unrestarted: %v, %+v", err, now)
 	}
@@ -520,6 +530,9 @@ spec:
     - {name: pinned, namespaces: [shop], minCPUs: 1, maxCPUs: 1}
   enforcement: {cpus: enforce}
 `
+
+// sparePolicy is a NodePolicy of no node of the plane's.
+var sparePolicy = strings.NewReplacer("name: pinned}", "name: spare}", "kubernetes.io/hostname: "+kubetest.RealNodeName, "kubernetes.io/hostname: no-such-node").Replace(pinnedPolicy)
 
 // editSpec writes one spec file into the specs ConfigMap, as a user's
 // kubectl edit does; an empty body deletes the file.
