@@ -67,38 +67,41 @@ type Engine struct {
 	// copy may be one not delivered yet. nil: the directory read is the
 	// source, and a missing spec is gone.
 	View *DirView
+	// Releases says whose releases this plan makes (nil: every gone
+	// spec's). In a cluster each is its shard holder's: another
+	// replica's are neither read nor planned.
+	Releases func(spec string) bool
 }
 
-// DirView is what a process knows of how current its copy of the spec
-// directory is.
+// DirView is how current a process's copy of the spec directory is.
 type DirView struct {
-	// At bounds the copy's age: its content is the source's as of At or
-	// later (the kubelet's swap of a ConfigMap volume, say).
+	// At bounds the copy's age: its content is the source's as of At
+	// less Lag, or later (the kubelet's swap of a ConfigMap volume, say).
 	At time.Time
-	// Left are specs this process had in its copy and saw go: deleted
-	// at the source whatever At says.
-	Left map[string]bool
+	// Lag is how far the copy's content may trail At: the writer's lag
+	// behind the source (the kubelet's watch cache) plus the clock skew
+	// between nodes. 0 is DefaultCopyLag.
+	Lag time.Duration
 }
 
-// ViewSkew is how much newer than a field's last apply a copy of the spec
-// directory must be for a spec missing from it to count as deleted: the
-// lag of the copy's writer behind the source (the kubelet's watch cache)
-// and the clock skew between nodes.
-const ViewSkew = 5 * time.Second
+// DefaultCopyLag is DirView's Lag unless set: the kubelet's default
+// change detection (Watch) delivers within a second or so.
+const DefaultCopyLag = 5 * time.Second
 
-// sawGone says whether the specs by, missing from the directory, are gone
-// by this process's view of it, for a field last applied at: the view is
-// newer than the apply, or this process saw each of them go.
-func (v *DirView) sawGone(by []string, applied time.Time) bool {
-	if v == nil || v.At.After(applied.Add(ViewSkew)) {
-		return true
+func (v *DirView) lag() time.Duration {
+	if v.Lag > 0 {
+		return v.Lag
 	}
-	for _, id := range by {
-		if !v.Left[id] {
-			return false
-		}
-	}
-	return len(by) > 0
+	return DefaultCopyLag
+}
+
+// sawGone says whether a spec missing from the directory is gone by this
+// process's view of it, for a field last applied at: the copy is newer
+// than the apply by more than its lag. A copy that is not may lack a spec
+// another process applied from a newer one; no other evidence (having seen
+// the spec go, say) tells a deletion from a deletion since undone.
+func (v *DirView) sawGone(applied time.Time) bool {
+	return v == nil || v.At.After(applied.Add(v.lag()))
 }
 
 func (e *Engine) logger() *slog.Logger {

@@ -163,6 +163,9 @@ func (e *Engine) releases(ctx context.Context, now time.Time, p *plan.Plan, st *
 			if wanted[addrs.Attr{Object: o, Path: path}] {
 				continue
 			}
+			if e.Releases != nil && !e.Releases(en.Applied.By[0]) {
+				continue // another replica's to read and release
+			}
 			orphans = append(orphans, orphan{addrs.Attr{Object: o, Path: path}, en})
 		}
 	})
@@ -183,12 +186,12 @@ func (e *Engine) releases(ctx context.Context, now time.Time, p *plan.Plan, st *
 		if hold != nil && hold.Kind == plan.HoldRelease && !e.Incomplete && or.en.ReleaseConfirmed {
 			hold = nil // confirmed deleted: the guard is for the others
 		}
-		if hold == nil && !e.View.sawGone(or.en.Applied.By, or.en.Applied.At) {
+		if hold == nil && !e.View.sawGone(or.en.Applied.At) {
 			// A copy of the directory older than the apply may simply
 			// not have the spec yet (another replica applied it from a
 			// newer one): not evidence of a deletion.
 			hold = &plan.Hold{Kind: plan.HoldRelease, Detail: fmt.Sprintf("this process's copy of the spec directory is as of %s, not newer than the field's last apply (%s) by %s: a spec missing from it may not have reached it yet; released once a newer copy still lacks it",
-				e.View.At.UTC().Format(time.RFC3339), or.en.Applied.At.UTC().Format(time.RFC3339), ViewSkew)}
+				e.View.At.UTC().Format(time.RFC3339), or.en.Applied.At.UTC().Format(time.RFC3339), e.View.lag())}
 		}
 		by := slices.Clone(or.en.Applied.By)
 		v := or.en.Applied.Value

@@ -5,12 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/setpoint-dev/setpoint/engine/addrs"
-	"github.com/setpoint-dev/setpoint/engine/plan"
 	"github.com/setpoint-dev/setpoint/engine/state"
 )
 
@@ -124,29 +122,5 @@ func TestChangedStatePathWarns(t *testing.T) {
 	_, errOut, _ = runCLI(t, "plan", dir)
 	if !strings.Contains(errOut, "state.path holds no state, but a state exists elsewhere") || !strings.Contains(errOut, "state.json") {
 		t.Fatalf("want a warning naming the old state:\n%s", errOut)
-	}
-}
-
-// In a cluster a plan releases every orphaned field; the releases of specs
-// whose shard another replica holds are taken out before the fence, which
-// would refuse the whole plan, this replica's own changes with them.
-func TestDropTheirReleases(t *testing.T) {
-	mine := map[string]bool{"NFR/shop/a": true, "NodePolicy/default/mine": true}
-	p := &plan.Plan{
-		Changes: []plan.Change{
-			{Spec: "NFR/shop/a", Attribute: addrs.MustPath("spec.replicas")},
-			{Spec: "NodePolicy/default/gone", Release: true},
-			{Spec: "NodePolicy/default/mine", Release: true},
-		},
-		Held: []plan.Change{{Spec: "NodePolicy/default/gone-too", Release: true}, {Spec: "NFR/shop/b"}},
-	}
-	dropTheirReleases(p, func(id string) bool { return !mine[id] })
-	var kept []string
-	for _, c := range append(p.Changes, p.Held...) {
-		kept = append(kept, c.Spec)
-	}
-	want := []string{"NFR/shop/a", "NodePolicy/default/mine", "NFR/shop/b"}
-	if !slices.Equal(kept, want) {
-		t.Errorf("kept %v, want %v: only other replicas' releases go", kept, want)
 	}
 }

@@ -125,22 +125,12 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 				}
 				// Every replica says what it loaded, with shards or not.
 				dbg.selfMetrics().observeSet(len(set.Specs), set.Incomplete)
-				if shards != nil && shards.h.Down() {
-					return nil // said once by the holder; everything waits for the server
-				}
-				sweep := shards.takeSweep()
-				if shards != nil && set.At.After(shards.copyAt) {
-					// A newer copy of the directory may settle the
-					// releases held for the copy's age.
-					shards.copyAt = set.At
-					keys = append(slices.Clip(keys), ws.heldGone...)
-				}
-				keys = shards.mine(ws, set, keys)
-				if len(keys) == 0 && !sweep {
-					return nil
-				}
-				if keys == nil {
-					keys = []string{} // a sweep: releases only, never every spec
+				sweep := false
+				if shards != nil {
+					var run bool
+					if keys, sweep, run = shards.batch(ws, w.Queue, set, keys); !run {
+						return nil
+					}
 				}
 				if set.Env != nil && providerConfigs(set.Env) != providersAt {
 					providersAt = providerConfigs(set.Env)
@@ -209,6 +199,7 @@ to be run again (by hand or its supervisor), which locks the state anew.`,
 	_ = cmd.Flags().MarkHidden("no-tick-rescan")
 	cmd.Flags().IntVar(&shardCount, "shards", kstate.DefaultShards, "with the state in the cluster: how many shards the specs are spread over (each a Lease, held by one replica)")
 	cmd.Flags().DurationVar(&leaseDuration, "lease-duration", 15*time.Second, "with the state in the cluster: how long a replica that stops renewing keeps its shards")
+	cmd.Flags().DurationVar(&copyLag, "copy-lag", engine.DefaultCopyLag, "with the state in the cluster: how far a replica's copy of the spec directory may trail its swap time (the kubelet's change detection; its TTL with the Cache strategy): a gone spec is released only from a copy newer than the field's last apply by this")
 	cmd.Flags().StringVar(&healthAddr, "health-addr", "", "serve /healthz and /readyz on this address (e.g. :8081)")
 	cmd.Flags().StringVar(&debugAddr, "debug-addr", "", "serve POST /debug/promql/eval, GET /debug/store and GET /metrics on this address (e.g. 127.0.0.1:8082); loopback only unless --debug-token-file")
 	cmd.Flags().StringVar(&debugTokenFile, "debug-token-file", "", "require \"Authorization: Bearer TOKEN\" on the debug endpoints, TOKEN read from this file; needed to bind --debug-addr beyond loopback")
@@ -267,6 +258,7 @@ var (
 	shardCount    int
 	healthAddr    string
 	leaseDuration time.Duration
+	copyLag       time.Duration
 )
 
 // shardSet is the shards this replica holds, when the state is in the
@@ -286,9 +278,29 @@ type shardSet struct {
 	copyAt time.Time
 }
 
-// takeSweep says whether a sweep is due, and takes it.
-func (s *shardSet) takeSweep() bool {
-	return s != nil && s.sweep.Swap(false)
+// batch turns the watch's batch into this replica's: the keys of the specs
+// whose shards it holds (never nil: an empty focus plans releases only),
+// whether this is a sweep, and whether to reconcile at all.
+func (s *shardSet) batch(ws *workspace, q *watch.Queue, set watch.Set, keys []string) (mine []string, sweep, run bool) {
+	if s.h.Down() {
+		// Said once by the holder; everything waits for the server. What
+		// this batch held may be a gone spec's key, which no tick brings
+		// back: the first reconcile after the server answers sweeps.
+		s.sweep.Store(true)
+		return nil, false, false
+	}
+	sweep = s.sweep.Swap(false)
+	if set.At.After(s.copyAt) {
+		s.copyAt = set.At
+		if len(ws.heldGone) > 0 {
+			// A newer copy of the directory may settle the releases the
+			// last plan held (for the copy's age, or a guard a fixed file
+			// lifts): planned again, as a batch of their own.
+			q.AddWithReason("a newer copy of the specs", ws.heldGone...)
+		}
+	}
+	mine = s.mine(ws, set, keys)
+	return mine, sweep, len(mine) > 0 || sweep
 }
 
 // startShards makes this watch one replica of many when the state is in
@@ -376,17 +388,11 @@ func (s *shardSet) describe() string {
 
 // mine keeps the keys of the specs whose group's shard this replica holds.
 func (s *shardSet) mine(ws *workspace, set watch.Set, keys []string) []string {
-	if s == nil {
-		return keys
-	}
-	if s.h.Down() {
-		return nil // said once by the holder; everything waits for the server
-	}
 	ws.mu.Lock()
 	ws.eng.Specs = set.Specs // the groups of the specs as they are now
 	s.groups = ws.eng.Groups()
 	ws.mu.Unlock()
-	out := keys[:0:0]
+	out := make([]string, 0, len(keys))
 	for _, k := range keys {
 		if s.h.Owns(s.shardOf(k)) {
 			out = append(out, k)
@@ -403,16 +409,6 @@ func (s *shardSet) shardOf(id string) int {
 		g = id
 	}
 	return kstate.ShardOf(g, s.n)
-}
-
-// dropTheirReleases takes out of p the releases of gone specs whose shard
-// another replica holds. A plan releases every orphaned field whatever its
-// focus; in a cluster each is its shard holder's to apply, and left in,
-// the fence would refuse the whole plan: this replica's own changes too.
-func dropTheirReleases(p *plan.Plan, theirs func(spec string) bool) {
-	drop := func(c plan.Change) bool { return c.Release && theirs(c.Spec) }
-	p.Changes = slices.DeleteFunc(p.Changes, drop)
-	p.Held = slices.DeleteFunc(p.Held, drop)
 }
 
 // fence refuses to apply changes of specs whose shard this replica no
@@ -447,11 +443,6 @@ func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, se
 	return res
 }
 
-// heldReleaseRetry is how often a replica plans again the release of a gone
-// spec it holds back (its copy of the directory too old to tell, or the
-// vanished-specs guard): no key of the watch names a gone spec.
-const heldReleaseRetry = 15 * time.Second
-
 // reconcileBatch is reconcileKeysMetered, also returning the error that
 // kept the whole batch from being planned (the state unreadable, say).
 func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) (map[string]watch.Result, error) {
@@ -464,12 +455,16 @@ func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watc
 	}
 	ws.eng.Specs = set.Specs
 	ws.eng.Incomplete = set.Incomplete
-	ws.eng.View = nil
-	if ws.theirs != nil && !ws.virtual() {
-		// One replica of several, each with its own copy of the
-		// directory: a spec missing from a copy that lags may be one
-		// another replica already applied from a newer copy.
-		ws.eng.View = &engine.DirView{At: set.At, Left: set.Left}
+	ws.eng.View, ws.eng.Releases = nil, nil
+	if theirs := ws.theirs; theirs != nil {
+		ws.eng.Releases = func(id string) bool { return !theirs(id) }
+		if !ws.virtual() {
+			// One replica of several, each with its own copy of the
+			// directory: a spec missing from a copy that lags may be one
+			// another replica already applied from a newer copy. (A
+			// virtual clock's times are not the copy's.)
+			ws.eng.View = &engine.DirView{At: set.At, Lag: copyLag}
+		}
 	}
 	ws.mu.Unlock()
 	res := map[string]watch.Result{}
@@ -483,7 +478,6 @@ func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watc
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
 		if ws.theirs != nil {
-			dropTheirReleases(p, ws.theirs)
 			for _, c := range p.Held {
 				if c.Release {
 					heldGone = append(heldGone, c.Spec)
@@ -578,12 +572,8 @@ func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watc
 		// Planned with the batch for sharing a target; its own due time.
 		q.AddAfter(id, after)
 	}
-	ws.heldGone = heldGone
-	for _, id := range heldGone {
-		// Through the queue, not a Result: the watch took the key from
-		// no batch of its own when the copy's age brought it in.
-		q.AddAfter(id, heldReleaseRetry)
-	}
+	slices.Sort(heldGone)
+	ws.heldGone = slices.Compact(heldGone)
 	return res, nil
 }
 
@@ -648,6 +638,11 @@ func logHolds(p *plan.Plan, said *logged, reason string, s settled) {
 		k := c.Address.String() + " " + c.Attribute.String()
 		now[k] = true
 		kind := c.Held.Kind.String()
+		if c.Held.Kind == plan.HoldRelease {
+			// One kind, several causes (a file that does not load, the
+			// vanished-specs guard, a copy too old): each said anew.
+			kind += ": " + c.Held.Detail
+		}
 		was, ok := said.holds[k]
 		said.holds[k] = heldLog{kind: kind, specs: append([]string{c.Spec}, c.By...)}
 		if ok && was.kind == kind {

@@ -11,7 +11,6 @@
 package watch
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -49,9 +48,6 @@ type Set struct {
 	// or later (see copyTime). A copy that lags its source (a ConfigMap
 	// volume) cannot tell a deleted spec from one not delivered yet.
 	At time.Time
-	// Left are specs this watcher had in force and saw removed (at most
-	// maxLeft, the latest): deleted at the source, whatever At says.
-	Left map[string]bool
 }
 
 // Select returns the specs in force with these keys, in set order; keys no
@@ -151,31 +147,39 @@ type Watcher struct {
 	wall Clock
 
 	// copyAt is Set's At: the copy time read before the last full scan
-	// whose files were all applied. scanAt is a full scan's, until apply
-	// takes it (the loop goroutine's).
-	copyAt, scanAt time.Time
-	// left are the specs seen removed, and when (bounded by maxLeft).
-	left map[string]time.Time
+	// whose changes were all applied.
+	copyAt time.Time
 }
-
-// maxLeft bounds the specs a watcher remembers seeing removed: past it
-// the oldest are forgotten, whose release then waits for a copy of the
-// directory newer than their last apply.
-const maxLeft = 4096
 
 // copyTime is a lower bound on how current the content under root is: when
 // the kubelet swapped in a ConfigMap or Secret volume's content (its ..data
 // symlink), or a tool like git-sync swapped the root itself (a symlink to
 // its latest worktree); a plain directory is its own source, current when
 // read (now). Read before the content: a swap in between only makes the
-// content newer than said.
-func copyTime(root string, now time.Time) time.Time {
-	for _, p := range []string{filepath.Join(root, "..data"), root} {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			return fi.ModTime()
+// content newer than said. ok is false while a swap is half done (the
+// kubelet links a new key's file only after the swap), when the content
+// read now may lack what the swap brought.
+func copyTime(root string, now time.Time) (at time.Time, ok bool) {
+	data := filepath.Join(root, "..data")
+	if fi, err := os.Lstat(data); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		names, err := os.ReadDir(data)
+		if err != nil {
+			return time.Time{}, false
 		}
+		for _, n := range names {
+			if strings.HasPrefix(n.Name(), ".") {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(root, n.Name())); err != nil {
+				return time.Time{}, false
+			}
+		}
+		return fi.ModTime(), true
 	}
-	return now
+	if fi, err := os.Lstat(root); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fi.ModTime(), true
+	}
+	return now, true
 }
 
 func (w *Watcher) wallNow() time.Time {
@@ -270,7 +274,7 @@ func (w *Watcher) root() string { return filepath.Clean(w.Dir) }
 // Load reads every file once, before watching. Run calls it if it was not
 // called; a second Run does not (the last good versions survive a stop).
 func (w *Watcher) Load() load.Diagnostics {
-	at := copyTime(w.root(), w.wallNow())
+	at, _ := copyTime(w.root(), w.wallNow()) // a half-done swap: as good as nothing
 	sc, _ := scanTree(w.root())
 	seen := map[string]stamp{}
 	for _, p := range sc.files {
@@ -309,12 +313,6 @@ func (w *Watcher) Set() Set {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := Set{Incomplete: len(w.broken)+len(w.rejected) > 0, At: w.copyAt}
-	if len(w.left) > 0 {
-		s.Left = make(map[string]bool, len(w.left))
-		for id := range w.left {
-			s.Left[id] = true
-		}
-	}
 	for _, f := range slices.Sorted(maps.Keys(w.files)) {
 		for _, d := range w.files[f] {
 			switch x := d.(type) {
@@ -444,15 +442,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	defer fw.Close()
 	w.tree = tree{}
-	at := copyTime(w.root(), w.wallNow())
+	at, ok := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
 	}
-	w.scanAt = at
+	if !ok {
+		at = time.Time{}
+	}
 
 	// Edits made since Load or while stopped, then everything.
-	keys, _ := w.apply(w.changedSince(paths))
+	keys, _ := w.apply(w.changedSince(paths), at)
 	w.mu.Lock()
 	w.trig = triggers{}
 	keys = append(keys, w.keys()...)
@@ -550,11 +550,14 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher, wake <-chan st
 			}
 		case <-edits.c():
 			edits.fired()
+			var at time.Time
 			if rescan {
 				rescan = false
-				maps.Copy(pending, w.rescan(fw))
+				var changed map[string]bool
+				changed, at = w.rescan(fw)
+				maps.Copy(pending, changed)
 			}
-			keys, reason := w.apply(pending)
+			keys, reason := w.apply(pending, at)
 			clear(pending)
 			if len(keys) > 0 {
 				w.Queue.AddWithReason(reason, keys...)
@@ -711,17 +714,19 @@ func byPath(ds load.Diagnostics) map[string]load.Diagnostics {
 // rescan lists the tree again, re-resolving every symlink and moving the
 // watches to where the paths lead now, and returns the spec files whose
 // content differs from when they were last read (new, edited or removed).
-func (w *Watcher) rescan(fw *fsnotify.Watcher) map[string]bool {
-	at := copyTime(w.root(), w.wallNow())
+func (w *Watcher) rescan(fw *fsnotify.Watcher) (map[string]bool, time.Time) {
+	at, ok := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		// The root itself is gone (mid-swap): the next event or tick scans
 		// again; the specs in force keep running meanwhile.
 		w.log().Warn("spec directory unreadable; the specs in force keep running", "dir", w.Dir, "error", err)
-		return nil
+		return nil, time.Time{}
 	}
-	w.scanAt = at
-	return w.changedSince(paths)
+	if !ok {
+		at = time.Time{}
+	}
+	return w.changedSince(paths), at
 }
 
 // changedSince returns the files that differ from when they were last read:
@@ -793,7 +798,10 @@ type candidate struct {
 // apply re-reads the files (and those held back earlier by a rule across
 // files), keeping the last good version of each broken one. It returns the
 // keys to reconcile, old and new, and why.
-func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
+//
+// at, when not zero, is the copy time read before a full scan found paths:
+// once they are applied the set is that current.
+func (w *Watcher) apply(paths map[string]bool, at time.Time) ([]string, string) {
 	realRoot, err := filepath.EvalSymlinks(w.root())
 	if err != nil {
 		// As rescan: the root itself is gone (mid-swap), which deletes no
@@ -876,12 +884,11 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 	envChanged := false
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer w.noteLeft(&keys)
-	if !w.scanAt.IsZero() {
+	if at.After(w.copyAt) {
 		// Every file the scan found changed is applied (or kept back,
 		// which makes the set incomplete): the set is as current as the
 		// scan.
-		w.copyAt, w.scanAt = w.scanAt, time.Time{}
+		w.copyAt = at
 	}
 	done := map[*candidate]bool{}
 	for progress := true; progress; {
@@ -948,37 +955,6 @@ func (w *Watcher) apply(paths map[string]bool) ([]string, string) {
 		w.log().Info("spec files changed", "edited", strings.Join(edited, ", "), "removed", strings.Join(removed, ", "), "specs", len(keys))
 	}
 	return keys, strings.Join(why, "; ")
-}
-
-// noteLeft records which of the keys an apply touched left the set, and
-// forgets those back in it. w.mu is held.
-func (w *Watcher) noteLeft(keys *[]string) {
-	if len(*keys) == 0 {
-		return
-	}
-	in := map[string]bool{}
-	for _, id := range w.keys() {
-		in[id] = true
-	}
-	now := w.wallNow()
-	for _, id := range *keys {
-		if in[id] {
-			delete(w.left, id)
-			continue
-		}
-		if w.left == nil {
-			w.left = map[string]time.Time{}
-		}
-		w.left[id] = now
-	}
-	if over := len(w.left) - maxLeft; over > 0 {
-		ids := slices.SortedFunc(maps.Keys(w.left), func(a, b string) int {
-			return cmp.Or(w.left[a].Compare(w.left[b]), strings.Compare(a, b))
-		})
-		for _, id := range ids[:over] {
-			delete(w.left, id)
-		}
-	}
 }
 
 func (w *Watcher) rel(p string) string {
