@@ -1,6 +1,10 @@
 package load
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,7 +27,7 @@ import (
 // kindSections is the precomputed schema of one kind, split by section.
 type kindSections struct {
 	apiVersion string
-	metadata   cue.Value
+	metadata   section
 	spec       map[string]section
 	order      []string // spec sections in schema order
 }
@@ -31,9 +35,11 @@ type kindSections struct {
 type section struct {
 	def      cue.Value
 	optional bool
-	// identity sections (metadata, target) differ in every document by
-	// construction; caching them would only cost memory.
-	identity bool
+	// ids are the section's identity fields (see idcheck.go).
+	ids []idField
+	// minItems is a list section's least length, which the spec's schema
+	// states beside it (_providers: providers & list.MinItems(1)).
+	minItems int
 	// deflt is the JSON of the section when absent: its defaults, or nil
 	// when an absent section is omitted (optional) or an error (required).
 	deflt []byte
@@ -44,7 +50,8 @@ const maxCache = 200_000
 func (l *Loader) prepareSections(kind string, def cue.Value) {
 	ks := &kindSections{spec: map[string]section{}}
 	ks.apiVersion, _ = def.LookupPath(cue.MakePath(cue.Str("apiVersion"))).String()
-	ks.metadata = def.LookupPath(cue.MakePath(cue.Str("metadata")))
+	meta := def.LookupPath(cue.MakePath(cue.Str("metadata")))
+	ks.metadata = section{def: meta, ids: l.idFields(meta)}
 	specDef := def.LookupPath(cue.MakePath(cue.Str("spec")))
 	it, err := specDef.Fields(cue.Optional(true))
 	if err != nil {
@@ -52,7 +59,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
-		s := section{def: it.Value(), optional: it.IsOptional(), identity: name == "target"}
+		s := section{def: it.Value(), optional: it.IsOptional(), ids: l.idFields(it.Value())}
 		if !s.optional && s.def.Validate(cue.Concrete(true)) == nil {
 			if b, err := s.def.MarshalJSON(); err == nil {
 				s.deflt = b
@@ -61,7 +68,56 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 		ks.spec[name] = s
 		ks.order = append(ks.order, name)
 	}
+	// A hidden field of the spec constrains a section from beside it: the
+	// fast path knows one form, a least length; any other leaves the kind
+	// to the full path.
+	hidden, err := specDef.Fields(cue.Hidden(true), cue.Optional(true))
+	if err != nil {
+		return
+	}
+	for hidden.Next() {
+		if !strings.HasPrefix(hidden.Selector().String(), "_") {
+			continue
+		}
+		name, n, ok := minItemsOf(hidden.Value())
+		s, known := ks.spec[name]
+		if !ok || !known {
+			return
+		}
+		s.minItems = n
+		ks.spec[name] = s
+	}
 	l.sections[kind] = ks
+	if kind == "Environment" {
+		l.providerDef = section{def: ks.spec["providers"].def}
+		w := l.schema.LookupPath(cue.MakePath(cue.Def("SimWorkload")))
+		if w.Exists() {
+			l.simWorkload = section{def: w, ids: l.idFields(w)}
+		}
+	}
+}
+
+// minItemsOf reads a hidden constraint of the form X & list.MinItems(N),
+// X a field beside it.
+func minItemsOf(v cue.Value) (field string, n int, ok bool) {
+	op, args := v.Expr()
+	if op != cue.AndOp || len(args) != 2 {
+		return "", 0, false
+	}
+	sop, sargs := args[0].Expr()
+	cop, cargs := args[1].Expr()
+	if sop != cue.SelectorOp || len(sargs) != 2 || cop != cue.CallOp || len(cargs) != 2 || fmt.Sprint(cargs[0]) != "list.MinItems" {
+		return "", 0, false
+	}
+	field, err := sargs[1].String()
+	if err != nil {
+		return "", 0, false
+	}
+	m, err := cargs[1].Int64()
+	if err != nil || m < 0 || m > 1<<20 {
+		return "", 0, false
+	}
+	return field, int(m), true
 }
 
 // fast returns the document's JSON with defaults applied, or false when the
@@ -109,7 +165,7 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	metaJSON, ok := l.section(kind, "metadata", section{def: ks.metadata, identity: true}, meta)
+	metaJSON, ok := l.section(kind, "metadata", ks.metadata, meta)
 	if !ok {
 		return nil, false
 	}
@@ -141,7 +197,15 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 		s := ks.spec[name]
 		var b []byte
 		if e, ok := given[name]; ok {
-			if b, ok = l.section(kind, name, s, e); !ok {
+			if list, isList := e.(*ast.ListLit); s.minItems > 0 && (!isList || len(list.Elts) < s.minItems) {
+				return nil, false
+			}
+			if kind == "Environment" && name == "providers" {
+				b, ok = l.providers(s, e)
+			} else {
+				b, ok = l.section(kind, name, s, e)
+			}
+			if !ok {
 				return nil, false
 			}
 		} else if s.deflt != nil {
@@ -164,31 +228,97 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 }
 
 // section validates one section against its schema, through the cache.
+// Its identity fields' strings are checked on their own and put into the
+// JSON of the section as validated with placeholders.
 func (l *Loader) section(kind, name string, s section, e ast.Expr) ([]byte, bool) {
-	if s.identity {
-		return l.evalSection(s.def, e)
-	}
 	var key strings.Builder
 	key.WriteString(kind)
 	key.WriteByte(0)
 	key.WriteString(name)
 	key.WriteByte(0)
-	if !canon(&key, e) {
+	var given []string // each identity's string, in s.ids' order ("" absent)
+	validate := e
+	if sl, ok := e.(*ast.StructLit); ok && len(s.ids) > 0 {
+		given = make([]string, len(s.ids))
+		var ok bool
+		if validate, ok = l.templated(&key, sl, s.ids, given); !ok {
+			return nil, false
+		}
+	} else if !canon(&key, e) {
 		return nil, false
 	}
 	k := key.String()
-	if b, ok := l.cache[k]; ok {
-		return b, true
+	b, hit := l.cache[k]
+	if !hit {
+		var ok bool
+		if b, ok = l.evalSection(s.def, validate); !ok {
+			return nil, false
+		}
+		if len(l.cache) >= maxCache {
+			clear(l.cache)
+		}
+		l.cache[k] = b
 	}
-	b, ok := l.evalSection(s.def, e)
-	if !ok {
-		return nil, false
+	for i, v := range given {
+		if v == "" {
+			continue
+		}
+		q, err := json.Marshal(v)
+		if err != nil {
+			return nil, false
+		}
+		ph := []byte(strconv.Quote(s.ids[i].placeholder))
+		if bytes.Count(b, ph) != 1 {
+			return nil, false
+		}
+		b = bytes.Replace(b, ph, q, 1)
 	}
-	if len(l.cache) >= maxCache {
-		clear(l.cache)
-	}
-	l.cache[k] = b
 	return b, true
+}
+
+// templated writes the canonical form of a struct section with each
+// identity field's string replaced by its placeholder, checks the strings
+// (into given), and returns the section to validate: the same with the
+// placeholders. It refuses what canon refuses, a string of another field
+// holding idMark, and an identity string its check refuses (the full path
+// then reports it).
+func (l *Loader) templated(key *strings.Builder, sl *ast.StructLit, ids []idField, given []string) (ast.Expr, bool) {
+	out := &ast.StructLit{Elts: make([]ast.Decl, len(sl.Elts))}
+	key.WriteByte('{')
+	for i, d := range sl.Elts {
+		out.Elts[i] = d
+		f, ok := d.(*ast.Field)
+		if !ok {
+			return nil, false
+		}
+		name, _, err := ast.LabelName(f.Label)
+		if err != nil {
+			return nil, false
+		}
+		key.WriteString(strconv.Quote(name))
+		key.WriteByte(':')
+		id := slices.IndexFunc(ids, func(x idField) bool { return x.name == name })
+		lit, isString := f.Value.(*ast.BasicLit)
+		if id < 0 || !isString || lit.Kind != token.STRING || given[id] != "" {
+			var sub strings.Builder
+			if !canon(&sub, f.Value) || strings.Contains(sub.String(), idMark) {
+				return nil, false
+			}
+			key.WriteString(sub.String())
+			continue
+		}
+		v, err := strconv.Unquote(lit.Value)
+		if err != nil || v == "" || !ids[id].check(v) {
+			return nil, false
+		}
+		given[id] = v
+		ph := ast.NewString(ids[id].placeholder)
+		ast.SetPos(ph, lit.Pos())
+		out.Elts[i] = &ast.Field{Label: f.Label, Value: ph}
+		key.WriteString("id;")
+	}
+	key.WriteByte('}')
+	return out, true
 }
 
 // canon writes a canonical form of a YAML-derived expression: equal forms
@@ -257,4 +387,118 @@ func (l *Loader) evalSection(def cue.Value, e ast.Expr) ([]byte, bool) {
 	}
 	b, err := u.MarshalJSON()
 	return b, err == nil
+}
+
+// providers validates an Environment's providers. A sim provider's
+// workloads (a directory of many services lists thousands) are validated
+// one by one against #SimWorkload, through the cache with their names and
+// namespaces as identities, and the provider itself with its first
+// workload only: #SimConfig asks of its workloads only that each is a
+// #SimWorkload and that there is one (TestFastPathMatchesFullPath holds
+// the split to the whole).
+func (l *Loader) providers(s section, e ast.Expr) ([]byte, bool) {
+	list, ok := e.(*ast.ListLit)
+	if !ok || l.simWorkload.def == (cue.Value{}) {
+		return l.section("Environment", "providers", s, e)
+	}
+	out := []byte{'['}
+	for i, el := range list.Elts {
+		b, ok := l.provider(el)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	return append(out, ']'), true
+}
+
+// provider validates one element of an Environment's providers.
+func (l *Loader) provider(el ast.Expr) ([]byte, bool) {
+	one := func(e ast.Expr) ([]byte, bool) {
+		return l.section("Environment", "providers", l.providerDef, &ast.ListLit{Elts: []ast.Expr{e}})
+	}
+	unwrap := func(b []byte, ok bool) ([]byte, bool) {
+		if !ok || len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+			return nil, false
+		}
+		return b[1 : len(b)-1], true
+	}
+	sl, ok := el.(*ast.StructLit)
+	if !ok {
+		return unwrap(one(el))
+	}
+	var config *ast.StructLit
+	var workloads *ast.ListLit
+	sim := false
+	for _, d := range sl.Elts {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			return unwrap(one(el))
+		}
+		name, _, _ := ast.LabelName(f.Label)
+		switch name {
+		case "name":
+			lit, ok := f.Value.(*ast.BasicLit)
+			sim = ok && lit.Kind == token.STRING && unquote(lit.Value) == "sim"
+		case "config":
+			config, _ = f.Value.(*ast.StructLit)
+		}
+	}
+	if config != nil {
+		for _, d := range config.Elts {
+			if f, ok := d.(*ast.Field); ok {
+				if name, _, _ := ast.LabelName(f.Label); name == "workloads" {
+					workloads, _ = f.Value.(*ast.ListLit)
+				}
+			}
+		}
+	}
+	if !sim || workloads == nil || len(workloads.Elts) < 2 {
+		return unwrap(one(el))
+	}
+	var ws, first []byte
+	for i, w := range workloads.Elts {
+		b, ok := l.section("Environment", "providers.sim.workloads", l.simWorkload, w)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			ws = append(ws, ',')
+		} else {
+			first = b
+		}
+		ws = append(ws, b...)
+	}
+	// The provider with its first workload alone, then all of them in
+	// its place (found by the first's JSON, which is the same there).
+	short := &ast.StructLit{Elts: slices.Clone(sl.Elts)}
+	for i, d := range short.Elts {
+		f := d.(*ast.Field)
+		if name, _, _ := ast.LabelName(f.Label); name != "config" {
+			continue
+		}
+		c := &ast.StructLit{Elts: slices.Clone(config.Elts)}
+		for j, cd := range c.Elts {
+			cf, ok := cd.(*ast.Field)
+			if !ok {
+				continue
+			}
+			if name, _, _ := ast.LabelName(cf.Label); name == "workloads" {
+				c.Elts[j] = &ast.Field{Label: cf.Label, Value: &ast.ListLit{Elts: workloads.Elts[:1]}}
+			}
+		}
+		short.Elts[i] = &ast.Field{Label: f.Label, Value: c}
+	}
+	b, ok := unwrap(one(short))
+	if !ok {
+		return nil, false
+	}
+	one1 := slices.Concat([]byte(`"workloads":[`), first, []byte{']'})
+	if bytes.Count(b, one1) != 1 {
+		return nil, false
+	}
+	return bytes.Replace(b, one1, slices.Concat([]byte(`"workloads":[`), ws, []byte{']'}), 1), true
 }

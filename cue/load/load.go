@@ -57,6 +57,9 @@ type Loader struct {
 	// (see fast.go).
 	sections map[string]*kindSections
 	cache    map[string][]byte
+	// providerDef and simWorkload are the Environment's providers list and
+	// one sim workload, for the fast path's split of a sim world's list.
+	providerDef, simWorkload section
 	paths    map[string]string // interned field paths
 	// lineBase is the count of lines of the file before the YAML text
 	// being decoded, when a file is decoded a document at a time (see
