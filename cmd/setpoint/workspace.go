@@ -173,6 +173,10 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 		return nil, fmt.Errorf("%s: interrupted while loading the specs", dir)
 	}
 	o.oneShot = true
+	// A one-shot command's sim world is its own: it runs inside, writing
+	// into the store (SETPOINT_PROVIDERS=process runs it as a provider
+	// process, as watch does).
+	o.simInProcess = os.Getenv("SETPOINT_PROVIDERS") != "process"
 	docs := r.Documents
 	var note *plan.Note
 	if o.trustedEnv != "" {
@@ -366,6 +370,10 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		var prov providers.Full
 		if mk, ok := builtIn[p.Name]; ok && (inProcess() || (o.simInProcess && p.Name == "sim")) {
 			prov = mk()
+			if p.Name == "sim" {
+				// The world writes straight into this process's store.
+				prov = sim.NewPluginWithSink(w.store)
+			}
 			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
 				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())
 			}

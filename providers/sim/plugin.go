@@ -26,12 +26,21 @@ type Plugin struct {
 	mu  sync.Mutex
 	p   *Provider
 	buf *samplebuf.Buffer
+	// sink, when set, takes the world's samples as they are made (the
+	// embedded store of the process the provider runs in); Signals then
+	// only advances the world.
+	sink Sink
 }
 
 var _ providers.Full = (*Plugin)(nil)
 
 // NewPlugin returns an unconfigured sim provider.
 func NewPlugin() *Plugin { return &Plugin{} }
+
+// NewPluginWithSink returns an unconfigured sim provider whose world writes
+// its samples into sink, for a process that runs the world beside its own
+// store: nothing is buffered, copied or sent.
+func NewPluginWithSink(sink Sink) *Plugin { return &Plugin{sink: sink} }
 
 // Schema lists the kinds and attributes the sim world serves, with their
 // types. NAME in a container path stands for any container's name.
@@ -85,8 +94,13 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
-	buf := samplebuf.NewBuffer()
-	p, err := NewProvider(cfg, tr, req.StatePath, buf)
+	var buf *samplebuf.Buffer
+	sink := s.sink
+	if sink == nil {
+		buf = samplebuf.NewBuffer()
+		sink = buf
+	}
+	p, err := NewProvider(cfg, tr, req.StatePath, sink)
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
@@ -157,6 +171,9 @@ func (s *Plugin) Signals(_ context.Context, req providers.SignalsRequest) provid
 		return providers.SignalsResponse{Cursor: req.Cursor, Instance: req.Instance, Diagnostics: stateDiags(err)}
 	}
 	s.p.advance(req.Now)
+	if s.buf == nil {
+		return providers.SignalsResponse{Cursor: req.Cursor, Instance: req.Instance} // in the sink already
+	}
 	return s.buf.Take(req)
 }
 
