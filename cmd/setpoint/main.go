@@ -37,8 +37,9 @@ func limitMemory() {
 
 // profileCPU writes a CPU profile of this process to the file
 // $SETPOINT_CPUPROFILE names, with the process id appended (a provider
-// process started from this one writes its own): for a user measuring
-// where a large directory's plan spends its time.
+// process started from this one writes its own), and with it a heap profile
+// at the end to $SETPOINT_MEMPROFILE's: for a user measuring where a large
+// directory's plan spends its time and memory.
 func profileCPU() (stop func()) {
 	path := os.Getenv("SETPOINT_CPUPROFILE")
 	if path == "" {
@@ -57,6 +58,14 @@ func profileCPU() (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		if mp := os.Getenv("SETPOINT_MEMPROFILE"); mp != "" {
+			// What is held at the end (the world, the store, the plan):
+			// the peak's large parts.
+			if m, err := os.Create(fmt.Sprintf("%s.%d", mp, os.Getpid())); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(m, 0)
+				m.Close()
+			}
+		}
 	}
 }
 

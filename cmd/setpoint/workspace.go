@@ -682,6 +682,12 @@ func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
 	if len(env.Spec.Providers) > 0 {
 		def = env.Spec.Providers[0].Name
 	}
+	type key struct{ kind, namespace, name string }
+	byKey := make(map[key][]int, len(cfg.Workloads))
+	for i, wl := range cfg.Workloads {
+		k := key{wl.Kind, wl.Namespace, wl.Name}
+		byKey[k] = append(byKey[k], i)
+	}
 	for _, n := range nfrs {
 		if n.Spec.Latency == nil {
 			continue
@@ -693,9 +699,8 @@ func addTargets(cfg *spec.SimConfig, nfrs []*spec.NFR, env *spec.Environment) {
 		if prov != "sim" {
 			continue
 		}
-		for i := range cfg.Workloads {
-			wl := &cfg.Workloads[i]
-			if wl.Kind == n.Spec.Target.Kind && wl.Namespace == n.Metadata.Namespace && wl.Name == n.Spec.Target.Name && !slices.Contains(wl.Targets, n.Spec.Latency.P99) {
+		for _, i := range byKey[key{n.Spec.Target.Kind, n.Metadata.Namespace, n.Spec.Target.Name}] {
+			if wl := &cfg.Workloads[i]; !slices.Contains(wl.Targets, n.Spec.Latency.P99) {
 				wl.Targets = append(wl.Targets, n.Spec.Latency.P99)
 			}
 		}

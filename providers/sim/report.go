@@ -103,16 +103,28 @@ func newTracker(namespace, name string, targets, buckets []float64, duration int
 	for _, tg := range targets {
 		t.r.Targets = append(t.r.Targets, TargetReport{Target: tg})
 	}
-	for i := range t.ring {
-		t.ring[i] = secStat{over: make([]int32, len(targets)), hist: make([]int32, len(buckets)+1)}
-	}
 	return t
+}
+
+// counted readies c for its first count: a second's tallies are made when
+// it has one (a quiet workload's seconds have none, and cost no memory).
+func (t *tracker) counted(c *secStat) {
+	if c.hist == nil {
+		c.over, c.hist = make([]int32, len(t.over)), make([]int32, len(t.hist))
+	}
 }
 
 // begin opens second s, dropping the second a minute before it from the
 // trailing sums.
 func (t *tracker) begin(s int) {
 	c := &t.ring[s%60]
+	t.cur = c
+	if c.n == 0 {
+		// Nothing was counted in it (served and dropped count n with
+		// every other tally): an idle second, as most are in a world of
+		// many quiet workloads.
+		return
+	}
 	t.n -= int64(c.n)
 	for i, v := range c.over {
 		t.over[i] -= int64(v)
@@ -123,7 +135,6 @@ func (t *tracker) begin(s int) {
 		c.hist[i] = 0
 	}
 	c.n, c.lats = 0, c.lats[:0]
-	t.cur = c
 }
 
 func (t *tracker) arrive(cold bool) {
@@ -139,6 +150,7 @@ func (t *tracker) arrive(cold bool) {
 func (t *tracker) served(lat float64) {
 	t.r.Served++
 	c := t.cur
+	t.counted(c)
 	c.n++
 	for i, tr := range t.r.Targets {
 		if lat > tr.Target {
@@ -155,6 +167,7 @@ func (t *tracker) served(lat float64) {
 func (t *tracker) dropped() {
 	t.r.Dropped++
 	c := t.cur
+	t.counted(c)
 	c.n++
 	for i := range t.r.Targets {
 		c.over[i]++
@@ -166,12 +179,14 @@ func (t *tracker) dropped() {
 // end closes second s with the pods it had.
 func (t *tracker) end(s, pods, ready int) {
 	c := t.cur
-	t.n += int64(c.n)
-	for i, v := range c.over {
-		t.over[i] += int64(v)
-	}
-	for i, v := range c.hist {
-		t.hist[i] += int64(v)
+	if c.n > 0 {
+		t.n += int64(c.n)
+		for i, v := range c.over {
+			t.over[i] += int64(v)
+		}
+		for i, v := range c.hist {
+			t.hist[i] += int64(v)
+		}
 	}
 	t.world.add(float64(t.secArrived))
 	t.secArrived = 0
