@@ -14,10 +14,15 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// row is one line of the table.
+type row struct{ what, got, goal, verdict string }
 
 // goal is one figure and its bound.
 type goal struct {
@@ -44,8 +49,11 @@ var goals = []goal{
 
 func main() {
 	bin := flag.String("bin", "bin/setpoint", "the setpoint binary the whole-process figures run")
+	wholeOnly := flag.Bool("whole-only", false, "only the whole-process figures (the CLI plan, validate against cue vet)")
 	flag.Parse()
-	type row struct{ what, got, goal, verdict string }
+	if *wholeOnly {
+		goals = nil
+	}
 	var rows []row
 	ran := map[string]string{} // package+pattern → output
 	for _, g := range goals {
@@ -91,6 +99,7 @@ func main() {
 	} else {
 		rows = append(rows, row{demo.what, "not measured", "≤ 3 s", "?"})
 	}
+	rows = append(rows, wholeProcess(*bin)...)
 	fmt.Println("| what | measured | goal | |")
 	fmt.Println("|---|---|---|---|")
 	for _, r := range rows {
@@ -140,5 +149,75 @@ func metric(out, unit string) (float64, bool) {
 
 // short prints a figure in three significant digits.
 func short(v float64) string {
+	if v >= 1000 || v <= -1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+// run runs a command to its end and says its wall and CPU seconds and its
+// peak resident set in MB.
+func run(name string, args ...string) (wall, cpu, mb float64, err error) {
+	cmd := exec.Command(name, args...)
+	t0 := time.Now()
+	err = cmd.Run()
+	wall = time.Since(t0).Seconds()
+	if cmd.ProcessState == nil {
+		return wall, 0, 0, err
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+		mb = float64(ru.Maxrss) / 1024
+	}
+	return wall, cpu, mb, err
+}
+
+// wholeProcess measures the goals no go test benchmark can: the CLI plan of
+// a 10,000-workload directory (wall, peak memory) and validate's CPU
+// against cue vet -c's on 10,000 documents, shared and unique sections.
+func wholeProcess(bin string) []row {
+	tmp, err := os.MkdirTemp("", "benchgoals")
+	if err != nil {
+		return nil
+	}
+	defer os.RemoveAll(tmp)
+	gen := func(dir string, args ...string) error {
+		return exec.Command("go", append([]string{"run", "./hack/gendocs", "-out", filepath.Join(tmp, dir)}, args...)...).Run()
+	}
+	var rows []row
+	planWall, planMB := goal{what: "CLI `plan` of 10,000 workloads, wall", max: 5, unit: "s"}, goal{what: "CLI `plan` of 10,000 workloads, peak memory", max: 400, unit: "MB"}
+	if err := gen("sim10000", "-sim", "-n", "10000"); err != nil {
+		fmt.Fprintf(os.Stderr, "gendocs -sim: %v\n", err)
+	} else if wall, _, mb, err := run(bin, "plan", filepath.Join(tmp, "sim10000")); err != nil {
+		fmt.Fprintf(os.Stderr, "%s plan: %v\n", bin, err)
+	} else {
+		rows = append(rows, row{planWall.what, short(wall) + " s", bound(planWall), verdict(planWall, wall)},
+			row{planMB.what, short(mb) + " MB", bound(planMB), verdict(planMB, mb)})
+	}
+	gopath, _ := exec.Command("go", "env", "GOPATH").Output()
+	cue := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "cue")
+	schemas, _ := filepath.Glob("cue/schema/*.cue")
+	for _, mode := range []string{"shared", "unique"} {
+		g := goal{what: "`validate` CPU against `cue vet -c`, 10,000 documents, " + mode + " sections", min: 10, unit: "×"}
+		args := []string{"-n", "10000"}
+		if mode == "unique" {
+			args = append(args, "-unique")
+		}
+		dir := filepath.Join(tmp, mode)
+		if err := gen(mode, args...); err != nil {
+			rows = append(rows, row{g.what, "not measured", bound(g), "?"})
+			continue
+		}
+		docs, _ := filepath.Glob(filepath.Join(dir, "nfr-*.yaml"))
+		_, ours, _, err1 := run(bin, "validate", dir)
+		_, theirs, _, err2 := run(cue, append(append([]string{"vet", "-c", "-d", "#Spec"}, schemas...), docs...)...)
+		if err1 != nil || err2 != nil || ours <= 0 {
+			fmt.Fprintf(os.Stderr, "validate %s: %v; cue vet: %v\n", mode, err1, err2)
+			rows = append(rows, row{g.what, "not measured", bound(g), "?"})
+			continue
+		}
+		ratio := theirs / ours
+		rows = append(rows, row{g.what, fmt.Sprintf("%s× (%s s against %s s)", short(ratio), short(ours), short(theirs)), bound(g), verdict(g, ratio)})
+	}
+	return rows
 }

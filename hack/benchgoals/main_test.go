@@ -32,3 +32,11 @@ func TestVerdict(t *testing.T) {
 		t.Error("at least 10: 10 meets it, 9.9 does not")
 	}
 }
+
+func TestShort(t *testing.T) {
+	for v, want := range map[float64]string{1126.4: "1126", 8.743: "8.74", 0.5594: "0.559", 13.81: "13.8"} {
+		if got := short(v); got != want {
+			t.Errorf("short(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
