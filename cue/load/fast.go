@@ -2,7 +2,6 @@ package load
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,8 +34,8 @@ type kindSections struct {
 type section struct {
 	def      cue.Value
 	optional bool
-	// ids are the section's identity fields (see idcheck.go).
-	ids []idField
+	// leaves are the section's fields checked outside CUE (idcheck.go).
+	leaves []leaf
 	// minItems is a list section's least length, which the spec's schema
 	// states beside it (_providers: providers & list.MinItems(1)).
 	minItems int
@@ -51,7 +50,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	ks := &kindSections{spec: map[string]section{}}
 	ks.apiVersion, _ = def.LookupPath(cue.MakePath(cue.Str("apiVersion"))).String()
 	meta := def.LookupPath(cue.MakePath(cue.Str("metadata")))
-	ks.metadata = section{def: meta, ids: l.idFields(meta)}
+	ks.metadata = section{def: meta, leaves: l.leaves(meta)}
 	specDef := def.LookupPath(cue.MakePath(cue.Str("spec")))
 	it, err := specDef.Fields(cue.Optional(true))
 	if err != nil {
@@ -59,7 +58,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
-		s := section{def: it.Value(), optional: it.IsOptional(), ids: l.idFields(it.Value())}
+		s := section{def: it.Value(), optional: it.IsOptional(), leaves: l.leaves(it.Value())}
 		if !s.optional && s.def.Validate(cue.Concrete(true)) == nil {
 			if b, err := s.def.MarshalJSON(); err == nil {
 				s.deflt = b
@@ -92,7 +91,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 		l.providerDef = section{def: ks.spec["providers"].def}
 		w := l.schema.LookupPath(cue.MakePath(cue.Def("SimWorkload")))
 		if w.Exists() {
-			l.simWorkload = section{def: w, ids: l.idFields(w)}
+			l.simWorkload = section{def: w, leaves: l.leaves(w)}
 		}
 	}
 }
@@ -228,20 +227,20 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 }
 
 // section validates one section against its schema, through the cache.
-// Its identity fields' strings are checked on their own and put into the
-// JSON of the section as validated with placeholders.
+// Its leaves are checked on their own and put into the JSON of the
+// section as validated with placeholders.
 func (l *Loader) section(kind, name string, s section, e ast.Expr) ([]byte, bool) {
 	var key strings.Builder
 	key.WriteString(kind)
 	key.WriteByte(0)
 	key.WriteString(name)
 	key.WriteByte(0)
-	var given []string // each identity's string, in s.ids' order ("" absent)
+	var given []string // each leaf's JSON, in s.leaves' order ("": not templated)
 	validate := e
-	if sl, ok := e.(*ast.StructLit); ok && len(s.ids) > 0 {
-		given = make([]string, len(s.ids))
+	if sl, ok := e.(*ast.StructLit); ok && len(s.leaves) > 0 {
+		given = make([]string, len(s.leaves))
 		var ok bool
-		if validate, ok = l.templated(&key, sl, s.ids, given); !ok {
+		if validate, ok = templated(&key, sl, s.leaves, given); !ok {
 			return nil, false
 		}
 	} else if !canon(&key, e) {
@@ -263,28 +262,45 @@ func (l *Loader) section(kind, name string, s section, e ast.Expr) ([]byte, bool
 		if v == "" {
 			continue
 		}
-		q, err := json.Marshal(v)
-		if err != nil {
+		var ok bool
+		if b, ok = replaceLeaf(b, s.leaves[i], v); !ok {
 			return nil, false
 		}
-		ph := []byte(strconv.Quote(s.ids[i].placeholder))
-		if bytes.Count(b, ph) != 1 {
-			return nil, false
-		}
-		b = bytes.Replace(b, ph, q, 1)
 	}
 	return b, true
 }
 
-// templated writes the canonical form of a struct section with each
-// identity field's string replaced by its placeholder, checks the strings
-// (into given), and returns the section to validate: the same with the
-// placeholders. It refuses what canon refuses, a string of another field
-// holding idMark, and an identity string its check refuses (the full path
-// then reports it).
-func (l *Loader) templated(key *strings.Builder, sl *ast.StructLit, ids []idField, given []string) (ast.Expr, bool) {
+// replaceLeaf puts a leaf's JSON in its placeholder's place in a section's
+// JSON: a field's value, found whole (a number between its colon and the
+// comma or brace after it), and only once.
+func replaceLeaf(b []byte, lf leaf, js string) ([]byte, bool) {
+	at := -1
+	for _, end := range []string{",", "}"} {
+		pat := []byte(":" + lf.placeholder + end)
+		n := bytes.Count(b, pat)
+		if n > 1 || (n == 1 && at >= 0) {
+			return nil, false
+		}
+		if n == 1 {
+			at = bytes.Index(b, pat) + 1
+		}
+	}
+	if at < 0 {
+		return nil, false
+	}
+	return slices.Concat(b[:at], []byte(js), b[at+len(lf.placeholder):]), true
+}
+
+// templated writes the canonical form of a struct section with each leaf's
+// literal replaced by its placeholder, checks the literals (their JSON into
+// given), and returns the section to validate: the same with the
+// placeholders. It refuses what canon refuses, a literal holding a
+// placeholder, and a leaf its check finds invalid (the full path then
+// reports it); a leaf the check is not sure of stays in place, for CUE.
+func templated(key *strings.Builder, sl *ast.StructLit, leaves []leaf, given []string) (ast.Expr, bool) {
 	out := &ast.StructLit{Elts: make([]ast.Decl, len(sl.Elts))}
 	key.WriteByte('{')
+	var rest strings.Builder // the canonical form of what is not templated
 	for i, d := range sl.Elts {
 		out.Elts[i] = d
 		f, ok := d.(*ast.Field)
@@ -297,27 +313,42 @@ func (l *Loader) templated(key *strings.Builder, sl *ast.StructLit, ids []idFiel
 		}
 		key.WriteString(strconv.Quote(name))
 		key.WriteByte(':')
-		id := slices.IndexFunc(ids, func(x idField) bool { return x.name == name })
-		lit, isString := f.Value.(*ast.BasicLit)
-		if id < 0 || !isString || lit.Kind != token.STRING || given[id] != "" {
-			var sub strings.Builder
-			if !canon(&sub, f.Value) || strings.Contains(sub.String(), idMark) {
+		id := slices.IndexFunc(leaves, func(x leaf) bool { return x.name == name })
+		if id >= 0 && given[id] == "" {
+			js, valid, sure := leaves[id].check(f.Value)
+			if sure && !valid {
 				return nil, false
 			}
-			key.WriteString(sub.String())
-			continue
+			if sure {
+				given[id] = js
+				ph := &ast.BasicLit{Kind: token.STRING, Value: leaves[id].placeholder}
+				if leaves[id].num {
+					ph.Kind = token.INT
+					if strings.ContainsAny(leaves[id].placeholder, ".eE") {
+						ph.Kind = token.FLOAT
+					}
+				}
+				ast.SetPos(ph, f.Value.Pos())
+				out.Elts[i] = &ast.Field{Label: f.Label, Value: ph}
+				key.WriteString("leaf;")
+				continue
+			}
 		}
-		v, err := strconv.Unquote(lit.Value)
-		if err != nil || v == "" || !ids[id].check(v) {
+		start := rest.Len()
+		if !canon(&rest, f.Value) {
 			return nil, false
 		}
-		given[id] = v
-		ph := ast.NewString(ids[id].placeholder)
-		ast.SetPos(ph, lit.Pos())
-		out.Elts[i] = &ast.Field{Label: f.Label, Value: ph}
-		key.WriteString("id;")
+		key.WriteString(rest.String()[start:])
 	}
 	key.WriteByte('}')
+	for _, lf := range leaves {
+		// A string equal to a placeholder elsewhere in the section would
+		// be taken for the leaf's in its JSON (a number is found by its
+		// place).
+		if !lf.num && strings.Contains(rest.String(), lf.placeholder) {
+			return nil, false
+		}
+	}
 	return out, true
 }
 
