@@ -57,10 +57,10 @@ type Loader struct {
 	// (see fast.go).
 	sections map[string]*kindSections
 	cache    map[string][]byte
+	paths    map[string]string // interned field paths
 	// providerDef and simWorkload are the Environment's providers list and
 	// one sim workload, for the fast path's split of a sim world's list.
 	providerDef, simWorkload section
-	paths                    map[string]string // interned field paths
 	// lineBase is the count of lines of the file before the YAML text
 	// being decoded, when a file is decoded a document at a time (see
 	// loadYAML); every position is shifted by it.
