@@ -13,9 +13,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"cuelang.org/go/cue"
@@ -160,12 +162,15 @@ func (l *Loader) Load(paths ...string) *Result {
 	}
 	batch := l.startCUE(all)
 	defer batch.wait()
+	next := l.loadAll(all, batch)
+	done := 0
 	for i, p := range paths {
 		files, isDir, diags := walks[i].files, walks[i].isDir, walks[i].diags
 		needEnv = needEnv || isDir
 		r.Diags = append(r.Diags, diags...)
 		for _, f := range files {
-			fr, ok := l.loadOne(f, batch)
+			fr, ok := next(done)
+			done++
 			if !ok {
 				// A partial set would only add spurious cross-document
 				// errors (no Environment): stop here.
@@ -189,6 +194,67 @@ func (l *Loader) Load(paths ...string) *Result {
 	r.Diags = append(r.Diags, CrossCheck(r.Documents, needEnv && !invalidKind(r.Diags, "Environment"))...)
 	r.Diags.Sort()
 	return r
+}
+
+// parallelMin is how many files a Load has before it loads them on more
+// than one core: a second loader compiles the schema anew (tens of ms).
+const parallelMin = 64
+
+// loadWorkers is how many loaders a large Load runs at once.
+var loadWorkers = min(runtime.GOMAXPROCS(0), 4)
+
+// loadAll starts loading files and returns what gives file i's result, to
+// be asked for i = 0, 1, … in turn: on one core, loaded there and then;
+// with more (and enough files), by a loader per core, each with its own
+// CUE context (one is not safe for two goroutines), files handed out in
+// turn, so the results, their order and the diagnostics are a single
+// loader's.
+func (l *Loader) loadAll(files []string, batch *cueBatch) func(i int) (FileResult, bool) {
+	workers := loadWorkers
+	if workers < 2 || len(files) < parallelMin {
+		return func(i int) (FileResult, bool) { return l.loadOne(files[i], batch) }
+	}
+	type result struct {
+		fr FileResult
+		ok bool
+	}
+	done := make([]chan result, len(files))
+	for i := range done {
+		done[i] = make(chan result, 1)
+	}
+	var taken atomic.Int64
+	work := func(w *Loader) {
+		for {
+			i := int(taken.Add(1) - 1)
+			if i >= len(files) {
+				return
+			}
+			fr, ok := w.loadOne(files[i], batch)
+			done[i] <- result{fr, ok}
+		}
+	}
+	go work(l)
+	for range workers - 1 {
+		w, err := l.sibling()
+		if err != nil {
+			break // the first loader takes every file
+		}
+		go work(w)
+	}
+	return func(i int) (FileResult, bool) {
+		r := <-done[i]
+		return r.fr, r.ok
+	}
+}
+
+// sibling is a new loader with l's settings, for another core.
+func (l *Loader) sibling() (*Loader, error) {
+	w, err := New()
+	if err != nil {
+		return nil, err
+	}
+	w.NoFastPath, w.SchemaOnly, w.MaxFileSize, w.Ctx, w.CUE = l.NoFastPath, l.SchemaOnly, l.MaxFileSize, l.Ctx, l.CUE
+	return w, nil
 }
 
 // LoadFile validates and decodes each document of one file, calling emit for
