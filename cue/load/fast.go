@@ -9,6 +9,7 @@ import (
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
+	cueformat "cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/token"
 )
 
@@ -90,10 +91,63 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	if kind == "Environment" {
 		l.providerDef = section{def: ks.spec["providers"].def}
 		w := l.schema.LookupPath(cue.MakePath(cue.Def("SimWorkload")))
-		if w.Exists() {
+		if w.Exists() && l.simWorkloadsSplit() {
 			l.simWorkload = section{def: w, leaves: l.leaves(w)}
 		}
 	}
+}
+
+// simWorkloadsSplit says whether #SimConfig asks of its workloads only
+// what the split checks: that each is a #SimWorkload, and that there is
+// one. Read from its source: a bound added there (list.MaxItems) turns
+// the split off rather than be skipped.
+func (l *Loader) simWorkloadsSplit() bool {
+	n := l.schema.LookupPath(cue.MakePath(cue.Def("SimConfig"))).Source()
+	f, ok := n.(*ast.Field)
+	if !ok {
+		return false
+	}
+	body, ok := f.Value.(*ast.StructLit)
+	if !ok {
+		return false
+	}
+	mentions, found := 0, 0
+	for _, d := range body.Elts {
+		fd, ok := d.(*ast.Field)
+		if !ok {
+			if c, ok := d.(*ast.Comprehension); ok && strings.Contains(fmt.Sprint(format(c)), "workloads") {
+				return false
+			}
+			continue
+		}
+		text := format(fd)
+		if !strings.Contains(text, "workloads") {
+			continue
+		}
+		mentions++
+		switch text {
+		case "workloads: [...#SimWorkload]", "_workloads: workloads & list.MinItems(1)":
+			found++
+		}
+	}
+	return mentions == 2 && found == 2
+}
+
+// format prints a node of the schema's source on one line, without its
+// comments.
+func format(n ast.Node) string {
+	b, err := cueformat.Node(n)
+	if err != nil {
+		return ""
+	}
+	var code []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		code = append(code, line)
+	}
+	return strings.Join(strings.Fields(strings.Join(code, " ")), " ")
 }
 
 // minItemsOf reads a hidden constraint of the form X & list.MinItems(N),
@@ -223,6 +277,7 @@ func (l *Loader) fast(kind string, n ast.Node) ([]byte, bool) {
 		out = append(out, b...)
 	}
 	out = append(out, "}}"...)
+	l.counts.fast++
 	return out, true
 }
 
@@ -266,6 +321,7 @@ func (l *Loader) section(kind, name string, s section, e ast.Expr) ([]byte, bool
 		if b, ok = replaceLeaf(b, s.leaves[i], v); !ok {
 			return nil, false
 		}
+		l.counts.leaves++
 	}
 	return b, true
 }
@@ -531,5 +587,6 @@ func (l *Loader) provider(el ast.Expr) ([]byte, bool) {
 	if bytes.Count(b, one1) != 1 {
 		return nil, false
 	}
+	l.counts.splits++
 	return bytes.Replace(b, one1, slices.Concat([]byte(`"workloads":[`), ws, []byte{']'}), 1), true
 }

@@ -54,13 +54,16 @@ type numLit struct {
 // idMark starts every string placeholder.
 const idMark = "zz-setpoint-id-"
 
-// jsonNumber is a number literal JSON writes the same way.
-var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+// plainNumber is a number literal CUE's JSON writes the same way: no sign
+// (CUE reads one), no exponent, no leading zero, and not below 1e-6 (which
+// CUE writes with an exponent).
+var plainNumber = regexp.MustCompile(`^(0|[1-9][0-9]*)(\.[0-9]+)?$`)
 
-// parseNum reads a CUE number literal written as JSON would write it.
+// parseNum reads a CUE number literal written as CUE's JSON writes it;
+// any other (1e3, 0x10, 1_000, 0.0000001) is CUE's to judge.
 func parseNum(lit *ast.BasicLit) (numLit, bool) {
-	// A sign is CUE's to read (a literal "-0" is not the number 0 to it).
-	if (lit.Kind != token.INT && lit.Kind != token.FLOAT) || !jsonNumber.MatchString(lit.Value) || len(lit.Value) > 40 || lit.Value[0] == '-' {
+	if (lit.Kind != token.INT && lit.Kind != token.FLOAT) || len(lit.Value) > 40 || !plainNumber.MatchString(lit.Value) ||
+		strings.HasPrefix(lit.Value, "0.000000") || (lit.Kind == token.INT) == strings.Contains(lit.Value, ".") {
 		return numLit{}, false
 	}
 	r, ok := new(big.Rat).SetString(lit.Value)
@@ -144,9 +147,36 @@ func (l *Loader) refs(n ast.Node, used, seen map[string]bool, depth int) bool {
 	ast.Walk(n, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.Field:
+			switch x.Label.(type) {
+			case *ast.Ident, *ast.BasicLit:
+			case *ast.ListLit:
+				// A pattern ([string]: v): its constraint is in every
+				// matching field's value, as the leaves are compiled.
+			default:
+				// An alias (X=name: a reference to it names X) or a
+				// dynamic label: what it names is not read here.
+				ok = false
+				return false
+			}
 			// The label names the field; its value is what may refer.
 			ok = ok && l.refs(x.Value, used, seen, depth+1)
 			return false
+		case *ast.Comprehension:
+			// What a comprehension sets depends on its clauses: every
+			// field it names is as good as referred to.
+			ast.Walk(x, func(n ast.Node) bool {
+				switch y := n.(type) {
+				case *ast.Ident:
+					used[y.Name] = true
+				case *ast.BasicLit:
+					if y.Kind == token.STRING {
+						if v, err := literal.Unquote(y.Value); err == nil {
+							used[v] = true
+						}
+					}
+				}
+				return true
+			}, nil)
 		case *ast.Ident:
 			used[x.Name] = true
 			if strings.HasPrefix(x.Name, "#") && !seen[x.Name] {
@@ -170,10 +200,12 @@ func (lf leaf) check(e ast.Expr) (json string, ok, sure bool) {
 		return "", false, false
 	}
 	if !lf.num {
-		if lit.Kind != token.STRING {
+		// A plain double-quoted string only: a bytes literal ('a', from
+		// YAML's !!binary) or a multi-line one is CUE's to judge.
+		if lit.Kind != token.STRING || !strings.HasPrefix(lit.Value, `"`) || strings.HasPrefix(lit.Value, `"""`) {
 			return "", false, false
 		}
-		v, err := strconv.Unquote(lit.Value)
+		v, err := literal.Unquote(lit.Value)
 		if err != nil || !utf8.ValidString(v) {
 			return "", false, false
 		}

@@ -12,6 +12,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
+	cueyaml "cuelang.org/go/encoding/yaml"
 )
 
 // TestCompiledChecksAgreeWithCUE: every leaf's compiled check says of a
@@ -98,7 +99,7 @@ func TestCompiledChecksAgreeWithCUE(t *testing.T) {
 				v := lit.(*ast.BasicLit).Value
 				plain := isPlainJSON(v) && !strings.HasPrefix(v, "-")
 				if f.lf.num {
-					plain = jsonNumber.MatchString(v) && !strings.HasPrefix(v, "-") && !isConcreteOnly(f.def)
+					plain = plainNumber.MatchString(v) && !strings.HasPrefix(v, "0.000000") && !isConcreteOnly(f.def)
 				}
 				if plain {
 					t.Fatalf("%s of %s: not sure", f.where, v)
@@ -165,6 +166,9 @@ func TestFastPathIdentitiesAndSimWorkloads(t *testing.T) {
 		env(sim(w(", name: a, replicas: 2"), w(", name: b, replicas: 2.0"))),
 		env(sim(w(", name: a, replicas: 10001"), w(", name: b"))),
 		env(sim(w(", name: a, perPodRPS: 0"), w(", name: b"))),
+		env(sim(w(", name: a"), w(", name: b, perPodRPS: 1e3"), w(", name: c, perPodRPS: 0.0000001"), w(", name: d, perPodRPS: 1.50"))),
+		"apiVersion: setpoint.dev/v1alpha1\nkind: NFR\nmetadata: {name: !!binary YQ==}\nspec:\n  target: {kind: Deployment, name: a}\n",
+		"apiVersion: setpoint.dev/v1alpha1\nkind: NFR\nmetadata: {name: a}\nspec:\n  target: {kind: Deployment, name: |\n    abc\n  }\n",
 		"apiVersion: setpoint.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  cloud: aws\n  regions: [r]\n  clusterTemplate: t\n  capacity: []\n  nodes: {ceiling: 3}\n",
 	}
 	docsSeen, diags := 0, 0
@@ -176,6 +180,65 @@ func TestFastPathIdentitiesAndSimWorkloads(t *testing.T) {
 	}
 	if docsSeen < 10 || diags < 20 {
 		t.Fatalf("too little compared: %d documents, %d diagnostics", docsSeen, diags)
+	}
+	// The fast path was taken, with leaves and split worlds: not every
+	// document went to the full path.
+	if c := fast.counts; c.fast < 10 || c.leaves < 30 || c.splits < 4 {
+		t.Fatalf("the fast path was hardly taken: %+v", c)
+	}
+}
+
+// TestLeafChecksOfDecodedLiterals: the literals the YAML decoder makes of
+// what a user may write (bytes, block strings, hex, exponents, signs) are
+// judged by a leaf's check as CUE judges them, or left to CUE.
+func TestLeafChecksOfDecodedLiterals(t *testing.T) {
+	l := newLoader(t)
+	ks := l.sections["NFR"]
+	type field struct {
+		def cue.Value
+		lf  leaf
+	}
+	var fields []field
+	for _, s := range []section{ks.metadata, ks.spec["throughput"], ks.spec["latency"], ks.spec["memory"], l.simWorkload} {
+		for _, lf := range s.leaves {
+			fields = append(fields, field{s.def.LookupPath(cue.MakePath(cue.Str(lf.name).Optional())), lf})
+			if !fields[len(fields)-1].def.Exists() {
+				fields[len(fields)-1].def = s.def.LookupPath(cue.MakePath(cue.Str(lf.name)))
+			}
+			if !fields[len(fields)-1].def.Exists() {
+				fields[len(fields)-1].def = s.def.LookupPath(cue.MakePath(cue.Str(lf.name).Required()))
+			}
+		}
+	}
+	scalars := []string{"!!binary YQ==", `"a"`, "'a'", "a", "|\n  abc", `"\u0031s"`, `"a\tb"`, "1e3", "0x10", "0o17", "1_000", "010",
+		"-5", "+5", ".5", "1.", "100", "1.50", "0.0000001", "0.000001", "1e-999999", ".inf", "-.inf", ".nan", "true", "null", "~",
+		`"1s"`, "250ms", "svc-1", "Svc", "12345678901234567890123456789012345678901234567890", "1.0", "2.0", "10", "10.0"}
+	sure := 0
+	for _, sc := range scalars {
+		f, err := cueyaml.Extract("t.yaml", []byte("v: "+sc+"\n"))
+		if err != nil {
+			continue
+		}
+		var e ast.Expr
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.Field); ok {
+				e = fd.Value
+			}
+		}
+		for _, fd := range fields {
+			_, ok, isSure := fd.lf.check(e)
+			if !isSure {
+				continue
+			}
+			sure++
+			cueSays := fd.def.Unify(l.ctx.BuildExpr(e)).Validate(cue.Concrete(true)) == nil
+			if ok != cueSays {
+				t.Errorf("%s of %s: compiled %v, CUE %v", fd.lf.name, sc, ok, cueSays)
+			}
+		}
+	}
+	if sure < 20 {
+		t.Fatalf("only %d judged here", sure)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -63,6 +64,8 @@ type Loader struct {
 	// providerDef and simWorkload are the Environment's providers list and
 	// one sim workload, for the fast path's split of a sim world's list.
 	providerDef, simWorkload section
+	// counts says what the fast path did (tests check it was taken).
+	counts struct{ fast, leaves, splits int }
 	// lineBase is the count of lines of the file before the YAML text
 	// being decoded, when a file is decoded a document at a time (see
 	// loadYAML); every position is shifted by it.
@@ -162,7 +165,8 @@ func (l *Loader) Load(paths ...string) *Result {
 	}
 	batch := l.startCUE(all)
 	defer batch.wait()
-	next := l.loadAll(all, batch)
+	next, stop := l.loadAll(all, batch)
+	defer stop()
 	done := 0
 	for i, p := range paths {
 		files, isDir, diags := walks[i].files, walks[i].isDir, walks[i].diags
@@ -209,10 +213,13 @@ var loadWorkers = min(runtime.GOMAXPROCS(0), 4)
 // CUE context (one is not safe for two goroutines), files handed out in
 // turn, so the results, their order and the diagnostics are a single
 // loader's.
-func (l *Loader) loadAll(files []string, batch *cueBatch) func(i int) (FileResult, bool) {
+//
+// stop waits for the loaders to end (an interrupted Load returns before the
+// files are all loaded, and l is one of them).
+func (l *Loader) loadAll(files []string, batch *cueBatch) (next func(i int) (FileResult, bool), stop func()) {
 	workers := loadWorkers
 	if workers < 2 || len(files) < parallelMin {
-		return func(i int) (FileResult, bool) { return l.loadOne(files[i], batch) }
+		return func(i int) (FileResult, bool) { return l.loadOne(files[i], batch) }, func() {}
 	}
 	type result struct {
 		fr FileResult
@@ -223,6 +230,7 @@ func (l *Loader) loadAll(files []string, batch *cueBatch) func(i int) (FileResul
 		done[i] = make(chan result, 1)
 	}
 	var taken atomic.Int64
+	var wg sync.WaitGroup
 	work := func(w *Loader) {
 		for {
 			i := int(taken.Add(1) - 1)
@@ -233,18 +241,21 @@ func (l *Loader) loadAll(files []string, batch *cueBatch) func(i int) (FileResul
 			done[i] <- result{fr, ok}
 		}
 	}
-	go work(l)
+	wg.Go(func() { work(l) })
 	for range workers - 1 {
 		w, err := l.sibling()
 		if err != nil {
 			break // the first loader takes every file
 		}
-		go work(w)
+		wg.Go(func() { work(w) })
 	}
-	return func(i int) (FileResult, bool) {
+	next = func(i int) (FileResult, bool) {
 		r := <-done[i]
 		return r.fr, r.ok
 	}
+	// Every file left is refused at once by loadOne once the context has
+	// ended, so the wait is short.
+	return next, wg.Wait
 }
 
 // sibling is a new loader with l's settings, for another core.
