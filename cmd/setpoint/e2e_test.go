@@ -373,6 +373,8 @@ func TestWatchLiveEdits(t *testing.T) {
 // is killed after an apply, restarted by the next call (after the backoff)
 // and resumes from its state file, and its metrics keep flowing.
 func TestSimProviderRestartResumes(t *testing.T) {
+	// The provider process, not the world inside (plan's own default).
+	t.Setenv("SETPOINT_PROVIDERS", "process")
 	dir := copySpecs(t, quick...)
 	ws, err := openWorkspace(dir, simOptions{})
 	if err != nil {
@@ -394,6 +396,10 @@ func TestSimProviderRestartResumes(t *testing.T) {
 		t.Fatalf("apply: %v, %d applied", err, applied)
 	}
 	pid := ws.mgr.Pid("sim")
+	if pid <= 0 {
+		// Kill(0) would be this test's own process group.
+		t.Fatalf("no sim provider process: pid %d", pid)
+	}
 	ws.mgr.RestartBackoff = func(int) time.Duration { return 0 }
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
