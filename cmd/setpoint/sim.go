@@ -39,7 +39,7 @@ its end (or --until), against a fresh sim world; the directory's state files
 are not touched. It prints applies as they happen and a summary: applies, held
 changes by reason, replica-hours, and time over each latency target. The sim
 provider runs inside this process, its world the run's own; with
---provider-process it runs as a provider process, as plan and watch run it,
+--provider-process it runs as a provider process, as watch runs it,
 and if that process dies sim fails (exit 1) rather than go on with a new,
 empty world.`,
 		Args: cobra.ExactArgs(1),
@@ -54,7 +54,7 @@ empty world.`,
 				o.seed = &seed
 			}
 			o.fresh = true
-			o.simInProcess = !providerProcess
+			o.simProcess = providerProcess
 			w, err := openWorkspace(args[0], o)
 			if err != nil {
 				return err
@@ -123,7 +123,7 @@ empty world.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the summary, as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the summary")
 	cmd.Flags().BoolVar(&baseline, "baseline", false, "replay the same world with the reference policy, with setpoint only observing (the world's own autoscalers act), and with the smallest fixed replica counts as good as setpoint, add the hindsight oracle, and compare")
-	cmd.Flags().BoolVar(&providerProcess, "provider-process", false, "run the sim provider as a provider process (go-plugin), as plan and watch do, instead of inside sim")
+	cmd.Flags().BoolVar(&providerProcess, "provider-process", false, "run the sim provider as a provider process (go-plugin), as watch does, instead of inside sim")
 	cmd.Flags().StringVar(&reportDir, "report", "", "write plots (SVG, PNG) of replicas, request rate and p99 against its target per workload, and an index page, into this directory")
 	return cmd
 }

@@ -176,7 +176,7 @@ func openWorkspace(dir string, o simOptions) (*workspace, error) {
 	// A one-shot command's sim world is its own: it runs inside, writing
 	// into the store (SETPOINT_PROVIDERS=process runs it as a provider
 	// process, as watch does).
-	o.simInProcess = os.Getenv("SETPOINT_PROVIDERS") != "process"
+	o.simInProcess = !o.simProcess && os.Getenv("SETPOINT_PROVIDERS") != "process"
 	docs := r.Documents
 	var note *plan.Note
 	if o.trustedEnv != "" {
@@ -211,6 +211,9 @@ type simOptions struct {
 	// default: its world is the run's own, and a process boundary per
 	// call was ~40% of the demo's time).
 	simInProcess bool
+	// simProcess asks for the sim provider as a provider process (sim
+	// --provider-process) where a one-shot command would run it inside.
+	simProcess bool
 }
 
 // selfPath overrides os.Executable as the binary serving built-in
