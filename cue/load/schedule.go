@@ -1,7 +1,6 @@
 package load
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,8 +32,11 @@ func scheduleDependencies(docs []spec.Document) Diagnostics {
 	// config that does not decode is reported by the Environment's checks.
 	var worlds map[string][]string
 	for _, p := range env.Spec.Providers {
-		var c spec.SimConfig
-		if p.Name != "sim" || json.Unmarshal(p.Config, &c) != nil {
+		if p.Name != "sim" {
+			continue
+		}
+		c, err := p.SimConfig()
+		if err != nil {
 			continue
 		}
 		worlds = map[string][]string{}

@@ -48,6 +48,62 @@ type Provider struct {
 	Name   string          `json:"name"`
 	SHA256 string          `json:"sha256,omitempty"`
 	Config json.RawMessage `json:"config,omitempty"`
+	// sim is a sim provider's config as decoded with the provider: a
+	// world of 10,000 workloads took 0.15 s to decode, and the checks,
+	// the loader and the provider each read it.
+	sim *decodedSim
+}
+
+type decodedSim struct {
+	c   SimConfig
+	err error
+}
+
+// UnmarshalJSON decodes a provider, and a sim provider's config with it.
+func (p *Provider) UnmarshalJSON(b []byte) error {
+	type plain Provider
+	var x plain
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*p = Provider(x)
+	if p.Name == "sim" {
+		d := &decodedSim{}
+		d.err = json.Unmarshal(p.Config, &d.c)
+		p.sim = d
+	}
+	return nil
+}
+
+// SimConfig decodes a sim provider's config (once, when the provider was
+// decoded) and returns a copy its caller may change.
+func (p Provider) SimConfig() (SimConfig, error) {
+	if p.sim == nil {
+		var c SimConfig
+		err := json.Unmarshal(p.Config, &c)
+		return c, err
+	}
+	if p.sim.err != nil {
+		return SimConfig{}, p.sim.err
+	}
+	c := p.sim.c
+	if c.Window != nil {
+		w := *c.Window
+		c.Window = &w
+	}
+	c.Workloads = slices.Clone(c.Workloads)
+	for i := range c.Workloads {
+		w := &c.Workloads[i]
+		w.Containers = slices.Clone(w.Containers)
+		w.Targets = slices.Clip(w.Targets)
+		w.Managers, w.Annotations = maps.Clone(w.Managers), maps.Clone(w.Annotations)
+		if w.Window != nil {
+			win := *w.Window
+			w.Window = &win
+		}
+	}
+	c.Fleets, c.RouteGroups, c.Nodes = slices.Clone(c.Fleets), slices.Clone(c.RouteGroups), slices.Clone(c.Nodes)
+	return c, nil
 }
 
 // KubernetesConfig mirrors #KubernetesConfig.
@@ -423,8 +479,8 @@ func (e *Environment) Check() []FieldError {
 			errs = append(errs, FieldError{Path: "spec.signals.default", Message: "a Prometheus server cannot answer for the sim world: it runs on the trace's virtual time, where the server has no samples",
 				Expected: "embedded with the sim provider (the sim world's metrics go into it)", Related: fmt.Sprintf("spec.providers.%d.name", i)})
 		}
-		var c SimConfig
-		if json.Unmarshal(p.Config, &c) != nil {
+		c, err := p.SimConfig()
+		if err != nil {
 			continue
 		}
 		if _, err := c.ShiftSeconds(0); err != nil {
@@ -633,8 +689,8 @@ func (e *Environment) CheckFiles(baseDir string) []FieldError {
 		if p.Name != "sim" {
 			continue
 		}
-		var c SimConfig
-		if json.Unmarshal(p.Config, &c) != nil || c.Trace == "" {
+		c, err := p.SimConfig()
+		if err != nil || c.Trace == "" {
 			continue
 		}
 		if msg := checkRegularFile(c.Trace, baseDir); msg != "" {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -16,8 +15,8 @@ func Config(env *spec.Environment) (spec.SimConfig, error) {
 		if p.Name != "sim" {
 			continue
 		}
-		var c spec.SimConfig
-		if err := json.Unmarshal(p.Config, &c); err != nil {
+		c, err := p.SimConfig()
+		if err != nil {
 			return c, fmt.Errorf("%s: sim config: %w", env.Src.PosOf("spec.providers"), err)
 		}
 		return c, nil
