@@ -6,6 +6,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -229,14 +231,26 @@ func (l *Loader) loadAll(files []string, batch *cueBatch) (next func(i int) (Fil
 	for i := range done {
 		done[i] = make(chan result, 1)
 	}
+	// The largest files first: one large file (an Environment listing a
+	// sim world) taken last would be loaded while the other cores idle.
+	order := make([]int, len(files))
+	size := make([]int64, len(files))
+	for i, f := range files {
+		order[i] = i
+		if fi, err := os.Stat(f); err == nil {
+			size[i] = fi.Size()
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(size[b], size[a]) })
 	var taken atomic.Int64
 	var wg sync.WaitGroup
 	work := func(w *Loader) {
 		for {
-			i := int(taken.Add(1) - 1)
-			if i >= len(files) {
+			k := int(taken.Add(1) - 1)
+			if k >= len(order) {
 				return
 			}
+			i := order[k]
 			fr, ok := w.loadOne(files[i], batch)
 			done[i] <- result{fr, ok}
 		}
