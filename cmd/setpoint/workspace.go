@@ -199,7 +199,7 @@ type simOptions struct {
 	trace     string
 	rateScale float64
 	seed      *int64 // replaces the sim config's seed
-	fresh     bool   // ignore the sim state file: a self-contained run
+	fresh     bool   // ignore the sim state file: a self-contained run (sim's, which reports)
 	// oneShot says the process plans once (openWorkspace's commands): it
 	// scrapes when its queries first name metrics, where watch runs a
 	// scrape loop beside its reconciles.
@@ -374,8 +374,11 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 		if mk, ok := builtIn[p.Name]; ok && (inProcess() || (o.simInProcess && p.Name == "sim")) {
 			prov = mk()
 			if p.Name == "sim" {
-				// The world writes straight into this process's store.
-				prov = sim.NewPluginWithSink(w.store)
+				// The world writes straight into this process's store,
+				// and keeps its report only for sim, which prints it.
+				sp := sim.NewPluginWithSink(w.store)
+				sp.NoReport = !o.fresh
+				prov = sp
 			}
 			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
 				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())

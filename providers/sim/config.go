@@ -80,7 +80,7 @@ func Open(env *spec.Environment, sink Sink) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
 	}
-	p, err := NewProvider(cfg, tr, StatePath(env), sink)
+	p, err := NewProvider(cfg, tr, StatePath(env), Options{Sink: sink})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", env.Src.PosOf("spec.providers"), err)
 	}

@@ -290,7 +290,7 @@ func TestSimStateIsChecked(t *testing.T) {
 func twoProviders(t *testing.T, state string, tr *Trace, wls ...spec.SimWorkload) (*Provider, *Provider) {
 	t.Helper()
 	open := func() *Provider {
-		p, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: wls}, tr, state, embedded.NewStore(0))
+		p, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: wls}, tr, state, Options{Sink: embedded.NewStore(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func TestProvidersShareTheStateFile(t *testing.T) {
 	if r := b.Apply(ctx, providers.ApplyRequest{Now: at(650), Changes: []providers.ObjectChange{change(inv, "setpoint", true, ContainerAttr("app", "requests"), mib(300))}}); r.Results[0].Err != "" {
 		t.Fatalf("%+v", r)
 	}
-	fresh, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{hpa, deployment("inventory", 1)}}, constTrace(100, 900), state, embedded.NewStore(0))
+	fresh, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{hpa, deployment("inventory", 1)}}, constTrace(100, 900), state, Options{Sink: embedded.NewStore(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestProvidersShareTheStateFile(t *testing.T) {
 	if err != nil || !slices.Equal(ats, []int{600, 600, 650, 820, 850}) {
 		t.Fatalf("the file should hold the changes in time order: %v %v", ats, err)
 	}
-	again, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{hpa, deployment("inventory", 1)}}, constTrace(100, 900), state, embedded.NewStore(0))
+	again, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{hpa, deployment("inventory", 1)}}, constTrace(100, 900), state, Options{Sink: embedded.NewStore(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestSimStateFollowsTheFile(t *testing.T) {
 		}
 	}
 	write(3)
-	p, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("inventory", 1)}}, constTrace(10, 600), state, nil)
+	p, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("inventory", 1)}}, constTrace(10, 600), state, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

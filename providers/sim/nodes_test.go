@@ -30,7 +30,7 @@ func nodeWorld(t *testing.T, state string, checkoutPods int) *Provider {
 		{Name: "a", Topology: "1x4x2", Labels: map[string]string{"tier": "web"}, Workloads: []string{"shop/checkout"}},
 		{Name: "b", Topology: "2x2x1", Workloads: []string{"shop/checkout", "jobs/batch"}},
 	}}
-	p, err := NewProvider(cfg, constTrace(50, 600), state, nil)
+	p, err := NewProvider(cfg, constTrace(50, 600), state, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestNodePolicyReplayed(t *testing.T) {
 		t.Fatalf("replayed %v, applied %v", got, want)
 	}
 
-	bare, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("checkout", 1)}}, constTrace(50, 60), "", nil)
+	bare, err := NewProvider(spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("checkout", 1)}}, constTrace(50, 60), "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestSimNodesRefused(t *testing.T) {
 		{[]spec.SimNode{{Name: "a", Topology: "64x64x2"}}, "sim node a"},
 	} {
 		cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{deployment("checkout", 1)}, Nodes: tc.nodes}
-		if _, err := NewProvider(cfg, constTrace(1, 10), "", nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := NewProvider(cfg, constTrace(1, 10), "", Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.nodes, err, tc.want)
 		}
 	}
@@ -224,7 +224,7 @@ func TestNodePodsBounded(t *testing.T) {
 	co := deployment("checkout", MaxNodePods+88)
 	co.CPURequest = 1
 	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{co}, Nodes: []spec.SimNode{{Name: "a", Topology: "1x4x2", Labels: map[string]string{"tier": "web"}}}}
-	p, err := NewProvider(cfg, constTrace(50, 60), "", nil)
+	p, err := NewProvider(cfg, constTrace(50, 60), "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func BenchmarkNodeRebalance(b *testing.B) {
 	co := deployment("checkout", 250)
 	co.Containers = append(co.Containers, spec.SimContainer{Name: "sidecar", Request: 32 * spec.MiB, Limit: 64 * spec.MiB, WorkingSet: 20 * spec.MiB})
 	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{co}, Nodes: []spec.SimNode{{Name: "a", Topology: "2x32x2", Labels: map[string]string{"tier": "web"}}}}
-	p, err := NewProvider(cfg, constTrace(50, 60), "", nil)
+	p, err := NewProvider(cfg, constTrace(50, 60), "", Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestNodePoolsStayPut(t *testing.T) {
 	jobs := deployment("api", 2)
 	jobs.Namespace, jobs.CPURequest = "jobs", 250
 	cfg := spec.SimConfig{Seed: 1, Workloads: []spec.SimWorkload{co, jobs}, Nodes: []spec.SimNode{{Name: "a", Topology: "1x4x2"}}}
-	p, err := NewProvider(cfg, constTrace(50, 60), "", nil)
+	p, err := NewProvider(cfg, constTrace(50, 60), "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

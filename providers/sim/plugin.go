@@ -30,6 +30,9 @@ type Plugin struct {
 	// embedded store of the process the provider runs in); Signals then
 	// only advances the world.
 	sink Sink
+	// NoReport: the world keeps no report (Options.NoReport). Set before
+	// Configure.
+	NoReport bool
 }
 
 var _ providers.Full = (*Plugin)(nil)
@@ -100,7 +103,7 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 		buf = samplebuf.NewBuffer()
 		sink = buf
 	}
-	p, err := NewProvider(cfg, tr, req.StatePath, sink)
+	p, err := NewProvider(cfg, tr, req.StatePath, Options{Sink: sink, NoReport: s.NoReport})
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}

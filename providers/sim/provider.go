@@ -330,8 +330,9 @@ type Provider struct {
 var _ providers.Provider = (*Provider)(nil)
 
 // NewProvider builds a world over tr with the changes in the state file
-// at statePath ("": none, and none kept).
-func NewProvider(cfg spec.SimConfig, tr *Trace, statePath string, sink Sink) (*Provider, error) {
+// at statePath ("": none, and none kept), and o's sink and report (its
+// changes are the state file's).
+func NewProvider(cfg spec.SimConfig, tr *Trace, statePath string, o Options) (*Provider, error) {
 	p := &Provider{StatePath: statePath}
 	var changes []Change
 	if statePath != "" {
@@ -340,7 +341,8 @@ func NewProvider(cfg spec.SimConfig, tr *Trace, statePath string, sink Sink) (*P
 			return nil, err
 		}
 	}
-	w, err := NewWithTrace(cfg, tr, Options{Sink: sink, Changes: changes})
+	o.Changes = changes
+	w, err := NewWithTrace(cfg, tr, o)
 	if err != nil {
 		if len(changes) > 0 {
 			err = fmt.Errorf("sim state %s: %w", statePath, err)

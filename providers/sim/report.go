@@ -95,6 +95,8 @@ type tracker struct {
 	secArrived int
 	// envelope is the trace's per-minute rate for the workload.
 	envelope []float64
+	// lean keeps only the request and pod counts (Options.NoReport).
+	lean bool
 }
 
 func newTracker(namespace, name string, targets, buckets []float64, duration int) *tracker {
@@ -117,6 +119,9 @@ func (t *tracker) counted(c *secStat) {
 // begin opens second s, dropping the second a minute before it from the
 // trailing sums.
 func (t *tracker) begin(s int) {
+	if t.lean {
+		return
+	}
 	c := &t.ring[s%60]
 	t.cur = c
 	if c.n == 0 {
@@ -149,6 +154,9 @@ func (t *tracker) arrive(cold bool) {
 // served records a request served with latency lat (seconds).
 func (t *tracker) served(lat float64) {
 	t.r.Served++
+	if t.lean {
+		return
+	}
 	c := t.cur
 	t.counted(c)
 	c.n++
@@ -166,6 +174,9 @@ func (t *tracker) served(lat float64) {
 // dropped records a refused request: late for every target.
 func (t *tracker) dropped() {
 	t.r.Dropped++
+	if t.lean {
+		return
+	}
 	c := t.cur
 	t.counted(c)
 	c.n++
@@ -178,6 +189,12 @@ func (t *tracker) dropped() {
 
 // end closes second s with the pods it had.
 func (t *tracker) end(s, pods, ready int) {
+	if t.lean {
+		t.r.Seconds++
+		t.r.PodSeconds += int64(pods)
+		t.r.ReadySeconds += int64(ready)
+		return
+	}
 	c := t.cur
 	if c.n > 0 {
 		t.n += int64(c.n)

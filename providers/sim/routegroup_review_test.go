@@ -39,7 +39,7 @@ func TestRouteSamplesBoundedWhateverTheTick(t *testing.T) {
 		g.Backends = append(g.Backends, spec.SimBackend{Address: a, Capacity: 100, Latency: spec.Duration(20 * time.Millisecond)})
 	}
 	sink := sampleCount{}
-	p, err := NewProvider(spec.SimConfig{Seed: 1, RouteGroups: []spec.SimRouteGroup{g}}, constTrace(400, 120), "", sink)
+	p, err := NewProvider(spec.SimConfig{Seed: 1, RouteGroups: []spec.SimRouteGroup{g}}, constTrace(400, 120), "", Options{Sink: sink})
 	if err != nil {
 		t.Fatal(err)
 	}

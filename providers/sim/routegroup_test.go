@@ -75,7 +75,7 @@ func threeBackends() spec.SimRouteGroup {
 
 func groupProvider(t *testing.T, tr *Trace, state string, gs ...spec.SimRouteGroup) *Provider {
 	t.Helper()
-	p, err := NewProvider(spec.SimConfig{Seed: 1, RouteGroups: gs}, tr, state, nil)
+	p, err := NewProvider(spec.SimConfig{Seed: 1, RouteGroups: gs}, tr, state, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func changesEqual(a, b []Change) bool {
 // the old world had and the new one does not get staleness markers at the
 // next scrape, as a Prometheus would write for a pod that went away.
 func (w *World) rebuilt(changes []Change) (*World, error) {
-	o := Options{Changes: changes, Traces: w.traces}
+	o := Options{Changes: changes, Traces: w.traces, NoReport: w.noReport}
 	if w.sink != nil {
 		o.Sink = &muted{sink: w.sink, until: w.Now().UnixMilli()}
 	}

@@ -85,6 +85,10 @@ type Options struct {
 	// Traces are traces loaded already, by traceKey; the world adds those
 	// it loads, so a caller building several worlds reads each file once.
 	Traces map[string]*Trace
+	// NoReport keeps no per-workload report beyond the request counts
+	// (a one-shot plan reads none; its per-second percentiles were 8% of
+	// a 10,000-workload plan).
+	NoReport bool
 }
 
 // World is the simulated cluster.
@@ -115,6 +119,8 @@ type World struct {
 	changes []Change
 	applied int
 	sec     int // seconds simulated: the world is at Start + sec
+	// noReport: see Options.NoReport.
+	noReport bool
 }
 
 // Totals are a workload's request accounting since the start.
@@ -157,12 +163,13 @@ func NewWithTrace(cfg spec.SimConfig, tr *Trace, o Options) (*World, error) {
 	base.Workloads = slices.Clone(cfg.Workloads)
 	cfg.Workloads = slices.Clone(cfg.Workloads)
 	w := &World{
-		cfg:   cfg,
-		base:  base,
-		trace: tr,
-		sink:  o.Sink,
-		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
-		byKey: map[string]*object{},
+		cfg:      cfg,
+		base:     base,
+		trace:    tr,
+		sink:     o.Sink,
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x51a)),
+		byKey:    map[string]*object{},
+		noReport: o.NoReport,
 	}
 	traces := o.Traces
 	if traces == nil {
@@ -471,6 +478,7 @@ func newWorkload(w *World, c *spec.SimWorkload, src *source) (*workload, error) 
 	ts := seconds(targets)
 	wl.buckets = bucketsWith(ts)
 	wl.tracker = newTracker(c.Namespace, c.Name, ts, wl.buckets, len(w.trace.Rate))
+	wl.tracker.lean = w.noReport
 	wl.tracker.envelope = PerMinute(src.tr.Rate)
 	for i := range wl.tracker.envelope {
 		wl.tracker.envelope[i] *= src.expect
