@@ -212,9 +212,9 @@ var loadWorkers = min(runtime.GOMAXPROCS(0), 4)
 // loadAll starts loading files and returns what gives file i's result, to
 // be asked for i = 0, 1, … in turn: on one core, loaded there and then;
 // with more (and enough files), by a loader per core, each with its own
-// CUE context (one is not safe for two goroutines), files handed out in
-// turn, so the results, their order and the diagnostics are a single
-// loader's.
+// CUE context (one is not safe for two goroutines), the largest files
+// first; the results are taken in file order, so they, their order and the
+// diagnostics are a single loader's.
 //
 // stop waits for the loaders to end (an interrupted Load returns before the
 // files are all loaded, and l is one of them).
@@ -233,12 +233,17 @@ func (l *Loader) loadAll(files []string, batch *cueBatch) (next func(i int) (Fil
 	}
 	// The largest files first: one large file (an Environment listing a
 	// sim world) taken last would be loaded while the other cores idle.
+	// The .cue files the batch evaluates elsewhere go last: a loader
+	// taking one only waits for the batch.
 	order := make([]int, len(files))
 	size := make([]int64, len(files))
 	for i, f := range files {
 		order[i] = i
 		if fi, err := os.Stat(f); err == nil {
 			size[i] = fi.Size()
+		}
+		if batch != nil && isCUE(f) {
+			size[i] = -1
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(size[b], size[a]) })

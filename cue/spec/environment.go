@@ -76,7 +76,11 @@ func (p *Provider) UnmarshalJSON(b []byte) error {
 }
 
 // SimConfig decodes a sim provider's config (once, when the provider was
-// decoded) and returns a copy its caller may change.
+// decoded) and returns a copy: its own window, slices of workloads, fleets,
+// route groups and nodes, and each workload's containers, managers,
+// annotations and window, which a caller may change or append to (targets
+// are appended to, never written). What they point to further is shared
+// and read only.
 func (p Provider) SimConfig() (SimConfig, error) {
 	if p.sim == nil {
 		var c SimConfig
