@@ -47,7 +47,9 @@ type section struct {
 
 const maxCache = 200_000
 
-func (l *Loader) prepareSections(kind string, def cue.Value) {
+// prepareSections splits a kind's schema by section (nil: the kind is not
+// on the fast path).
+func (l *Loader) prepareSections(kind string, def cue.Value) *kindSections {
 	ks := &kindSections{spec: map[string]section{}}
 	ks.apiVersion, _ = def.LookupPath(cue.MakePath(cue.Str("apiVersion"))).String()
 	meta := def.LookupPath(cue.MakePath(cue.Str("metadata")))
@@ -55,7 +57,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	specDef := def.LookupPath(cue.MakePath(cue.Str("spec")))
 	it, err := specDef.Fields(cue.Optional(true))
 	if err != nil {
-		return
+		return nil
 	}
 	for it.Next() {
 		name := it.Selector().Unquoted()
@@ -73,7 +75,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 	// to the full path.
 	hidden, err := specDef.Fields(cue.Hidden(true), cue.Optional(true))
 	if err != nil {
-		return
+		return nil
 	}
 	for hidden.Next() {
 		if !strings.HasPrefix(hidden.Selector().String(), "_") {
@@ -82,12 +84,11 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 		name, n, ok := minItemsOf(hidden.Value())
 		s, known := ks.spec[name]
 		if !ok || !known {
-			return
+			return nil
 		}
 		s.minItems = n
 		ks.spec[name] = s
 	}
-	l.sections[kind] = ks
 	if kind == "Environment" {
 		l.providerDef = section{def: ks.spec["providers"].def}
 		w := l.schema.LookupPath(cue.MakePath(cue.Def("SimWorkload")))
@@ -95,6 +96,7 @@ func (l *Loader) prepareSections(kind string, def cue.Value) {
 			l.simWorkload = section{def: w, leaves: l.leaves(w)}
 		}
 	}
+	return ks
 }
 
 // simWorkloadsSplit says whether #SimConfig asks of its workloads only
@@ -115,7 +117,7 @@ func (l *Loader) simWorkloadsSplit() bool {
 	for _, d := range body.Elts {
 		fd, ok := d.(*ast.Field)
 		if !ok {
-			if c, ok := d.(*ast.Comprehension); ok && strings.Contains(fmt.Sprint(format(c)), "workloads") {
+			if c, ok := d.(*ast.Comprehension); ok && strings.Contains(format(c), "workloads") {
 				return false
 			}
 			continue
@@ -377,13 +379,7 @@ func templated(key *strings.Builder, sl *ast.StructLit, leaves []leaf, given []s
 			}
 			if sure {
 				given[id] = js
-				ph := &ast.BasicLit{Kind: token.STRING, Value: leaves[id].placeholder}
-				if leaves[id].num {
-					ph.Kind = token.INT
-					if strings.ContainsAny(leaves[id].placeholder, ".eE") {
-						ph.Kind = token.FLOAT
-					}
-				}
+				ph := &ast.BasicLit{Kind: leaves[id].kind, Value: leaves[id].placeholder}
 				ast.SetPos(ph, f.Value.Pos())
 				out.Elts[i] = &ast.Field{Label: f.Label, Value: ph}
 				key.WriteString("leaf;")

@@ -37,6 +37,7 @@ type leaf struct {
 	// quoted); it meets check, and no other literal of a section using it
 	// may contain it.
 	placeholder string
+	kind        token.Token // the placeholder's: STRING, INT or FLOAT
 	str         func(string) bool
 	number      numCheck
 }
@@ -98,24 +99,18 @@ func (l *Loader) leaves(def cue.Value) []leaf {
 		v, i := it.Value(), len(out)
 		switch v.IncompleteKind() {
 		case cue.StringKind:
-			check := l.compileString(v, 0)
-			if check == nil {
-				check = parsedString(v)
-			}
+			check := compileString(v)
 			if check == nil {
 				continue
 			}
 			for _, ph := range []string{idMark + strconv.Itoa(i), "98765432" + strconv.Itoa(i) + "ms", "zz.setpoint.id." + strconv.Itoa(i)} {
 				if check(ph) {
-					out = append(out, leaf{name: name, placeholder: strconv.Quote(ph), str: check})
+					out = append(out, leaf{name: name, placeholder: strconv.Quote(ph), kind: token.STRING, str: check})
 					break
 				}
 			}
 		case cue.NumberKind, cue.IntKind, cue.FloatKind:
-			check := l.compileNumber(v, 0)
-			if check == nil {
-				check = parsedNumber(v)
-			}
+			check := compileNumber(v)
 			if check == nil {
 				continue
 			}
@@ -127,7 +122,7 @@ func (l *Loader) leaves(def cue.Value) []leaf {
 				}
 				n, _ := parseNum(&ast.BasicLit{Kind: kind, Value: ph})
 				if ok, sure := check(n); ok && sure {
-					out = append(out, leaf{name: name, num: true, placeholder: ph, number: check})
+					out = append(out, leaf{name: name, num: true, placeholder: ph, kind: kind, number: check})
 					break
 				}
 			}
@@ -234,198 +229,15 @@ func isPlainJSON(q string) bool {
 	return true
 }
 
+// A constraint is compiled from its form as CUE prints it, parsed: the
+// evaluated value with its definitions inlined (#Name prints as its rune
+// limit and pattern) and defaults marked, which Value.Expr does not take
+// apart where a default stands beside bounds (*1.2 | >=1.0 & <=10).
+
 // compileString compiles a string constraint of the forms the schema uses
-// (a concrete string, =~ a regular expression, strings.MinRunes and
-// MaxRunes, a reference to a definition of these, and & and | of them), or
-// returns nil.
-func (l *Loader) compileString(v cue.Value, depth int) func(string) bool {
-	if depth > 8 {
-		return nil
-	}
-	op, args := v.Expr()
-	switch op {
-	case cue.NoOp:
-		if s, err := v.String(); err == nil && v.IsConcrete() {
-			return func(x string) bool { return x == s }
-		}
-		if v.IncompleteKind() == cue.StringKind && !v.IsConcrete() && fmt.Sprint(v) == "string" {
-			return func(string) bool { return true }
-		}
-	case cue.OrOp, cue.AndOp:
-		var parts []func(string) bool
-		for _, a := range args {
-			p := l.compileString(a, depth+1)
-			if p == nil {
-				return nil
-			}
-			parts = append(parts, p)
-		}
-		if op == cue.OrOp {
-			return func(x string) bool {
-				for _, p := range parts {
-					if p(x) {
-						return true
-					}
-				}
-				return false
-			}
-		}
-		return func(x string) bool {
-			for _, p := range parts {
-				if !p(x) {
-					return false
-				}
-			}
-			return true
-		}
-	case cue.RegexMatchOp:
-		if len(args) != 1 {
-			return nil
-		}
-		pat, err := args[0].String()
-		if err != nil {
-			return nil
-		}
-		re, err := regexp.Compile(pat)
-		if err != nil {
-			return nil
-		}
-		return re.MatchString
-	case cue.CallOp:
-		if len(args) != 2 {
-			return nil
-		}
-		n, err := args[1].Int64()
-		if err != nil {
-			return nil
-		}
-		switch fmt.Sprint(args[0]) {
-		case "strings.MaxRunes":
-			return func(x string) bool { return utf8.RuneCountInString(x) <= int(n) }
-		case "strings.MinRunes":
-			return func(x string) bool { return utf8.RuneCountInString(x) >= int(n) }
-		}
-	case cue.SelectorOp:
-		if d := l.definition(args); d.Exists() {
-			return l.compileString(d, depth+1)
-		}
-	}
-	return nil
-}
-
-// definition is the schema's definition a reference (#Name) names.
-func (l *Loader) definition(args []cue.Value) cue.Value {
-	if len(args) != 2 {
-		return cue.Value{}
-	}
-	name, err := args[1].String()
-	if err != nil || len(name) < 2 || name[0] != '#' {
-		return cue.Value{}
-	}
-	return l.schema.LookupPath(cue.MakePath(cue.Def(name)))
-}
-
-// compileNumber compiles a number constraint of the forms the schema uses
-// (number, int, float, a concrete number, bounds, a reference to a
-// definition of these, and & and | of them), or returns nil.
-func (l *Loader) compileNumber(v cue.Value, depth int) numCheck {
-	if depth > 8 {
-		return nil
-	}
-	op, args := v.Expr()
-	switch op {
-	case cue.NoOp:
-		if v.IsConcrete() {
-			b, err := v.MarshalJSON()
-			if err != nil {
-				return nil
-			}
-			want, ok := new(big.Rat).SetString(string(b))
-			if !ok {
-				return nil
-			}
-			wantInt := v.IncompleteKind() == cue.IntKind
-			return func(n numLit) (bool, bool) {
-				if n.r.Cmp(want) != 0 {
-					return false, true
-				}
-				return n.isInt == wantInt, n.isInt == wantInt // 1 against 1.0: CUE decides
-			}
-		}
-		switch fmt.Sprint(v) {
-		case "number":
-			return func(numLit) (bool, bool) { return true, true }
-		case "int":
-			return func(n numLit) (bool, bool) { return n.isInt, true }
-		case "float":
-			return func(n numLit) (bool, bool) { return !n.isInt, true }
-		}
-	case cue.OrOp, cue.AndOp:
-		var parts []numCheck
-		for _, a := range args {
-			p := l.compileNumber(a, depth+1)
-			if p == nil {
-				return nil
-			}
-			parts = append(parts, p)
-		}
-		return func(n numLit) (bool, bool) {
-			all := true
-			for _, p := range parts {
-				ok, sure := p(n)
-				if !sure {
-					all = false
-					continue
-				}
-				if op == cue.OrOp && ok {
-					return true, true
-				}
-				if op == cue.AndOp && !ok {
-					return false, true
-				}
-			}
-			if !all {
-				return false, false
-			}
-			return op == cue.AndOp, true
-		}
-	case cue.LessThanOp, cue.LessThanEqualOp, cue.GreaterThanOp, cue.GreaterThanEqualOp:
-		if len(args) != 1 || !args[0].IsConcrete() {
-			return nil
-		}
-		b, err := args[0].MarshalJSON()
-		if err != nil {
-			return nil
-		}
-		bound, ok := new(big.Rat).SetString(string(b))
-		if !ok {
-			return nil
-		}
-		return func(n numLit) (bool, bool) {
-			c := n.r.Cmp(bound)
-			switch op {
-			case cue.LessThanOp:
-				return c < 0, true
-			case cue.LessThanEqualOp:
-				return c <= 0, true
-			case cue.GreaterThanOp:
-				return c > 0, true
-			}
-			return c >= 0, true
-		}
-	case cue.SelectorOp:
-		if d := l.definition(args); d.Exists() {
-			return l.compileNumber(d, depth+1)
-		}
-	}
-	return nil
-}
-
-// The constraint as CUE prints it, parsed: for the forms Expr does not
-// take apart (a default beside a bound: *1.2 | >=1.0 & <=10).
-
-// parsedString compiles a string constraint from its printed form.
-func parsedString(v cue.Value) func(string) bool {
+// (a value, =~ and !~ a regular expression, strings.MinRunes and MaxRunes,
+// string, and & and | of them), or returns nil.
+func compileString(v cue.Value) func(string) bool {
 	e, err := parser.ParseExpr("constraint", fmt.Sprint(v))
 	if err != nil {
 		return nil
@@ -510,8 +322,10 @@ func astString(e ast.Expr, depth int) func(string) bool {
 	return nil
 }
 
-// parsedNumber compiles a number constraint from its printed form.
-func parsedNumber(v cue.Value) numCheck {
+// compileNumber compiles a number constraint of the forms the schema uses
+// (a value, number, int, uint, float, bounds, and & and | of them), or
+// returns nil.
+func compileNumber(v cue.Value) numCheck {
 	e, err := parser.ParseExpr("constraint", fmt.Sprint(v))
 	if err != nil {
 		return nil

@@ -105,7 +105,10 @@ func New() (*Loader, error) {
 			return nil, fmt.Errorf("kind %s is registered in Go but has no #Kinds entry in the schema", k)
 		}
 		l.defs[k] = d
-		l.prepareSections(k, d)
+		// Every kind now, not at its first document: the full path's
+		// messages name constraints as the schema does (#ObjectName, "a
+		// DNS subdomain") only once its definitions have been evaluated.
+		l.sections[k] = l.prepareSections(k, d)
 	}
 	return l, nil
 }
