@@ -42,6 +42,21 @@ func (r *recorder) PlanChange(ctx context.Context, req providers.PlanChangeReque
 	return resp
 }
 
+// releases are a plan's releases, those to apply and those held.
+func releases(pl *plan.Plan) (through, held []plan.Change) {
+	for _, c := range pl.Changes {
+		if c.Release {
+			through = append(through, c)
+		}
+	}
+	for _, c := range pl.Held {
+		if c.Release {
+			held = append(held, c)
+		}
+	}
+	return through, held
+}
+
 // TestDeletedSpecReleases: a field whose every setter is gone is released
 // (value kept, state forgotten, the provider told), never while specs fail
 // to load, and not when more than half of the specs vanish at once unless
@@ -65,20 +80,6 @@ func TestDeletedSpecReleases(t *testing.T) {
 	if toy.Head().Kind != "Toy" {
 		nfrDoc, toy = toy, nfrDoc
 	}
-	releases := func(pl *plan.Plan) (through, held []plan.Change) {
-		for _, c := range pl.Changes {
-			if c.Release {
-				through = append(through, c)
-			}
-		}
-		for _, c := range pl.Held {
-			if c.Release {
-				held = append(held, c)
-			}
-		}
-		return
-	}
-
 	// The Toy goes: the NFR still sets replicas, so nothing is released.
 	e.Specs = append(e.Specs[:0:0], nfrDoc)
 	if r, h := releases(e.Plan(ctx, now.Add(time.Minute), st, nil)); len(r)+len(h) > 0 {
@@ -535,17 +536,7 @@ func TestStaleCopyHoldsRelease(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e.View, e.Releases = c.view, c.releases
 			pl := e.Plan(ctx, now.Add(time.Minute), st, nil)
-			var through, held []plan.Change
-			for _, ch := range pl.Changes {
-				if ch.Release {
-					through = append(through, ch)
-				}
-			}
-			for _, ch := range pl.Held {
-				if ch.Release {
-					held = append(held, ch)
-				}
-			}
+			through, held := releases(pl)
 			switch {
 			case c.released && (len(through) != 1 || len(held) != 0 || through[0].Address != replicas.Object):
 				t.Fatalf("want plain's replicas released:\n%s", text(pl))

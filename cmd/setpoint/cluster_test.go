@@ -261,6 +261,25 @@ func TestKilledMidApplySuccessorAgrees(t *testing.T) {
 	}
 }
 
+// clusterWatch runs `setpoint watch` on dir against env's API server, its
+// state in stateNS (Leases of 3 s), logging at debug into log, until the
+// test ends; waitLog waits (a minute at most) for a condition on the log.
+func clusterWatch(t *testing.T, env *kubetest.Env, stateNS, dir string) (log *testutil.Buffer, waitLog func(what string, cond func() bool)) {
+	t.Helper()
+	log = &testutil.Buffer{}
+	cmd := exec.Command(binary, "watch", "--log-level", "debug", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)
+	cmd.Dir = "../.."
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return log, func(what string, cond func() bool) {
+		t.Helper()
+		testutil.Poll(t, 60*time.Second, 50*time.Millisecond, what, func() (bool, string) { return cond(), "" }, log.String)
+	}
+}
+
 // count is how many lines of the log hold every one of parts.
 func count(log string, parts ...string) int {
 	n := 0
@@ -284,20 +303,9 @@ func TestWatchHoldsWhileTheAPIServerIsAway(t *testing.T) {
 	stateNS := env.Namespace(t)
 	dir := clusterSpecs(t, env, [3]string{"checkout.nfr.yaml", "maxReplicaStepUp: 30%", "maxReplicaStepUp: 100%"},
 		[3]string{"setpoint.yaml", "tick: 5s", "tick: 1s"})
-	var log testutil.Buffer
-	cmd := exec.Command(binary, "watch", "--log-level", "debug", "--kubeconfig", env.Kubeconfig, "--state-namespace", stateNS, "--lease-duration", "3s", dir)
-	cmd.Dir = "../.."
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	log, waitLog := clusterWatch(t, env, stateNS, dir)
 	applied := func() int {
 		return count(log.String(), "msg=applied", "HorizontalPodAutoscaler/shop/checkout", "attribute=spec.minReplicas")
-	}
-	waitLog := func(what string, cond func() bool) {
-		t.Helper()
-		testutil.Poll(t, 60*time.Second, 50*time.Millisecond, what, func() (bool, string) { return cond(), "" }, log.String)
 	}
 	waitLog("the first apply", func() bool { return applied() == 1 })
 	if err := env.StopAPIServer(); err != nil {

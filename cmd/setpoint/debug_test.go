@@ -380,7 +380,7 @@ func TestMetricsCountAReconcile(t *testing.T) {
 	if v, ok := metricValue(before, `setpoint_applies_total{result="ok"}`); !ok || v != 0 {
 		t.Fatalf("applies before: %v %v", v, ok)
 	}
-	res := reconcileKeysMetered(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil, m)
+	res, _ := reconcileBatch(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil, m)
 	if r := res["NFR/shop/checkout"]; r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -412,7 +412,7 @@ func TestMetricsCountAReconcile(t *testing.T) {
 
 	ws, clk, q, set = reconcileRig(t)
 	m = newSelfMetrics()
-	reconcileKeysMetered(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil, m)
+	_, _ = reconcileBatch(context.Background(), ws, q, set, []string{"NFR/shop/checkout"}, "test", clk, time.Second, nil, m)
 	if v, ok := metricValue(scrape(t, m.handler()), `setpoint_holds_total{reason="stability"}`); !ok || v < 1 {
 		t.Errorf("the stability window's hold is not counted: %v %v", v, ok)
 	}

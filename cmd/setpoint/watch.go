@@ -333,7 +333,7 @@ func startShards(ctx context.Context, ws *workspace, w *watch.Watcher, n int, ad
 		// Right before the provider applies, every spec of the plan must
 		// still be this replica's.
 		ws.fence = ss.fence
-		ws.theirs = func(id string) bool { return !ss.h.Owns(ss.shardOf(id)) }
+		ws.owns = func(id string) bool { return ss.h.Owns(ss.shardOf(id)) }
 	}
 	if addr != "" {
 		mux := http.NewServeMux()
@@ -433,18 +433,13 @@ func (s *shardSet) fence(specs []string) error {
 // at the default level when it starts or changes, not at every tick; nil
 // logs none.
 func reconcileKeys(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged) map[string]watch.Result {
-	return reconcileKeysMetered(ctx, ws, q, set, keys, reason, clk, lockWait, said, nil)
-}
-
-// reconcileKeysMetered is reconcileKeys recording into m (nil: nothing),
-// which only watch with its debug endpoints has.
-func reconcileKeysMetered(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) map[string]watch.Result {
-	res, _ := reconcileBatch(ctx, ws, q, set, keys, reason, clk, lockWait, said, m)
+	res, _ := reconcileBatch(ctx, ws, q, set, keys, reason, clk, lockWait, said, nil)
 	return res
 }
 
-// reconcileBatch is reconcileKeysMetered, also returning the error that
-// kept the whole batch from being planned (the state unreadable, say).
+// reconcileBatch is reconcileKeys recording into m (nil: nothing), which
+// only watch with its debug endpoints has, and also returning the error
+// that kept the whole batch from being planned (the state unreadable, say).
 func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watch.Set, keys []string, reason string, clk watch.Clock, lockWait time.Duration, said *logged, m *selfMetrics) (map[string]watch.Result, error) {
 	defer m.observeReconcile(time.Now())
 	var now time.Time
@@ -455,16 +450,13 @@ func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watc
 	}
 	ws.eng.Specs = set.Specs
 	ws.eng.Incomplete = set.Incomplete
-	ws.eng.View, ws.eng.Releases = nil, nil
-	if theirs := ws.theirs; theirs != nil {
-		ws.eng.Releases = func(id string) bool { return !theirs(id) }
-		if !ws.virtual() {
-			// One replica of several, each with its own copy of the
-			// directory: a spec missing from a copy that lags may be one
-			// another replica already applied from a newer copy. (A
-			// virtual clock's times are not the copy's.)
-			ws.eng.View = &engine.DirView{At: set.At, Lag: copyLag}
-		}
+	ws.eng.View, ws.eng.Releases = nil, ws.owns
+	if ws.owns != nil && !ws.virtual() {
+		// One replica of several, each with its own copy of the
+		// directory: a spec missing from a copy that lags may be one
+		// another replica already applied from a newer copy. (A virtual
+		// clock's times are not the copy's.)
+		ws.eng.View = &engine.DirView{At: set.At, Lag: copyLag}
 	}
 	ws.mu.Unlock()
 	res := map[string]watch.Result{}
@@ -477,7 +469,7 @@ func reconcileBatch(ctx context.Context, ws *workspace, q *watch.Queue, set watc
 	err := ws.withState(ctx, state.WatchHolder, lockWait, func(st *state.State) error {
 		now = clk.Now() // after any wait for the lock
 		p = ws.eng.Plan(ctx, now, st, keys)
-		if ws.theirs != nil {
+		if ws.owns != nil {
 			for _, c := range p.Held {
 				if c.Release {
 					heldGone = append(heldGone, c.Spec)

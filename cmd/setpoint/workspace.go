@@ -66,9 +66,9 @@ type workspace struct {
 	// fence, when set, says whether the specs' changes may still be
 	// applied by this process (in-cluster: it still holds their shards).
 	fence func(specs []string) error
-	// theirs, when set (in a cluster), says whether a spec's shard is
-	// another replica's: its releases are left to that replica.
-	theirs func(spec string) bool
+	// owns, when set (in a cluster), says whether a spec's shard is this
+	// replica's: another's releases are left to it.
+	owns func(spec string) bool
 	// heldGone are the gone specs whose releases the last reconcile held
 	// (in a cluster; the watch's worker alone uses it).
 	heldGone []string
@@ -341,8 +341,11 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 				simCfg.Seed = *o.seed
 			}
 			w.simCfg = simCfg
-			if cfg.Config, err = json.Marshal(simCfg); err != nil {
-				return nil, err
+			if !inProcess() && !o.simInProcess {
+				// For the provider process; a world inside takes it as is.
+				if cfg.Config, err = json.Marshal(simCfg); err != nil {
+					return nil, err
+				}
 			}
 			if !o.fresh {
 				cfg.StatePath = sim.StateFileBeside(w.statePath)
@@ -371,19 +374,26 @@ func workspaceFrom(dir string, docs []spec.Document, diags load.Diagnostics, o s
 			}
 		}
 		var prov providers.Full
-		if mk, ok := builtIn[p.Name]; ok && (inProcess() || (o.simInProcess && p.Name == "sim")) {
-			prov = mk()
-			if p.Name == "sim" {
-				// The world writes straight into this process's store,
-				// and keeps its report only for sim, which prints it.
-				sp := sim.NewPluginWithSink(w.store)
-				sp.NoReport = !o.fresh
-				prov = sp
+		mk, builtin := builtIn[p.Name]
+		switch {
+		case builtin && p.Name == "sim" && (inProcess() || o.simInProcess):
+			// The world writes straight into this process's store, from
+			// the config and trace read here, and keeps its report only
+			// for sim, which prints it.
+			sp := sim.NewPluginWithSink(w.store)
+			sp.NoReport = !o.fresh
+			c := w.simCfg
+			sim.AbsPaths(&c, base)
+			if d := sp.Use(c, w.trace, cfg.StatePath); len(d) > 0 {
+				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())
 			}
+			prov = sp
+		case builtin && inProcess():
+			prov = mk()
 			if d := prov.Configure(context.Background(), cfg); len(d) > 0 {
 				return nil, fmt.Errorf("%s: provider %s: %s", w.env.Src.PosOf(fmt.Sprintf("spec.providers.%d", i)), p.Name, d[0].Error())
 			}
-		} else {
+		default:
 			prov = w.mgr.Provider(p.Name, &cfg)
 			if err := w.mgr.Start(p.Name); err != nil {
 				w.close()

@@ -156,30 +156,30 @@ type Watcher struct {
 // symlink), or a tool like git-sync swapped the root itself (a symlink to
 // its latest worktree); a plain directory is its own source, current when
 // read (now). Read before the content: a swap in between only makes the
-// content newer than said. ok is false while a swap is half done (the
-// kubelet links a new key's file only after the swap), when the content
-// read now may lack what the swap brought.
-func copyTime(root string, now time.Time) (at time.Time, ok bool) {
+// content newer than said. Zero while a swap is half done (the kubelet
+// links a new key's file only after the swap), when the content read now
+// may lack what the swap brought.
+func copyTime(root string, now time.Time) time.Time {
 	data := filepath.Join(root, "..data")
 	if fi, err := os.Lstat(data); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		names, err := os.ReadDir(data)
 		if err != nil {
-			return time.Time{}, false
+			return time.Time{}
 		}
 		for _, n := range names {
 			if strings.HasPrefix(n.Name(), ".") {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(root, n.Name())); err != nil {
-				return time.Time{}, false
+				return time.Time{}
 			}
 		}
-		return fi.ModTime(), true
+		return fi.ModTime()
 	}
 	if fi, err := os.Lstat(root); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return fi.ModTime(), true
+		return fi.ModTime()
 	}
-	return now, true
+	return now
 }
 
 func (w *Watcher) wallNow() time.Time {
@@ -274,7 +274,7 @@ func (w *Watcher) root() string { return filepath.Clean(w.Dir) }
 // Load reads every file once, before watching. Run calls it if it was not
 // called; a second Run does not (the last good versions survive a stop).
 func (w *Watcher) Load() load.Diagnostics {
-	at, _ := copyTime(w.root(), w.wallNow()) // a half-done swap: as good as nothing
+	at := copyTime(w.root(), w.wallNow())
 	sc, _ := scanTree(w.root())
 	seen := map[string]stamp{}
 	for _, p := range sc.files {
@@ -442,13 +442,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	defer fw.Close()
 	w.tree = tree{}
-	at, ok := copyTime(w.root(), w.wallNow())
+	at := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", w.Dir, err)
-	}
-	if !ok {
-		at = time.Time{}
 	}
 
 	// Edits made since Load or while stopped, then everything.
@@ -715,16 +712,13 @@ func byPath(ds load.Diagnostics) map[string]load.Diagnostics {
 // watches to where the paths lead now, and returns the spec files whose
 // content differs from when they were last read (new, edited or removed).
 func (w *Watcher) rescan(fw *fsnotify.Watcher) (map[string]bool, time.Time) {
-	at, ok := copyTime(w.root(), w.wallNow())
+	at := copyTime(w.root(), w.wallNow())
 	paths, err := w.watchTree(fw)
 	if err != nil {
 		// The root itself is gone (mid-swap): the next event or tick scans
 		// again; the specs in force keep running meanwhile.
 		w.log().Warn("spec directory unreadable; the specs in force keep running", "dir", w.Dir, "error", err)
 		return nil, time.Time{}
-	}
-	if !ok {
-		at = time.Time{}
 	}
 	return w.changedSince(paths), at
 }

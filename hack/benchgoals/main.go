@@ -17,8 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/procstat"
 )
 
 // row is one line of the table.
@@ -158,18 +159,8 @@ func short(v float64) string {
 // run runs a command to its end and says its wall and CPU seconds and its
 // peak resident set in MB.
 func run(name string, args ...string) (wall, cpu, mb float64, err error) {
-	cmd := exec.Command(name, args...)
-	t0 := time.Now()
-	err = cmd.Run()
-	wall = time.Since(t0).Seconds()
-	if cmd.ProcessState == nil {
-		return wall, 0, 0, err
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		cpu = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-		mb = float64(ru.Maxrss) / 1024
-	}
-	return wall, cpu, mb, err
+	u, err := procstat.Run(name, args...)
+	return u.Wall.Seconds(), u.CPU.Seconds(), float64(u.MaxRSS) / (1 << 20), err
 }
 
 // wholeProcess measures the goals no go test benchmark can: the CLI plan of

@@ -3,11 +3,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
-	"time"
+
+	"github.com/setpoint-dev/setpoint/internal/procstat"
 )
 
 func main() {
@@ -15,22 +16,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: measure CMD [ARGS...]")
 		os.Exit(2)
 	}
-	cmd := exec.Command(os.Args[1], os.Args[2:]...)
-	cmd.Stderr = nil
-	cmd.Stdout = nil
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	u, err := procstat.Run(os.Args[1], os.Args[2:]...)
 	code := 0
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
+		code = ee.ExitCode()
 	}
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	fmt.Printf("wall=%.2fs cpu=%.2fs maxrss=%dMB exit=%d\n", wall.Seconds(), cpu.Seconds(), ru.Maxrss/1024, code)
+	fmt.Printf("wall=%.2fs cpu=%.2fs maxrss=%dMB exit=%d\n", u.Wall.Seconds(), u.CPU.Seconds(), u.MaxRSS>>20, code)
 }

@@ -86,8 +86,6 @@ func simSchema() providers.Schema {
 
 // Configure builds the world from the sim config.
 func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []providers.Diagnostic {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var cfg spec.SimConfig
 	if err := json.Unmarshal(req.Config, &cfg); err != nil {
 		return []providers.Diagnostic{diag.New("sim config", err.Error())}
@@ -97,13 +95,23 @@ func (s *Plugin) Configure(_ context.Context, req providers.ConfigureRequest) []
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
+	return s.Use(cfg, tr, req.StatePath)
+}
+
+// Use builds the world from a config whose paths are absolute and its trace,
+// as Configure does from their JSON: for a process running the world
+// inside, which has both read already (a list of 10,000 workloads is not
+// encoded and decoded again, nor the trace read twice).
+func (s *Plugin) Use(cfg spec.SimConfig, tr *Trace, statePath string) []providers.Diagnostic {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var buf *samplebuf.Buffer
 	sink := s.sink
 	if sink == nil {
 		buf = samplebuf.NewBuffer()
 		sink = buf
 	}
-	p, err := NewProvider(cfg, tr, req.StatePath, Options{Sink: sink, NoReport: s.NoReport})
+	p, err := NewProvider(cfg, tr, statePath, Options{Sink: sink, NoReport: s.NoReport})
 	if err != nil {
 		return []providers.Diagnostic{diag.New("sim world", err.Error())}
 	}
