@@ -148,7 +148,9 @@ func TestGoneSpecReleasedByItsShardHolder(t *testing.T) {
 
 	// The kubelet's next swap (another edit) is newer than the apply.
 	version("..v2", "# another edit\n", applied.Applied.At.Add(engine.DefaultCopyLag+time.Second))
-	released := func() int { return count(log.String(), "msg=released", "NodeAgentConfig/default/pinned", "spec.config") }
+	released := func() int {
+		return count(log.String(), "msg=released", "NodeAgentConfig/default/pinned", "spec.config")
+	}
 	waitLog("the release", func() bool { return released() >= 1 })
 	if n := released(); n != 1 {
 		t.Fatalf("released %d times, want once\n%s", n, log.String())
